@@ -1,1 +1,50 @@
-fn main() {}
+//! `rebound`: the command line. Each subcommand parses its flags, calls the engine or the
+//! runtime, and prints the result; the logic lives in the library crates.
+#![forbid(unsafe_code)]
+
+mod cmd;
+mod diagnostics;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Declarative retry decisions for a Storm-style stream runtime.
+#[derive(Parser)]
+#[command(name = "rebound", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Check(cmd::check::Args),
+    Decide(cmd::decide::Args),
+    Explain(cmd::explain::Args),
+    Run(cmd::run::Args),
+}
+
+/// How a subcommand ended: the exit codes of cli.md.
+pub enum Outcome {
+    /// 0: success.
+    Ok,
+    /// 1: the thing checked is wrong (invalid rules, failing tests, lost messages).
+    Wrong,
+    /// 2: usage or I/O error; the message has been printed.
+    Trouble,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Check(args) => cmd::check::run(args),
+        Command::Decide(args) => cmd::decide::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+        Command::Run(args) => cmd::run::run(args),
+    };
+    match outcome {
+        Outcome::Ok => ExitCode::SUCCESS,
+        Outcome::Wrong => ExitCode::from(1),
+        Outcome::Trouble => ExitCode::from(2),
+    }
+}

@@ -1,0 +1,278 @@
+//! The decision: what a failure is, what the engine answers, and the spec's seven steps.
+
+use crate::backoff::Policy;
+use crate::script::{RunError, ScriptEngine};
+use rand::Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// String attributes a failure carries.
+pub type Attrs = BTreeMap<String, String>;
+/// Numeric signals the runtime supplies (`fail_rate`, `retry_queue_depth`, …).
+pub type Signals = BTreeMap<String, f64>;
+
+static NO_ATTRS: Attrs = BTreeMap::new();
+static NO_SIGNALS: Signals = BTreeMap::new();
+
+/// Everything a decision looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureContext<'a> {
+    /// Business type of the failed message.
+    pub biz: &'a str,
+    /// Error code of the failure.
+    pub code: &'a str,
+    /// The attempt that just failed, 1 for the first delivery.
+    pub attempt: u32,
+    /// Time since the first delivery began.
+    pub elapsed: Duration,
+    /// A delay the failure itself asks for (HTTP 429 `Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// The delay chosen before the previous attempt (zero on the first failure).
+    pub last_delay: Duration,
+    /// String attributes of the failure.
+    pub attrs: &'a Attrs,
+    /// Signals from the runtime.
+    pub signals: &'a Signals,
+}
+
+impl<'a> FailureContext<'a> {
+    /// A failure of `biz`/`code` at `attempt`, with nothing else known.
+    pub fn new(biz: &'a str, code: &'a str, attempt: u32) -> Self {
+        FailureContext {
+            biz,
+            code,
+            attempt,
+            elapsed: Duration::ZERO,
+            retry_after: None,
+            last_delay: Duration::ZERO,
+            attrs: &NO_ATTRS,
+            signals: &NO_SIGNALS,
+        }
+    }
+
+    /// The sample failure every expression is evaluated against at load.
+    pub fn sample() -> FailureContext<'static> {
+        FailureContext::new("SAMPLE", "SAMPLE", 1)
+    }
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            /// The text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                $name(s.into())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A rule's `id`, unique in its set.
+    RuleId
+);
+name_type!(
+    /// A dead-letter label (`L1`, `default`, …).
+    Label
+);
+name_type!(
+    /// A rule set's version: a hash of its file names and bytes.
+    Version
+);
+
+/// What decided: a rule, or the set's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RuleRef {
+    /// The first rule that matched.
+    Rule(RuleId),
+    /// No rule matched.
+    Defaults,
+}
+
+impl RuleRef {
+    /// The rule's id, or `"defaults"`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            RuleRef::Rule(id) => id.as_str(),
+            RuleRef::Defaults => "defaults",
+        }
+    }
+}
+
+impl fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a message was not retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GiveUpReason {
+    /// The rule says `give_up: true`.
+    GiveUp,
+    /// `attempt > max_retries`.
+    MaxRetries,
+    /// The retry would start after `max_elapsed`.
+    MaxElapsed,
+}
+
+impl GiveUpReason {
+    /// `give_up`, `max_retries` or `max_elapsed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GiveUpReason::GiveUp => "give_up",
+            GiveUpReason::MaxRetries => "max_retries",
+            GiveUpReason::MaxElapsed => "max_elapsed",
+        }
+    }
+}
+
+impl fmt::Display for GiveUpReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The engine's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Deliver again after `delay`.
+    Retry {
+        /// How long to wait.
+        delay: Duration,
+        /// What decided.
+        rule: RuleRef,
+    },
+    /// Stop and store the message under `label`.
+    DeadLetter {
+        /// Where it goes.
+        label: Label,
+        /// Why it was not retried.
+        reason: GiveUpReason,
+        /// What decided.
+        rule: RuleRef,
+    },
+}
+
+impl Decision {
+    /// What decided.
+    pub fn rule(&self) -> &RuleRef {
+        match self {
+            Decision::Retry { rule, .. } | Decision::DeadLetter { rule, .. } => rule,
+        }
+    }
+}
+
+/// A decision together with the version of the set that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// The answer.
+    pub decision: Decision,
+    /// The set that gave it.
+    pub version: Version,
+}
+
+/// The JSON shape of `rebound decide --json` and `POST /v1/decide`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DecisionReport {
+    /// `retry` or `dead_letter`.
+    pub action: &'static str,
+    /// Delay in whole milliseconds, for a retry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Dead-letter label, for a dead letter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<String>,
+    /// `give_up`, `max_retries` or `max_elapsed`, for a dead letter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// The deciding rule's id, or `defaults`.
+    pub rule: String,
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// The set's version.
+    pub version: String,
+}
+
+impl Decided {
+    /// The JSON report of this decision for a failure at `attempt`.
+    pub fn report(&self, attempt: u32) -> DecisionReport {
+        let (action, delay_ms, dead_letter, reason) = match &self.decision {
+            Decision::Retry { delay, .. } => {
+                let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                ("retry", Some(ms), None, None)
+            }
+            Decision::DeadLetter { label, reason, .. } => (
+                "dead_letter",
+                None,
+                Some(label.to_string()),
+                Some(reason.as_str()),
+            ),
+        };
+        DecisionReport {
+            action,
+            delay_ms,
+            dead_letter,
+            reason,
+            rule: self.decision.rule().to_string(),
+            attempt,
+            version: self.version.to_string(),
+        }
+    }
+}
+
+/// The outcome of steps 3–7 for a policy: retry after a delay, or give up for a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Paced {
+    Retry(Duration),
+    Stop(GiveUpReason),
+}
+
+impl Policy {
+    /// Steps 3–7 of the decision procedure. Fails only when a delay script fails.
+    pub(crate) fn pace<R: Rng + ?Sized>(
+        &self,
+        ctx: &FailureContext<'_>,
+        rng: &mut R,
+        scripts: &ScriptEngine,
+    ) -> Result<Paced, RunError> {
+        let r = ctx.attempt;
+        if r > self.max_retries {
+            return Ok(Paced::Stop(GiveUpReason::MaxRetries));
+        }
+        let d = self.backoff.kind.base_delay_ms(r, ctx, scripts)?;
+        let mut delay = Duration::from_millis(self.backoff.jittered_ms(d, ctx.last_delay, rng));
+        if self.respect_retry_after
+            && let Some(asked) = ctx.retry_after
+        {
+            delay = delay.max(asked);
+        }
+        if let Some(limit) = self.max_elapsed
+            && ctx.elapsed.saturating_add(delay) > limit
+        {
+            return Ok(Paced::Stop(GiveUpReason::MaxElapsed));
+        }
+        Ok(Paced::Retry(delay))
+    }
+}

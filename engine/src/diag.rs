@@ -1,0 +1,192 @@
+//! Diagnostics: what a rule author reads when a file is wrong.
+//!
+//! Every problem the loader finds becomes a [`Diagnostic`] that names the file and, where the
+//! input has one, the line and column (both 1-based). Its `Display` is the one-line form the
+//! CLI prints: `rules/20-db.yaml:14:7: error: unknown field 'max_retry', ...`.
+
+use serde::Serialize;
+use std::fmt;
+
+/// How bad a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Rejects the whole set.
+    Error,
+    /// The set still loads; `rebound check --strict` turns it into an error.
+    Warning,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+/// A 1-based line and column in a source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+}
+
+impl Pos {
+    /// A position from a 1-based line and column.
+    pub const fn new(line: usize, column: usize) -> Pos {
+        Pos { line, column }
+    }
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// One problem in a rule set or a test file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostic {
+    /// The file as the user named it (`rules/20-db.yaml`), or the pushed file name.
+    pub file: String,
+    /// 1-based line, when the problem has a place in the file.
+    pub line: Option<usize>,
+    /// 1-based column, when the problem has a place in the file.
+    pub column: Option<usize>,
+    /// Error or warning.
+    pub severity: Severity,
+    /// What is wrong and what was expected.
+    pub message: String,
+    /// A hint, such as the nearest valid key for a misspelt one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// An error at `pos` (or for the whole file when `pos` is `None`).
+    pub fn error(file: impl Into<String>, pos: Option<Pos>, message: impl Into<String>) -> Self {
+        Self::new(Severity::Error, file.into(), pos, message.into())
+    }
+
+    /// A warning at `pos` (or for the whole file when `pos` is `None`).
+    pub fn warning(file: impl Into<String>, pos: Option<Pos>, message: impl Into<String>) -> Self {
+        Self::new(Severity::Warning, file.into(), pos, message.into())
+    }
+
+    fn new(severity: Severity, file: String, pos: Option<Pos>, message: String) -> Self {
+        Diagnostic {
+            file,
+            line: pos.map(|p| p.line),
+            column: pos.map(|p| p.column),
+            severity,
+            message,
+            help: None,
+        }
+    }
+
+    /// The same diagnostic with a hint attached.
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// The position, when the diagnostic has one.
+    pub fn pos(&self) -> Option<Pos> {
+        Some(Pos::new(self.line?, self.column?))
+    }
+
+    /// True for errors.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        write!(f, ": {}: {}", self.severity, self.message)
+    }
+}
+
+/// The diagnostics of a set that failed to load: errors first, in file order.
+#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+#[error("{}", render_all(.0))]
+pub struct Rejected(pub Vec<Diagnostic>);
+
+impl Rejected {
+    /// Only the errors.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.is_error())
+    }
+}
+
+fn render_all(diags: &[Diagnostic]) -> String {
+    diags
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The key among `candidates` nearest to a misspelt `key`, if one is close enough to suggest.
+pub fn did_you_mean<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(key, c), *c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// 1-based line and column of byte offset `offset` in `text`.
+pub fn pos_of_offset(text: &str, offset: usize) -> Pos {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    Pos::new(line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_form_names_file_line_and_column() {
+        let d = Diagnostic::error("rules/20-db.yaml", Some(Pos::new(14, 7)), "bad");
+        assert_eq!(d.to_string(), "rules/20-db.yaml:14:7: error: bad");
+        let w = Diagnostic::warning("a.yaml", None, "meh");
+        assert_eq!(w.to_string(), "a.yaml: warning: meh");
+    }
+
+    #[test]
+    fn suggests_the_nearest_key() {
+        let keys = ["max_retries", "max_elapsed", "backoff"];
+        assert_eq!(did_you_mean("max_retry", &keys), Some("max_retries"));
+        assert_eq!(did_you_mean("zzz", &keys), None);
+    }
+
+    #[test]
+    fn offsets_become_line_and_column() {
+        let t = "ab\ncd\né";
+        assert_eq!(pos_of_offset(t, 0), Pos::new(1, 1));
+        assert_eq!(pos_of_offset(t, 4), Pos::new(2, 2));
+        assert_eq!(pos_of_offset(t, 6), Pos::new(3, 1));
+    }
+}

@@ -1,0 +1,41 @@
+//! Static checks over a compiled set: problems that do not make it wrong, but that a rule
+//! author wants to hear about. One file per lint, each a [`LintRule`].
+
+mod long_delay;
+mod shadowed;
+
+use crate::diag::Diagnostic;
+use crate::rule::CompiledRule;
+use crate::script::ScriptEngine;
+use crate::set::Defaults;
+
+/// What a lint looks at.
+pub(crate) struct LintCx<'a> {
+    pub rules: &'a [CompiledRule],
+    pub defaults: &'a Defaults,
+    pub scripts: &'a ScriptEngine,
+}
+
+/// One static check.
+pub(crate) trait LintRule {
+    fn check(&self, cx: &LintCx<'_>, out: &mut Vec<Diagnostic>);
+}
+
+/// Runs every lint and returns its warnings.
+pub(crate) fn run(
+    rules: &[CompiledRule],
+    defaults: &Defaults,
+    scripts: &ScriptEngine,
+) -> Vec<Diagnostic> {
+    let cx = LintCx {
+        rules,
+        defaults,
+        scripts,
+    };
+    let lints: [&dyn LintRule; 2] = [&shadowed::Shadowed, &long_delay::LongDelay];
+    let mut out = Vec::new();
+    for lint in lints {
+        lint.check(&cx, &mut out);
+    }
+    out
+}

@@ -1,0 +1,118 @@
+//! A rule that can never decide, because an earlier rule without `if` matches everything it
+//! matches.
+//!
+//! The check is conservative: it warns only when coverage is certain. Names are covered by a
+//! missing condition, by `*`, by patterns matching each exact name, or by the identical glob;
+//! comparisons are compared at every point where either side can change its answer.
+
+use super::{LintCx, LintRule};
+use crate::diag::Diagnostic;
+use crate::index::RuleIndex;
+use crate::pattern::{Cmp, NameMatcher, NamePattern};
+use crate::rule::{CompiledRule, Conditions};
+use std::time::Duration;
+
+pub(crate) struct Shadowed;
+
+/// A name no exact condition can have, to look up only the wildcard buckets.
+const NO_NAME: &str = "\u{0}*";
+
+impl LintRule for Shadowed {
+    fn check(&self, cx: &LintCx<'_>, out: &mut Vec<Diagnostic>) {
+        let index = RuleIndex::build(cx.rules);
+        for (b, later) in cx.rules.iter().enumerate() {
+            let biz = representative(later.conditions.biz.as_ref());
+            let code = representative(later.conditions.code.as_ref());
+            // Any rule covering `later` also matches its representative names.
+            let shadow = index
+                .candidates(biz, code)
+                .take_while(|&a| a < b)
+                .map(|a| &cx.rules[a])
+                .find(|earlier| {
+                    earlier.guard.is_none() && covers(&earlier.conditions, &later.conditions)
+                });
+            if let Some(earlier) = shadow {
+                out.push(warning(earlier, later));
+            }
+        }
+    }
+}
+
+fn warning(earlier: &CompiledRule, later: &CompiledRule) -> Diagnostic {
+    let at = earlier.pos.map_or(earlier.file.to_string(), |p| {
+        format!("{}:{p}", earlier.file)
+    });
+    Diagnostic::warning(
+        &*later.file,
+        later.pos,
+        format!(
+            "rule '{}' can never decide: the earlier rule '{}' ({at}) has no 'if' and matches everything it matches",
+            later.id, earlier.id
+        ),
+    )
+}
+
+fn representative(m: Option<&NameMatcher>) -> &str {
+    m.and_then(|m| m.exact_names())
+        .and_then(|names| names.first().copied())
+        .unwrap_or(NO_NAME)
+}
+
+/// Whether every failure matching `b` also matches `a`.
+pub(crate) fn covers(a: &Conditions, b: &Conditions) -> bool {
+    names_cover(a.biz.as_ref(), b.biz.as_ref())
+        && names_cover(a.code.as_ref(), b.code.as_ref())
+        && cmps_cover(
+            &a.attempt,
+            &b.attempt,
+            |c| c.value,
+            |v| v.saturating_sub(1),
+            |v| v.saturating_add(1),
+        )
+        && cmps_cover(
+            &a.elapsed,
+            &b.elapsed,
+            |c| c.value,
+            |v| v.saturating_sub(Duration::from_millis(1)),
+            |v| v.saturating_add(Duration::from_millis(1)),
+        )
+        && a.attrs.iter().all(|(name, am)| {
+            b.attrs
+                .iter()
+                .any(|(bn, bm)| bn == name && names_cover(Some(am), Some(bm)))
+        })
+}
+
+fn names_cover(a: Option<&NameMatcher>, b: Option<&NameMatcher>) -> bool {
+    let Some(a) = a else { return true };
+    if a.is_catch_all() {
+        return true;
+    }
+    let Some(b) = b else { return false };
+    b.patterns().iter().all(|p| match p {
+        NamePattern::Exact(name) => a.matches(name),
+        NamePattern::Glob(_) => a.patterns().contains(p),
+    })
+}
+
+/// Whether every value satisfying all of `b` satisfies all of `a`, checked at each constant
+/// of either side and its neighbours: between those points neither side changes its answer.
+fn cmps_cover<T: Ord + Copy + Default>(
+    a: &[Cmp<T>],
+    b: &[Cmp<T>],
+    value: impl Fn(&Cmp<T>) -> T,
+    below: impl Fn(T) -> T,
+    above: impl Fn(T) -> T,
+) -> bool {
+    if a.is_empty() {
+        return true;
+    }
+    let mut points = vec![T::default()];
+    for c in a.iter().chain(b) {
+        let v = value(c);
+        points.extend([below(v), v, above(v)]);
+    }
+    points
+        .into_iter()
+        .all(|p| !b.iter().all(|c| c.holds(p)) || a.iter().all(|c| c.holds(p)))
+}

@@ -1,0 +1,201 @@
+//! From a directory to source files, and from a source file to its typed model.
+
+use crate::decide::Version;
+use crate::diag::{Diagnostic, Pos, did_you_mean, pos_of_offset};
+use crate::model::RuleFile;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::{fs, io};
+
+/// One file of a rule set: its name in the set, how to show it to a user, and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// The plain file name (`20-db.yaml`); with the bytes, what the version hashes.
+    pub name: String,
+    /// How diagnostics name it (`rules/20-db.yaml`, or the name of a pushed file).
+    pub path: String,
+    /// The raw bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl SourceFile {
+    /// A file known by `name`, shown as `path`.
+    pub fn new(
+        name: impl Into<String>,
+        path: impl Into<String>,
+        bytes: impl Into<Vec<u8>>,
+    ) -> Self {
+        SourceFile {
+            name: name.into(),
+            path: path.into(),
+            bytes: bytes.into(),
+        }
+    }
+
+    /// The text, when the bytes are valid UTF-8.
+    pub fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.bytes).ok()
+    }
+}
+
+/// Whether `name` is a rule file name: `*.yaml` or `*.yml`, not hidden (editors' lock and
+/// swap files start with a dot).
+pub fn is_rule_file_name(name: &str) -> bool {
+    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml"))
+}
+
+/// Reads every rule file directly inside `dir`, in byte-wise order of their names.
+///
+/// Symlinks are followed, so a Kubernetes ConfigMap mount (`name -> ..data/name`) reads as
+/// its current files. Subdirectories (`tests/`) and other entries are ignored.
+pub fn read_dir(dir: &Path) -> io::Result<Vec<SourceFile>> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let path = entry.path();
+        if !is_rule_file_name(&name) || !fs::metadata(&path)?.is_file() {
+            continue;
+        }
+        let bytes = fs::read(&path)?;
+        files.push(SourceFile::new(name, path.display().to_string(), bytes));
+    }
+    files.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    Ok(files)
+}
+
+/// The version of a set: a hash of its file names and bytes, in name order.
+///
+/// The same files give the same version wherever they live; any edit gives a new one.
+pub fn version_of(files: &[SourceFile]) -> Version {
+    let mut sorted: Vec<&SourceFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let mut hash = Sha256::new();
+    for file in sorted {
+        hash.update((file.name.len() as u64).to_le_bytes());
+        hash.update(file.name.as_bytes());
+        hash.update((file.bytes.len() as u64).to_le_bytes());
+        hash.update(&file.bytes);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Version::from(hex.as_str())
+}
+
+/// The text of `file`, or an error at the first byte that is not UTF-8.
+pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
+    std::str::from_utf8(&file.bytes).map_err(|e| {
+        let valid = std::str::from_utf8(&file.bytes[..e.valid_up_to()]).unwrap_or_default();
+        Diagnostic::error(
+            &file.path,
+            Some(pos_of_offset(valid, valid.len())),
+            format!(
+                "the file is not valid UTF-8 (bad byte 0x{:02x})",
+                file.bytes[e.valid_up_to()]
+            ),
+        )
+    })
+}
+
+/// Deserialises a YAML document into `T`, turning serde's error into a diagnostic with the
+/// position and, for a misspelt key, the nearest valid one.
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(path: &str, text: &str) -> Result<T, Diagnostic> {
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Err(Diagnostic::error(
+            path,
+            Some(Pos::new(1, 1)),
+            "the file is empty; a rule file starts with 'version: 1'",
+        ));
+    }
+    serde_yaml::from_str(text).map_err(|e| yaml_diagnostic(path, &e))
+}
+
+/// Reads a rule file's model.
+pub(crate) fn parse_rule_file(file: &SourceFile) -> Result<(RuleFile, &str), Diagnostic> {
+    let text = utf8_text(file)?;
+    Ok((parse_yaml(&file.path, text)?, text))
+}
+
+fn yaml_diagnostic(path: &str, err: &serde_yaml::Error) -> Diagnostic {
+    let pos = err.location().map(|l| Pos::new(l.line(), l.column()));
+    let mut message = err.to_string();
+    if let Some(p) = pos {
+        for suffix in [
+            format!(" at line {} column {}", p.line, p.column),
+            format!(" at position {}", err.location().map_or(0, |l| l.index())),
+        ] {
+            if let Some(at) = message.find(&suffix) {
+                message.replace_range(at..at + suffix.len(), "");
+            }
+        }
+    }
+    // serde_yaml prefixes the path (`rules[0].retry: `); the position already says where.
+    if let Some((prefix, rest)) = message.split_once(": ")
+        && !prefix.contains(' ')
+        && (prefix.contains('.') || prefix.contains('['))
+    {
+        message = rest.to_string();
+    }
+    let message = message.replace('`', "'");
+    let mut diag = Diagnostic::error(path, pos, message.clone());
+    if let Some(help) = unknown_key_help(&message) {
+        diag = diag.with_help(help);
+    }
+    diag
+}
+
+/// "did you mean 'max_retries'?" for `unknown field 'max_retry', expected one of ...`.
+fn unknown_key_help(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("unknown field '")
+        .or_else(|| message.strip_prefix("unknown variant '"))?;
+    let (key, expected) = rest.split_once("', expected ")?;
+    let candidates: Vec<&str> = expected
+        .trim_start_matches("one of ")
+        .split(", ")
+        .map(|c| c.trim_matches('\''))
+        .collect();
+    did_you_mean(key, &candidates).map(|best| format!("did you mean '{best}'?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_depends_on_names_and_bytes_only() {
+        let a = SourceFile::new("a.yaml", "rules/a.yaml", "version: 1\n");
+        let a_elsewhere = SourceFile::new("a.yaml", "other/a.yaml", "version: 1\n");
+        let renamed = SourceFile::new("b.yaml", "rules/b.yaml", "version: 1\n");
+        let edited = SourceFile::new("a.yaml", "rules/a.yaml", "version: 1\n# note\n");
+        let v = version_of(std::slice::from_ref(&a));
+        assert_eq!(v, version_of(&[a_elsewhere]));
+        assert_ne!(v, version_of(&[renamed]));
+        assert_ne!(v, version_of(&[edited]));
+    }
+
+    #[test]
+    fn unknown_keys_get_a_suggestion() {
+        let text = "version: 1\nrules:\n  - id: x\n    retry:\n      max_retry: 3\n";
+        let err = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(5), Some(7)), "{err}");
+        assert!(
+            err.message
+                .starts_with("unknown field 'max_retry', expected one of 'max_retries'"),
+            "{err}"
+        );
+        assert_eq!(err.help.as_deref(), Some("did you mean 'max_retries'?"));
+    }
+
+    #[test]
+    fn bad_utf8_is_located() {
+        let file = SourceFile::new("x.yaml", "x.yaml", b"version: 1\nrules: \xff\n".to_vec());
+        let err = utf8_text(&file).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(2), Some(8)));
+    }
+}

@@ -1,0 +1,292 @@
+//! rhai expressions: `if:` guards and `backoff.script` delays, compiled once, run sandboxed.
+//!
+//! One [`ScriptEngine`] is shared by a compiled set. It has no modules, no clock and no I/O,
+//! prints nothing, and bounds operations, expression depth, call depth and the sizes of
+//! strings, arrays and maps, so a guard can neither hang a decision nor exhaust memory.
+//! Integer overflow is an error (rhai's checked arithmetic), never a wrap.
+
+use crate::decide::FailureContext;
+use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Bounds of the sandbox. Generous for a guard, far below anything that would hurt.
+const MAX_OPERATIONS: u64 = 100_000;
+const MAX_EXPR_DEPTH: usize = 64;
+const MAX_FN_EXPR_DEPTH: usize = 32;
+const MAX_CALL_LEVELS: usize = 16;
+const MAX_STRING: usize = 16 * 1024;
+const MAX_ARRAY: usize = 1_024;
+const MAX_MAP: usize = 1_024;
+
+/// The variables every expression may use.
+pub const VARIABLES: [&str; 8] = [
+    "biz",
+    "code",
+    "attempt",
+    "elapsed",
+    "retry_after",
+    "last_delay",
+    "attrs",
+    "signals",
+];
+
+/// The runtime's signals as rhai sees them: a missing key reads as `0.0`.
+#[derive(Debug, Clone, Default)]
+struct SignalsView(BTreeMap<String, f64>);
+
+/// The sandboxed engine shared by every expression of a set.
+#[derive(Clone)]
+pub struct ScriptEngine {
+    engine: Arc<Engine>,
+}
+
+impl std::fmt::Debug for ScriptEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScriptEngine")
+    }
+}
+
+/// A compiled expression and its source text.
+#[derive(Clone)]
+pub struct Expr {
+    ast: Arc<AST>,
+    source: Arc<str>,
+}
+
+impl std::fmt::Debug for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Expr({:?})", self.source)
+    }
+}
+
+impl Expr {
+    /// The expression as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+/// Why an expression failed to compile, with its place inside the expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileError {
+    /// What rhai said.
+    pub message: String,
+    /// 1-based line and column inside the expression, when rhai knows them.
+    pub at: Option<(usize, usize)>,
+}
+
+/// An expression that failed or exceeded a bound while running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunError(pub String);
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a delay script yielded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ScriptDelay {
+    /// Whole milliseconds (negative results already count as 0).
+    Millis(u64),
+    /// Larger than any representable delay: saturate.
+    Huge,
+}
+
+fn position(pos: Position) -> Option<(usize, usize)> {
+    Some((pos.line()?, pos.position().unwrap_or(1)))
+}
+
+fn run_error(err: Box<EvalAltResult>) -> RunError {
+    let mut text = err.to_string();
+    // rhai appends " (line L, position P)"; inside a one-line guard that is noise.
+    if let Some(cut) = text.rfind(" (line ") {
+        text.truncate(cut);
+    }
+    RunError(text)
+}
+
+impl Default for ScriptEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScriptEngine {
+    /// The sandboxed engine.
+    pub fn new() -> Self {
+        let mut engine = Engine::new();
+        engine
+            .set_max_operations(MAX_OPERATIONS)
+            .set_max_expr_depths(MAX_EXPR_DEPTH, MAX_FN_EXPR_DEPTH)
+            .set_max_call_levels(MAX_CALL_LEVELS)
+            .set_max_string_size(MAX_STRING)
+            .set_max_array_size(MAX_ARRAY)
+            .set_max_map_size(MAX_MAP)
+            .set_max_variables(64)
+            .set_strict_variables(true)
+            .set_fail_on_invalid_map_property(false)
+            .disable_symbol("eval")
+            .on_print(|_| {})
+            .on_debug(|_, _, _| {});
+        engine
+            .register_type_with_name::<SignalsView>("Signals")
+            .register_indexer_get(|s: &mut SignalsView, key: ImmutableString| -> f64 {
+                s.0.get(key.as_str()).copied().unwrap_or(0.0)
+            });
+        ScriptEngine {
+            engine: Arc::new(engine),
+        }
+    }
+
+    /// Compiles `source` once; unknown variables and syntax errors are reported here.
+    pub fn compile(&self, source: &str) -> Result<Expr, CompileError> {
+        let scope = Self::scope(&FailureContext::sample());
+        let ast = self
+            .engine
+            .compile_expression_with_scope(&scope, source)
+            .map_err(|e| CompileError {
+                message: e.0.to_string(),
+                at: position(e.1),
+            })?;
+        Ok(Expr {
+            ast: Arc::new(ast),
+            source: source.into(),
+        })
+    }
+
+    fn scope(ctx: &FailureContext<'_>) -> Scope<'static> {
+        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let mut scope = Scope::new();
+        scope.push("biz", ImmutableString::from(ctx.biz));
+        scope.push("code", ImmutableString::from(ctx.code));
+        scope.push("attempt", i64::from(ctx.attempt));
+        scope.push("elapsed", ms(ctx.elapsed));
+        scope.push_dynamic(
+            "retry_after",
+            ctx.retry_after
+                .map_or(Dynamic::UNIT, |d| Dynamic::from(ms(d))),
+        );
+        scope.push("last_delay", ms(ctx.last_delay));
+        let attrs: Map = ctx
+            .attrs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().into(),
+                    Dynamic::from(ImmutableString::from(v.as_str())),
+                )
+            })
+            .collect();
+        scope.push("attrs", attrs);
+        scope.push("signals", SignalsView(ctx.signals.clone()));
+        scope
+    }
+
+    /// Evaluates `expr` against `ctx`, whatever type it yields.
+    pub fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
+        let mut scope = Self::scope(ctx);
+        self.engine
+            .eval_ast_with_scope::<Dynamic>(&mut scope, &expr.ast)
+            .map_err(run_error)
+    }
+
+    /// Runs a guard: `Ok(true)` when the rule may decide.
+    pub fn guard(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<bool, RunError> {
+        let value = self.eval(expr, ctx)?;
+        value
+            .as_bool()
+            .map_err(|ty| RunError(format!("the guard yielded {ty}, expected a boolean")))
+    }
+
+    /// Runs a delay script: its value in milliseconds.
+    pub fn delay(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<ScriptDelay, RunError> {
+        let value = self.eval(expr, ctx)?;
+        if let Ok(int) = value.as_int() {
+            return Ok(ScriptDelay::Millis(u64::try_from(int).unwrap_or(0)));
+        }
+        if let Ok(float) = value.as_float() {
+            if float.is_nan() {
+                return Err(RunError(
+                    "the script yielded NaN, expected milliseconds".into(),
+                ));
+            }
+            if float <= 0.0 {
+                return Ok(ScriptDelay::Millis(0));
+            }
+            if float >= u64::MAX as f64 {
+                return Ok(ScriptDelay::Huge);
+            }
+            return Ok(ScriptDelay::Millis(float.floor() as u64));
+        }
+        Err(RunError(format!(
+            "the script yielded {}, expected a number of milliseconds",
+            value.type_name()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::{Attrs, Signals};
+
+    fn ctx<'a>(attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
+        FailureContext {
+            attrs,
+            signals,
+            ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
+        }
+    }
+
+    #[test]
+    fn guards_see_every_variable() {
+        let e = ScriptEngine::new();
+        let attrs = Attrs::from([("tenant".to_string(), "acme".to_string())]);
+        let signals = Signals::from([("fail_rate".to_string(), 0.7)]);
+        let c = ctx(&attrs, &signals);
+        let g = e
+            .compile(r#"biz == "PAYMENT" && attempt == 3 && attrs.tenant == "acme" && signals.fail_rate > 0.5 && signals.nothing == 0.0 && retry_after == ()"#)
+            .unwrap();
+        assert_eq!(e.guard(&g, &c), Ok(true));
+    }
+
+    #[test]
+    fn unknown_variables_fail_to_compile() {
+        let err = ScriptEngine::new().compile("atempt > 1").unwrap_err();
+        assert!(err.message.contains("atempt"), "{err:?}");
+        assert_eq!(err.at, Some((1, 1)));
+    }
+
+    #[test]
+    fn runaway_expressions_are_stopped() {
+        let e = ScriptEngine::new();
+        let (a, s) = (Attrs::new(), Signals::new());
+        let c = ctx(&a, &s);
+        let spin = e
+            .compile("range(0, 1_000_000_000).reduce(|sum, x| sum + x, 0) > 0")
+            .unwrap();
+        assert!(e.guard(&spin, &c).is_err());
+        let huge = e.compile(r#""x".pad(100_000_000, "y") == "x""#).unwrap();
+        assert!(e.guard(&huge, &c).is_err());
+        let overflow = e.compile("9223372036854775807 + attempt > 0").unwrap();
+        assert!(e.guard(&overflow, &c).is_err());
+    }
+
+    #[test]
+    fn delay_scripts_yield_milliseconds() {
+        let e = ScriptEngine::new();
+        let (a, s) = (Attrs::new(), Signals::new());
+        let c = ctx(&a, &s);
+        let d = e.compile("min(500 * 2 ** attempt, 300_000)").unwrap();
+        assert_eq!(e.delay(&d, &c), Ok(ScriptDelay::Millis(4_000)));
+        let neg = e.compile("-5").unwrap();
+        assert_eq!(e.delay(&neg, &c), Ok(ScriptDelay::Millis(0)));
+        let float = e.compile("1.9").unwrap();
+        assert_eq!(e.delay(&float, &c), Ok(ScriptDelay::Millis(1)));
+        let text = e.compile(r#""soon""#).unwrap();
+        assert!(e.delay(&text, &c).is_err());
+    }
+}

@@ -1,0 +1,51 @@
+//! `rebound decide`: print the decision for one failure.
+
+use super::failure::FailureArgs;
+use crate::Outcome;
+use rebound_engine::duration::DurationDisplay;
+use rebound_engine::{Decided, Decision, PolicyHandle};
+
+/// Print the decision for one failure.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  rebound decide --biz PAYMENT --code PAY_PROCESSING --attempt 1 --json"
+)]
+pub struct Args {
+    #[command(flatten)]
+    failure: FailureArgs,
+}
+
+pub fn run(args: Args) -> Outcome {
+    let f = &args.failure;
+    let set = match super::load_rules(&f.rules, f.json) {
+        Ok((set, _)) => set,
+        Err(outcome) => return outcome,
+    };
+    let handle = PolicyHandle::new(set);
+    let (attrs, signals) = f.maps();
+    let decided = handle.decide(&f.context(&attrs, &signals), &mut f.rng());
+    if f.json {
+        println!(
+            "{}",
+            serde_json::to_string(&decided.report(f.attempt)).unwrap_or_default()
+        );
+    } else {
+        println!("{}", describe(&decided, f.attempt));
+    }
+    Outcome::Ok
+}
+
+/// One line for people: `retry after 100ms (rule payment-processing, attempt 1, version …)`.
+pub fn describe(decided: &Decided, attempt: u32) -> String {
+    let tail = format!(
+        "(rule {}, attempt {attempt}, version {})",
+        decided.decision.rule(),
+        decided.version
+    );
+    match &decided.decision {
+        Decision::Retry { delay, .. } => format!("retry after {}  {tail}", DurationDisplay(*delay)),
+        Decision::DeadLetter { label, reason, .. } => {
+            format!("dead_letter {label}, reason {reason}  {tail}")
+        }
+    }
+}

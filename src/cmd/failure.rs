@@ -1,0 +1,96 @@
+//! The flags that describe a failure, shared by `decide` and `explain`.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rebound_engine::duration::parse_duration;
+use rebound_engine::{Attrs, FailureContext, Signals};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A failure to decide, as flags.
+#[derive(clap::Args, Debug)]
+pub struct FailureArgs {
+    /// The rule set directory.
+    #[arg(long, default_value = "rules")]
+    pub rules: PathBuf,
+    /// Business type of the failed message.
+    #[arg(long, default_value = "")]
+    pub biz: String,
+    /// Error code of the failure.
+    #[arg(long, default_value = "")]
+    pub code: String,
+    /// The attempt that just failed (1 for the first delivery).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempt: u32,
+    /// Time since the first delivery began (e.g. 1.5s, 2m, 250ms; a bare number is ms).
+    #[arg(long, value_parser = duration, default_value = "0")]
+    pub elapsed: Duration,
+    /// A delay the failure asks for (HTTP 429 Retry-After).
+    #[arg(long, value_parser = duration)]
+    pub retry_after: Option<Duration>,
+    /// The delay chosen before the previous attempt.
+    #[arg(long, value_parser = duration, default_value = "0")]
+    pub last_delay: Duration,
+    /// A string attribute of the failure, as KEY=VALUE (repeatable).
+    #[arg(long = "attr", value_parser = key_value)]
+    pub attrs: Vec<(String, String)>,
+    /// A runtime signal, as KEY=NUMBER (repeatable), e.g. fail_rate=0.7.
+    #[arg(long = "signal", value_parser = signal)]
+    pub signals: Vec<(String, f64)>,
+    /// Seed for jitter, to make the decision reproducible.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got '{s}'"))
+}
+
+fn signal(s: &str) -> Result<(String, f64), String> {
+    let (k, v) = key_value(s)?;
+    let v = v
+        .parse::<f64>()
+        .map_err(|_| format!("expected KEY=NUMBER, got '{s}'"))?;
+    Ok((k, v))
+}
+
+impl FailureArgs {
+    /// The attrs and signals maps the context borrows.
+    pub fn maps(&self) -> (Attrs, Signals) {
+        (
+            self.attrs.iter().cloned().collect(),
+            self.signals.iter().cloned().collect(),
+        )
+    }
+
+    /// The failure context, borrowing the maps from [`maps`](Self::maps).
+    pub fn context<'a>(&'a self, attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
+        FailureContext {
+            biz: &self.biz,
+            code: &self.code,
+            attempt: self.attempt,
+            elapsed: self.elapsed,
+            retry_after: self.retry_after,
+            last_delay: self.last_delay,
+            attrs,
+            signals,
+        }
+    }
+
+    /// The RNG for jitter: seeded when asked, else from the OS.
+    pub fn rng(&self) -> StdRng {
+        match self.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => rand::make_rng(),
+        }
+    }
+}
