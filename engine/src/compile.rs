@@ -562,7 +562,7 @@ impl Compiler<'_> {
         match self.scripts.eval(&expr, &FailureContext::sample()) {
             Ok(v) if kind.accepts(&v) => Some(expr),
             Ok(v) => {
-                let ty = v.type_name();
+                let ty = friendly_type(v.type_name());
                 self.error(
                     f,
                     pos,
@@ -611,6 +611,20 @@ impl ExprKind {
             ExprKind::Guard => v.is_bool(),
             ExprKind::Delay => v.is_int() || v.is_float(),
         }
+    }
+}
+
+/// A rhai type name as a rule author would say it.
+fn friendly_type(rhai_name: &str) -> &str {
+    match rhai_name {
+        "i64" | "i32" => "an integer",
+        "f64" | "f32" => "a float",
+        "bool" => "a boolean",
+        "string" | "ImmutableString" => "a string",
+        "()" => "nothing (unit)",
+        "array" => "an array",
+        "map" => "a map",
+        other => other,
     }
 }
 

@@ -1,0 +1,292 @@
+//! The real `rebound` binary: `check`, `decide` and `explain` as cli.md pins them.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn rebound() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rebound"))
+}
+
+fn json(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| {
+        panic!(
+            "stdout is one JSON document ({e}): {}",
+            String::from_utf8_lossy(out)
+        )
+    })
+}
+
+#[test]
+fn check_accepts_the_shipped_rules_with_a_summary() {
+    rebound()
+        .args(["check", "--rules", "rules"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"^ok: 5 files, \d+ rules, version [0-9a-f]{16}\n$").unwrap(),
+        );
+}
+
+#[test]
+fn check_prints_file_line_column_and_exits_1_on_errors() {
+    rebound()
+        .args(["check", "--rules", "tests/fixtures/errors/unknown-key"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "tests/fixtures/errors/unknown-key/rules.yaml:6:7: error: unknown field 'max_retry'",
+        ))
+        .stderr(predicate::str::contains("did you mean 'max_retries'?"));
+}
+
+#[test]
+fn check_strict_turns_warnings_into_errors() {
+    let dir = "tests/fixtures/errors/warn-shadowed";
+    rebound()
+        .args(["check", "--rules", dir])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warning:"));
+    rebound()
+        .args(["check", "--rules", dir, "--strict"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "rules.yaml:6:5: error: rule 'payment-processing' can never decide",
+        ));
+}
+
+#[test]
+fn check_json_is_one_document() {
+    let out = rebound()
+        .args([
+            "check",
+            "--rules",
+            "tests/fixtures/errors/duplicate-id",
+            "--json",
+        ])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json(&out);
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["errors"][0]["line"], 5);
+    assert_eq!(doc["errors"][0]["column"], 9);
+}
+
+#[test]
+fn missing_rules_directory_is_an_io_error() {
+    rebound()
+        .args(["check", "--rules", "no/such/dir"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no/such/dir"));
+}
+
+#[test]
+fn decide_json_has_the_exact_keys() {
+    let out = rebound()
+        .args([
+            "decide",
+            "--biz",
+            "PAYMENT",
+            "--code",
+            "PAY_PROCESSING",
+            "--attempt",
+            "1",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json(&out);
+    assert_eq!(doc["action"], "retry");
+    assert_eq!(doc["delay_ms"], 100);
+    assert_eq!(doc["rule"], "payment-processing");
+    assert_eq!(doc["attempt"], 1);
+    assert!(doc["version"].as_str().is_some_and(|v| v.len() == 16));
+
+    let out = rebound()
+        .args([
+            "decide",
+            "--biz",
+            "PAYMENT",
+            "--code",
+            "PAY_PROCESSING",
+            "--attempt",
+            "4",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json(&out);
+    assert_eq!(doc["action"], "dead_letter");
+    assert_eq!(doc["dead_letter"], "L1");
+    assert_eq!(doc["reason"], "max_retries");
+    assert_eq!(doc["rule"], "payment-processing");
+    assert_eq!(doc["attempt"], 4);
+}
+
+#[test]
+fn decide_with_a_seed_is_reproducible_and_defaults_are_named() {
+    let run = || {
+        rebound()
+            .args([
+                "decide",
+                "--biz",
+                "ORDER",
+                "--code",
+                "SOMETHING_NEW",
+                "--attempt",
+                "2",
+                "--seed",
+                "42",
+                "--json",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone()
+    };
+    let (a, b) = (json(&run()), json(&run()));
+    assert_eq!(a, b);
+    assert_eq!(a["rule"], "defaults");
+}
+
+#[test]
+fn decide_honours_retry_after_elapsed_and_attrs() {
+    let out = rebound()
+        .args([
+            "decide",
+            "--code",
+            "RATE_LIMITED",
+            "--attempt",
+            "1",
+            "--retry-after",
+            "45s",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(json(&out)["delay_ms"], 45_000);
+    let out = rebound()
+        .args([
+            "decide",
+            "--code",
+            "DB_LOCK_WAIT",
+            "--attempt",
+            "3",
+            "--elapsed",
+            "1m59s",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json(&out);
+    assert_eq!(doc["reason"], "max_elapsed");
+    assert_eq!(doc["dead_letter"], "L2");
+}
+
+#[test]
+fn decide_on_an_invalid_set_exits_1_with_diagnostics() {
+    rebound()
+        .args([
+            "decide",
+            "--rules",
+            "tests/fixtures/errors/bad-glob",
+            "--code",
+            "X",
+            "--attempt",
+            "1",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("rules.yaml:5:20: error: bad glob"));
+}
+
+#[test]
+fn decide_rejects_bad_flags_with_exit_2() {
+    rebound()
+        .args(["decide", "--code", "X", "--attempt", "0"])
+        .assert()
+        .code(2);
+    rebound()
+        .args([
+            "decide",
+            "--code",
+            "X",
+            "--attempt",
+            "1",
+            "--elapsed",
+            "soon",
+        ])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn explain_shows_each_rule_considered_and_why() {
+    rebound()
+        .args([
+            "explain",
+            "--biz",
+            "ORDER",
+            "--code",
+            "NET_TIMEOUT",
+            "--attempt",
+            "2",
+            "--seed",
+            "1",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("decision: retry after"))
+        .stdout(predicate::str::contains("payment-processing"))
+        .stdout(predicate::str::contains(
+            "biz 'ORDER' does not match PAYMENT",
+        ))
+        .stdout(predicate::str::contains("net-timeout"))
+        .stdout(predicate::str::contains("matched"));
+}
+
+#[test]
+fn explain_json_carries_decision_and_trace() {
+    let out = rebound()
+        .args(["explain", "--code", "BAD_JSON", "--attempt", "1", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json(&out);
+    assert_eq!(doc["decision"]["reason"], "give_up");
+    assert_eq!(doc["decision"]["dead_letter"], "L3");
+    assert_eq!(doc["trace"][0]["rule"], "bad-payload");
+    assert_eq!(doc["trace"][0]["result"], "matched");
+}
+
+#[test]
+fn help_shows_an_example() {
+    for sub in ["check", "decide", "explain", "run"] {
+        rebound()
+            .args([sub, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Example:"));
+    }
+}

@@ -1,0 +1,277 @@
+//! Every load-time error and warning of the spec, each from a real fixture file under
+//! `tests/fixtures/errors/`, must name the file, line and column.
+
+use rebound_engine::{Diagnostic, Severity, load_dir};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const FIXTURES: &str = "tests/fixtures/errors";
+
+/// The diagnostics of loading a fixture set that must be rejected.
+fn rejected(name: &str) -> Vec<Diagnostic> {
+    let dir = Path::new(FIXTURES).join(name);
+    match load_dir(&dir).expect("fixture directory is readable") {
+        Ok(_) => panic!("{name}: the set loaded but must be rejected"),
+        Err(rejected) => rejected.0,
+    }
+}
+
+/// Asserts the first error is at `file:line:col` and says `needle`.
+fn assert_error(name: &str, file: &str, line: usize, column: usize, needle: &str) {
+    let diags = rejected(name);
+    let first = diags.iter().find(|d| d.is_error()).expect("an error");
+    let prefix = format!("{FIXTURES}/{name}/{file}:{line}:{column}: error: ");
+    let text = first.to_string();
+    assert!(
+        text.starts_with(&prefix),
+        "{name}: expected prefix {prefix:?}, got {text:?}"
+    );
+    assert!(
+        text.contains(needle),
+        "{name}: expected {needle:?} in {text:?}"
+    );
+}
+
+#[test]
+fn yaml_syntax_error_is_located() {
+    assert_error(
+        "yaml-syntax",
+        "rules.yaml",
+        4,
+        26,
+        "did not find expected ',' or ']'",
+    );
+}
+
+#[test]
+fn unknown_key_is_located_and_the_nearest_key_suggested() {
+    assert_error(
+        "unknown-key",
+        "rules.yaml",
+        6,
+        7,
+        "unknown field 'max_retry', expected one of 'max_retries'",
+    );
+    let diags = rejected("unknown-key");
+    assert_eq!(
+        diags[0].help.as_deref(),
+        Some("did you mean 'max_retries'?")
+    );
+}
+
+#[test]
+fn duplicate_id_names_both_places() {
+    assert_error(
+        "duplicate-id",
+        "20-b.yaml",
+        5,
+        9,
+        "duplicate rule id 'same': first defined at tests/fixtures/errors/duplicate-id/10-a.yaml:3:9",
+    );
+}
+
+#[test]
+fn bad_duration_is_located() {
+    assert_error(
+        "bad-duration",
+        "rules.yaml",
+        5,
+        25,
+        "bad duration '5 parsecs'",
+    );
+}
+
+#[test]
+fn bad_glob_is_located() {
+    assert_error("bad-glob", "rules.yaml", 5, 20, "bad glob 'PAY?'");
+}
+
+#[test]
+fn bad_comparison_is_located() {
+    assert_error(
+        "bad-comparison",
+        "rules.yaml",
+        6,
+        16,
+        "bad comparison '=> 5'",
+    );
+}
+
+#[test]
+fn retry_together_with_give_up_is_an_error() {
+    assert_error(
+        "retry-and-give-up",
+        "rules.yaml",
+        6,
+        5,
+        "has both 'retry' and 'give_up: true'",
+    );
+}
+
+#[test]
+fn defaults_in_two_files_names_both() {
+    assert_error(
+        "defaults-twice",
+        "10-b.yaml",
+        3,
+        1,
+        "defaults are declared twice: here and at tests/fixtures/errors/defaults-twice/00-a.yaml:2:1",
+    );
+}
+
+#[test]
+fn unsupported_version_is_located() {
+    assert_error("bad-version", "rules.yaml", 1, 10, "unsupported version 2");
+}
+
+#[test]
+fn rhai_syntax_error_points_inside_the_expression() {
+    assert_error("rhai-syntax", "rules.yaml", 4, 20, "the 'if' guard");
+}
+
+#[test]
+fn rhai_type_error_is_located() {
+    assert_error(
+        "rhai-type",
+        "rules.yaml",
+        4,
+        9,
+        "yields an integer on the sample failure, expected a boolean",
+    );
+}
+
+#[test]
+fn rhai_unknown_variable_points_at_it() {
+    assert_error("rhai-unknown-variable", "rules.yaml", 4, 37, "atempt");
+}
+
+#[test]
+fn script_that_is_not_a_number_is_rejected() {
+    assert_error(
+        "script-type",
+        "rules.yaml",
+        5,
+        26,
+        "expected a number of milliseconds",
+    );
+}
+
+#[test]
+fn empty_id_is_an_error() {
+    assert_error("empty-id", "rules.yaml", 3, 9, "the rule id is empty");
+}
+
+#[test]
+fn reserved_id_defaults_is_an_error() {
+    assert_error("reserved-id", "rules.yaml", 3, 9, "'defaults' is reserved");
+}
+
+#[test]
+fn malformed_id_is_an_error() {
+    assert_error(
+        "bad-id",
+        "rules.yaml",
+        3,
+        9,
+        "bad rule id 'Payment Processing'",
+    );
+}
+
+#[test]
+fn file_that_is_not_utf8_is_located() {
+    assert_error("not-utf8", "rules.yaml", 3, 12, "not valid UTF-8");
+}
+
+#[test]
+fn empty_label_is_an_error() {
+    assert_error(
+        "empty-label",
+        "rules.yaml",
+        5,
+        18,
+        "the dead-letter label is empty",
+    );
+}
+
+#[test]
+fn backoff_with_two_kinds_is_an_error() {
+    assert_error(
+        "two-backoff-kinds",
+        "rules.yaml",
+        5,
+        16,
+        "the backoff has 2 kinds (fixed, linear)",
+    );
+}
+
+#[test]
+fn bad_jitter_is_an_error() {
+    assert_error("bad-jitter", "rules.yaml", 5, 37, "bad jitter 'lots'");
+}
+
+#[test]
+fn empty_file_is_an_error() {
+    assert_error("empty-file", "rules.yaml", 1, 1, "the file is empty");
+}
+
+#[test]
+fn alias_bombs_are_rejected_quickly() {
+    for name in ["alias-bomb", "alias-bomb-toplevel"] {
+        let started = Instant::now();
+        let diags = rejected(name);
+        assert!(diags.iter().any(Diagnostic::is_error), "{name}");
+        // Not a speed target: a bomb that expanded would take minutes and gigabytes.
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{name} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn one_error_rejects_the_whole_set() {
+    // duplicate-id has a valid first file; nothing of the set is usable.
+    assert!(!rejected("duplicate-id").is_empty());
+}
+
+fn warnings(name: &str) -> Vec<Diagnostic> {
+    let dir = Path::new(FIXTURES).join(name);
+    let set = load_dir(&dir)
+        .unwrap()
+        .expect("warnings do not reject a set");
+    set.warnings().to_vec()
+}
+
+#[test]
+fn shadowed_rule_warning_names_both_rules() {
+    let w = warnings("warn-shadowed");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].severity, Severity::Warning);
+    let text = w[0].to_string();
+    assert!(
+        text.starts_with("tests/fixtures/errors/warn-shadowed/rules.yaml:6:5: warning: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("'payment-processing'") && text.contains("'all-payments'"),
+        "{text}"
+    );
+}
+
+#[test]
+fn jitter_that_can_exceed_an_hour_without_max_warns() {
+    let w = warnings("warn-long-jitter");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].to_string().contains("rule 'drifting'"), "{}", w[0]);
+    assert!(w[0].message.contains("no 'max'"), "{}", w[0]);
+}
+
+#[test]
+fn shipped_rules_load_without_warnings() {
+    let set = load_dir(Path::new("rules"))
+        .unwrap()
+        .expect("shipped rules are valid");
+    assert!(set.warnings().is_empty(), "{:?}", set.warnings());
+    assert!(set.rules().len() >= 8);
+}
