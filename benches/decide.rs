@@ -1,1 +1,122 @@
-fn main() {}
+//! Decision speed: the compiled index against a linear first-match scan, in the same run,
+//! on sets of 10 to 10,000 rules, for failures that hit an exact rule, a glob rule, the
+//! defaults, and a rule with a rhai guard. A plain `HashMap<String, _>` lookup is the floor
+//! the compiled decision is compared with, and compiling a 10,000-rule set is timed too.
+//!
+//! Run: `cargo bench --bench decide`
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rebound_engine::{FailureContext, PolicyHandle, SourceFile, compile};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::Duration;
+
+/// A set of `n` rules shaped like a real one: mostly exact biz/code rules, some globs and
+/// attempt comparisons, one guarded rule, split over ten files.
+fn rule_set(n: usize) -> Vec<SourceFile> {
+    let per_file = n.div_ceil(10);
+    let mut files = Vec::new();
+    for f in 0..10 {
+        let mut y = String::from("version: 1\nrules:\n");
+        for i in f * per_file..((f + 1) * per_file).min(n) {
+            writeln!(y, "  - id: rule-{i}").unwrap();
+            match i % 10 {
+                0 | 1 => writeln!(y, "    match: {{ code: \"G{i}_*\" }}").unwrap(),
+                2 => writeln!(
+                    y,
+                    "    match: {{ biz: B{}, code: C{i}, attempt: \">= 2\" }}",
+                    i % 50
+                )
+                .unwrap(),
+                _ => writeln!(y, "    match: {{ biz: B{}, code: C{i} }}", i % 50).unwrap(),
+            }
+            if i == guarded(n) {
+                y.push_str("    if: 'signals.fail_rate > 0.5 && attempt < 10'\n");
+            }
+            writeln!(
+                y,
+                "    retry: {{ max_retries: 5, backoff: {{ exponential: {{ base: 100ms, max: 30s }}, jitter: equal }} }}"
+            )
+            .unwrap();
+        }
+        files.push(SourceFile::new(
+            format!("{f:02}.yaml"),
+            format!("{f:02}.yaml"),
+            y,
+        ));
+    }
+    files
+}
+
+/// The rule that carries a guard: the first exact rule three quarters of the way down.
+fn guarded(n: usize) -> usize {
+    (n * 3 / 4..n).find(|i| i % 10 >= 3).expect("an exact rule")
+}
+
+/// Failures that hit an exact rule, a glob rule, the defaults and the guarded rule, about
+/// three quarters of the way down the set.
+fn contexts(n: usize) -> [(&'static str, String, String); 4] {
+    let guard = guarded(n);
+    let exact = (guard + 1..n).find(|i| i % 10 >= 3).expect("an exact rule");
+    let glob = (0..=n * 3 / 4)
+        .rev()
+        .find(|i| i % 10 == 0)
+        .expect("a glob rule");
+    [
+        ("exact", format!("B{}", exact % 50), format!("C{exact}")),
+        ("glob", "B1".to_string(), format!("G{glob}_TIMEOUT")),
+        ("defaults", "B1".to_string(), "NOTHING_MATCHES".to_string()),
+        ("guard", format!("B{}", guard % 50), format!("C{guard}")),
+    ]
+}
+
+fn decide(c: &mut Criterion) {
+    let signals = [("fail_rate".to_string(), 0.9)].into();
+    for n in [10usize, 100, 1_000, 10_000] {
+        let handle = PolicyHandle::new(compile(rule_set(n)).expect("bench set compiles"));
+        let mut group = c.benchmark_group(format!("decide/{n}_rules"));
+        group
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(1));
+        for (case, biz, code) in contexts(n) {
+            let ctx = FailureContext {
+                signals: &signals,
+                ..FailureContext::new(&biz, &code, 1)
+            };
+            let mut rng = StdRng::seed_from_u64(1);
+            group.bench_function(BenchmarkId::new("compiled", case), |b| {
+                b.iter(|| handle.decide(black_box(&ctx), &mut rng))
+            });
+            if n <= 1_000 || case == "exact" {
+                group.bench_function(BenchmarkId::new("linear_scan", case), |b| {
+                    b.iter(|| handle.decide_by_scan(black_box(&ctx), &mut rng))
+                });
+            }
+        }
+        group.finish();
+    }
+
+    let map: HashMap<String, u32> = (0..1_000).map(|i| (format!("C{i}"), i)).collect();
+    let key = "C757".to_string();
+    c.bench_function("baseline/hashmap_string_lookup", |b| {
+        b.iter(|| map.get(black_box(key.as_str())))
+    });
+}
+
+fn compile_time(c: &mut Criterion) {
+    let files = rule_set(10_000);
+    let mut group = c.benchmark_group("compile");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("10000_rules", |b| {
+        b.iter(|| compile(black_box(files.clone())).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decide, compile_time);
+criterion_main!(benches);

@@ -148,6 +148,14 @@ impl BackoffKind {
                     .and_then(|s| s.checked_add(ms(*base)));
                 saturate(value, *max)
             }
+            BackoffKind::Exponential { base, factor, max } if *factor == 2.0 => {
+                // The common case, exactly and without floating point.
+                let value = u32::try_from(steps)
+                    .ok()
+                    .and_then(|s| 1u64.checked_shl(s).filter(|_| s < 64))
+                    .and_then(|pow| ms(*base).checked_mul(pow));
+                saturate(value, *max)
+            }
             BackoffKind::Exponential { base, factor, max } => {
                 let value = ms(*base) as f64 * factor.powf(steps as f64);
                 let fits = value.is_finite() && value < u64::MAX as f64;

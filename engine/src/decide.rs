@@ -95,10 +95,60 @@ name_type!(
     /// A dead-letter label (`L1`, `default`, …).
     Label
 );
-name_type!(
-    /// A rule set's version: a hash of its file names and bytes.
-    Version
-);
+/// A rule set's version: a hash of its file names and bytes, as 16 lowercase hex digits.
+///
+/// It is `Copy` and holds no pointer, so carrying it with every decision costs nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version([u8; 16]);
+
+impl Version {
+    /// The version of a 64-bit content hash.
+    pub fn from_hash(hash: u64) -> Version {
+        let mut hex = [0u8; 16];
+        for (i, b) in hex.iter_mut().enumerate() {
+            let nibble = (hash >> (60 - 4 * i)) & 0xf;
+            *b = b"0123456789abcdef"[nibble as usize];
+        }
+        Version(hex)
+    }
+
+    /// The 16 hex digits.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::str::FromStr for Version {
+    type Err = String;
+
+    /// Parses 16 hex digits, as printed.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let ok = s.len() == 16
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let hash = u64::from_str_radix(s, 16).ok().filter(|_| ok);
+        hash.map(Version::from_hash)
+            .ok_or_else(|| format!("'{s}' is not a rule-set version (16 lowercase hex digits)"))
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Version({})", self.as_str())
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 /// What decided: a rule, or the set's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -80,8 +80,9 @@ pub fn version_of(files: &[SourceFile]) -> Version {
         hash.update(&file.bytes);
     }
     let digest = hash.finalize();
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Version::from(hex.as_str())
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    Version::from_hash(u64::from_be_bytes(first))
 }
 
 /// The text of `file`, or an error at the first byte that is not UTF-8.

@@ -44,6 +44,13 @@ impl Glob {
         tail.len() >= last.len() && tail.ends_with(&**last)
     }
 
+    /// The literal text before the first `*` and after the last one.
+    pub fn affixes(&self) -> (&str, &str) {
+        let first = self.pieces.first().map_or("", |p| &**p);
+        let last = self.pieces.last().map_or("", |p| &**p);
+        (first, last)
+    }
+
     /// True for `*`, which matches every name.
     pub fn is_catch_all(&self) -> bool {
         self.pieces.iter().all(|p| p.is_empty())

@@ -10,11 +10,24 @@ use crate::diag::Pos;
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use std::collections::HashMap;
 
+type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// Positions of keys and values by dotted path (`rules.0.id`, `defaults.retry`).
 #[derive(Debug, Default, Clone)]
 pub struct PositionIndex {
-    values: HashMap<String, ValuePos>,
-    keys: HashMap<String, Pos>,
+    values: Map<ValuePos>,
+    keys: Map<Pos>,
+}
+
+fn joined(path: &str, segment: &str) -> String {
+    if path.is_empty() {
+        return segment.to_string();
+    }
+    let mut s = String::with_capacity(path.len() + 1 + segment.len());
+    s.push_str(path);
+    s.push('.');
+    s.push_str(segment);
+    s
 }
 
 /// Where a value starts and how it was written.
@@ -38,7 +51,9 @@ impl PositionIndex {
     pub fn build(text: &str) -> PositionIndex {
         let mut index = PositionIndex::default();
         let mut stack: Vec<Frame> = Vec::new();
-        let mut path: Vec<String> = Vec::new();
+        // The dotted path of the innermost open container, and where each level starts.
+        let mut path = String::new();
+        let mut levels: Vec<usize> = Vec::new();
         for event in Parser::new_from_str(text) {
             let Ok((event, span)) = event else { break };
             let pos = Pos::new(span.start.line(), span.start.col() + 1);
@@ -47,35 +62,45 @@ impl PositionIndex {
                     if let Some(Frame::Map { key }) = stack.last_mut()
                         && key.is_none()
                     {
-                        path.push(value.to_string());
-                        index.keys.insert(path.join("."), pos);
-                        path.pop();
+                        index.keys.insert(joined(&path, &value), pos);
                         *key = Some(value.into_owned());
                         continue;
                     }
                     let quoted =
                         matches!(style, ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted);
                     let block = matches!(style, ScalarStyle::Literal | ScalarStyle::Folded);
-                    index.value_at(&mut stack, &mut path, ValuePos { pos, quoted, block });
+                    let at =
+                        Self::advance(&mut stack).map_or(String::new(), |seg| joined(&path, &seg));
+                    index.values.insert(at, ValuePos { pos, quoted, block });
                 }
                 Event::Alias(_) => {
-                    let v = ValuePos {
-                        pos,
-                        quoted: false,
-                        block: false,
-                    };
-                    index.value_at(&mut stack, &mut path, v);
+                    let at =
+                        Self::advance(&mut stack).map_or(String::new(), |seg| joined(&path, &seg));
+                    index.values.insert(
+                        at,
+                        ValuePos {
+                            pos,
+                            quoted: false,
+                            block: false,
+                        },
+                    );
                 }
                 Event::MappingStart(..) | Event::SequenceStart(..) => {
-                    let v = ValuePos {
-                        pos,
-                        quoted: false,
-                        block: false,
-                    };
-                    let segment = index.enter(&mut stack, v, &path);
-                    if let Some(segment) = segment {
-                        path.push(segment);
+                    levels.push(path.len());
+                    if let Some(seg) = Self::advance(&mut stack) {
+                        if !path.is_empty() {
+                            path.push('.');
+                        }
+                        path.push_str(&seg);
                     }
+                    index.values.insert(
+                        path.clone(),
+                        ValuePos {
+                            pos,
+                            quoted: false,
+                            block: false,
+                        },
+                    );
                     stack.push(if matches!(event, Event::MappingStart(..)) {
                         Frame::Map { key: None }
                     } else {
@@ -84,36 +109,12 @@ impl PositionIndex {
                 }
                 Event::MappingEnd | Event::SequenceEnd => {
                     stack.pop();
-                    if !stack.is_empty() {
-                        path.pop();
-                    }
+                    path.truncate(levels.pop().unwrap_or(0));
                 }
                 _ => {}
             }
         }
         index
-    }
-
-    /// Records a scalar (or alias) value at the current path position.
-    fn value_at(&mut self, stack: &mut [Frame], path: &mut Vec<String>, v: ValuePos) {
-        if let Some(segment) = Self::advance(stack) {
-            path.push(segment);
-            self.values.insert(path.join("."), v);
-            path.pop();
-        } else {
-            self.values.insert(String::new(), v);
-        }
-    }
-
-    /// Records a container's start and returns the path segment it lives under.
-    fn enter(&mut self, stack: &mut [Frame], v: ValuePos, path: &[String]) -> Option<String> {
-        let segment = Self::advance(stack);
-        let mut full = path.to_vec();
-        if let Some(s) = &segment {
-            full.push(s.clone());
-        }
-        self.values.insert(full.join("."), v);
-        segment
     }
 
     /// The segment of the next value in the innermost container, moving that container on.

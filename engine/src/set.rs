@@ -242,7 +242,7 @@ impl CompiledSet {
         };
         Decided {
             decision,
-            version: self.version.clone(),
+            version: self.version,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 // A generated rule set, its YAML, and a naive oracle written independently of the engine.
 
 const NAMES: [&str; 6] = ["ORDER", "PAYMENT", "PAY", "INVENTORY", "X", ""];
-const PATTERNS: [&str; 10] = [
+const PATTERNS: [&str; 17] = [
     "ORDER",
     "PAYMENT",
     "PAY",
@@ -23,6 +23,13 @@ const PATTERNS: [&str; 10] = [
     "P*T",
     "*A*",
     "X",
+    "O*",
+    "ORD*",
+    "INVEN*",
+    "IN*",
+    "PAYM*",
+    "*Y",
+    "*ORY",
 ];
 const OPS: [&str; 6] = ["<", "<=", ">", ">=", "==", "!="];
 

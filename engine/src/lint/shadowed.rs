@@ -25,7 +25,7 @@ impl LintRule for Shadowed {
             let code = representative(later.conditions.code.as_ref());
             // Any rule covering `later` also matches its representative names.
             let shadow = index
-                .candidates(biz, code)
+                .candidates(&biz, &code)
                 .take_while(|&a| a < b)
                 .map(|a| &cx.rules[a])
                 .find(|earlier| {
@@ -52,10 +52,13 @@ fn warning(earlier: &CompiledRule, later: &CompiledRule) -> Diagnostic {
     )
 }
 
-fn representative(m: Option<&NameMatcher>) -> &str {
-    m.and_then(|m| m.exact_names())
-        .and_then(|names| names.first().copied())
-        .unwrap_or(NO_NAME)
+/// A name every rule covering `m` must match: its first pattern with the stars removed
+/// (a member of that glob's names), or a name no condition has when `m` is absent.
+fn representative(m: Option<&NameMatcher>) -> String {
+    match m.and_then(|m| m.patterns().first()) {
+        Some(p) => p.to_string().replace('*', ""),
+        None => NO_NAME.to_string(),
+    }
 }
 
 /// Whether every failure matching `b` also matches `a`.
