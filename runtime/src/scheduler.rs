@@ -4,45 +4,60 @@
 //! # Shape
 //!
 //! ```text
-//!  buckets: BTreeMap<due ms, Bucket{head, tail}>      one entry per *distinct* due time
+//!  order:   BinaryHeap<Reverse<due ms>>            the *distinct* due times, earliest on top
+//!  buckets: HashMap<due ms, Bucket{head, tail}>    one bucket per distinct due time
 //!                  │ head                 tail │
 //!  nodes:   Vec<Node{id, due, prev, next}>  ◀─▶ ◀─▶   a slab; each bucket is a doubly linked
 //!                  ▲                                   FIFO list threaded through it
-//!  index:   HashTable<u32>  (id → slot, stores only the slot number; the id lives in the node)
+//!  index:   HashTable<{slot, hash32}>   id → slot; the id itself lives only in its node
 //! ```
 //!
-//! - **Order.** Buckets are visited in due order; inside a bucket, entries are appended at the
-//!   tail, so equal due times fire in insertion order. This is the "(due, sequence)" key, with
-//!   the sequence implicit in list position: two entries with the same due time are two list
-//!   nodes, never one map slot, so none can overwrite another (Storm's STORM-2343).
+//! - **Order.** Due times are visited earliest first; inside a bucket, entries are appended at
+//!   the tail, so equal due times fire in insertion order. This is the "(due, sequence)" key
+//!   with the sequence implicit in list position: two entries with the same due time are two
+//!   list nodes, never one map slot, so neither can overwrite the other (Storm's STORM-2343).
 //! - **Never with an old due time.** Cancel and reschedule unlink the node *eagerly* (O(1),
-//!   thanks to `prev`). No stale reference to a slot survives anywhere: the heap-with-tombstones
-//!   designs need generation counters because a popped tombstone may point at a reused slot;
-//!   here nothing points at a freed slot, so slots can be reused without generations, and slot
-//!   numbers never leave this module.
-//! - **Memory.** A node is the id plus 16 bytes (due, prev, next), plus an `Option` tag when the
-//!   id type has no niche. The index costs 5 bytes per entry over its load factor. A bucket
-//!   costs about 24 bytes per *distinct* due millisecond, shared by every entry due then.
-//!   Measured (`cargo bench -p rebound-runtime --bench scheduler`): ≈ 45 bytes per entry beyond
-//!   a `u64` id at 1M entries; see `/work/notes/issue5.md` for the numbers.
+//!   thanks to `prev`). No reference to a freed slot survives anywhere, so slots are reused
+//!   without generation counters (those are needed by heap-with-tombstone designs, where a
+//!   stale heap entry can point at a reused slot), and slot numbers never leave this module.
+//!   The only lazy part is `order`: a due time whose bucket was emptied by a cancel may stay
+//!   below the top, is skipped when it surfaces, and `order` is rebuilt if such entries pile up.
+//! - **Memory.** A node is the id plus 16 bytes (due, prev, next), plus an `Option` tag when
+//!   the id type has no niche (`u64`; `String` and `Arc<str>` have one). The index entry is 8
+//!   bytes plus a control byte, over hashbrown's load factor; it keeps 32 bits of the id's hash
+//!   so the table grows and shrinks without touching a node. A bucket and its `order` entry
+//!   cost ~30 bytes per *distinct* due millisecond, shared by every entry due then. Measured:
+//!   ≈ 47 bytes per entry beyond a `u64` id at 1M entries (see the benchmark).
 //! - **Giving memory back.** When the queue empties, everything is released; when fewer than a
-//!   quarter of the slots are live, the slab is compacted (live nodes copied in due order, which
-//!   also makes the rest of the drain walk memory sequentially) and the index shrunk. Each
-//!   compaction follows at least three removals per live entry, so its cost is amortised O(1).
+//!   quarter of the slots are live, the slab is compacted (each bucket's nodes become adjacent,
+//!   so the rest of the drain walks memory sequentially) and the index and maps shrink. A
+//!   compaction follows at least three removals per live entry: amortised O(1).
 //!
 //! # Why this structure (measured, not guessed)
 //!
-//! The benchmark inserts 1M entries with due times spread over a minute at millisecond
-//! resolution (about 17 entries share each due time, as retries with second-scale backoffs do
-//! at a few thousand failures per second), then expires them all. The candidates were a
-//! `BinaryHeap` of `(due, seq, id)` (no cancel at all, the baseline), a slab plus a heap with
-//! lazy deletion and generations, a `BTreeMap<(due, seq), id>` plus a `HashMap` for cancel, and
-//! `tokio_util`'s timing wheel. Bucketing by distinct due time won: inserting is a hash insert
-//! plus an ordered-map lookup among ~60k keys instead of 1M, and expiring walks a list instead
-//! of sifting a heap 20 levels deep. The numbers are in the notes and in the benchmark output.
-//! A hierarchical wheel would make insert O(1) too, but costs a cascade per level per entry and
-//! needs a sort to keep insertion order inside a slot; the ordered map of distinct due times
-//! keeps both properties for free at this scale.
+//! `benches/scheduler.rs` inserts 1M entries with due times spread over a minute at
+//! millisecond resolution (≈17 entries share each due time, as second-scale backoffs at a few
+//! thousand failures per second do), then expires them all. Best-of-3 CPU time on the 2-core
+//! dev machine (shared, so CPU time rather than wall time):
+//!
+//! | structure                                   | s/1M  | bytes beyond id |
+//! |---------------------------------------------|-------|-----------------|
+//! | this one (buckets by due time over a slab)  | 0.33  | 47              |
+//! | `BinaryHeap<(due, seq, id)>`, no cancel     | 0.58  | 17              |
+//! | `tokio_util::time::DelayQueue` (wheel)      | 0.55  | 51              |
+//! | `BTreeMap<(due, seq), id>` + `HashMap`      | 0.71  | 86              |
+//! | slab + heap, lazy deletion, generations     | 1.06  | 70              |
+//!
+//! Bucketing wins because it sorts ~60k distinct due times instead of 1M entries: an insert is
+//! a hash insert and (usually) an append to an existing bucket, an expiry walks a list instead
+//! of sifting a 20-level heap. The first version kept buckets in a `BTreeMap`; profiling showed
+//! the ordered-map descent on every insert and the index rehash reading nodes as the top
+//! costs, hence the `HashMap` plus heap of distinct due times and the 32-bit hash in the index
+//! (0.50 s → 0.33 s). A hierarchical timing wheel would make insert O(1) as well, but moves
+//! every entry once per level and needs a sort to keep insertion order within a slot; this
+//! keeps both properties without that machinery. If due times were all distinct the heap of
+//! due times degenerates to one entry per entry, i.e. into the slab-plus-heap design, still
+//! correct and at most ≈ 30 bytes more per entry.
 
 use std::borrow::Borrow;
 use std::cmp::Reverse;
@@ -524,7 +539,7 @@ impl<Id: Hash + Eq> RetryScheduler<Id> {
         }
     }
 
-    /// Copies the live nodes, bucket by bucket in due order, into a right-sized slab and
+    /// Copies the live nodes, bucket by bucket (so each bucket is contiguous), into a right-sized slab and
     /// renumbers the index.
     fn compact(&mut self) {
         let mut remap = vec![NIL; self.nodes.len()];

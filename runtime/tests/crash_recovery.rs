@@ -31,7 +31,9 @@ fn clock() -> SharedClock {
 
 fn payload(i: u64) -> Vec<u8> {
     // Distinct, sizeable payloads so a torn write could not go unnoticed.
-    (0..512).map(|k| (i.wrapping_mul(31).wrapping_add(k) % 251) as u8).collect()
+    (0..512)
+        .map(|k| (i.wrapping_mul(31).wrapping_add(k) % 251) as u8)
+        .collect()
 }
 
 fn retry(i: u64) -> ScheduledRetry {
@@ -107,7 +109,12 @@ fn crash_writer_role() {
 fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_writer_role", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_writer_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(ENV_DIR, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -129,16 +136,26 @@ fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
     child.kill().expect("SIGKILL the writer");
     child.wait().unwrap();
     assert!(!finished, "the writer finished before the kill");
-    assert!(reported >= KILL_AFTER, "the writer died early: reported {reported}");
+    assert!(
+        reported >= KILL_AFTER,
+        "the writer died early: reported {reported}"
+    );
 
     let store = SqliteStore::open(dir.path(), clock()).expect("reopen after the crash");
 
     // Retries: a whole number of batches, at least every reported one, ids exactly 0..n.
     let scheduled = store.scheduled().unwrap();
     let n = scheduled.len() as u64;
-    assert_eq!(n % RETRIES_PER_BATCH, 0, "a half-written batch: {n} retries");
+    assert_eq!(
+        n % RETRIES_PER_BATCH,
+        0,
+        "a half-written batch: {n} retries"
+    );
     let batches = n / RETRIES_PER_BATCH;
-    assert!(batches >= reported, "lost committed batches: {batches} < {reported}");
+    assert!(
+        batches >= reported,
+        "lost committed batches: {batches} < {reported}"
+    );
     assert!(batches < BATCHES, "the kill came after the last batch");
     eprintln!("child reported {reported} batches; {batches} on disk after SIGKILL");
     let ids: BTreeSet<_> = scheduled.iter().map(|(id, _)| id.clone()).collect();
@@ -167,7 +184,10 @@ fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
         }
     }
     assert_eq!(letters.len() as u64, batches * LETTERS_PER_BATCH);
-    let letter_ids: BTreeSet<_> = letters.iter().map(|d| d.letter.message.id.clone()).collect();
+    let letter_ids: BTreeSet<_> = letters
+        .iter()
+        .map(|d| d.letter.message.id.clone())
+        .collect();
     assert_eq!(letter_ids.len(), letters.len(), "duplicated dead letters");
     for d in &letters {
         let i: u64 = d.letter.message.id.0[1..].parse().unwrap();

@@ -170,6 +170,14 @@ fn first_fate_wins_and_a_second_fate_is_reported_not_written() {
         [(mid("m1"), Fate::Acked), (mid("m2"), Fate::DeadLettered)]
     );
     assert_eq!(f.store.fate_of(&mid("m3")).unwrap(), None);
+    // Nor can a message with a fate be scheduled again (it could end with a second fate).
+    assert_eq!(
+        f.store
+            .schedule_retries(&[retry("m1", 5), retry("m3", 5)])
+            .unwrap(),
+        [Applied::FateAlreadyKnown(Fate::Acked), Applied::Done]
+    );
+    assert_eq!(f.store.scheduled().unwrap(), [(mid("m3"), ms(5))]);
 }
 
 #[test]

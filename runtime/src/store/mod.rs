@@ -32,7 +32,7 @@ pub mod schema;
 pub mod sqlite;
 pub mod writer;
 
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{DB_FILE, DEFAULT_DATA_DIR, SqliteOptions, SqliteStore, Synchronous};
 pub use writer::{BatchWriter, BatchWriterOptions};
 
 /// A message's stable id, from its source (offset, order number…).
@@ -221,7 +221,8 @@ pub enum Fate {
 /// One write. [`Store::apply`] applies a slice of them, in order, in one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOp {
-    /// Schedule (or move) a retry; replaces any row for the same message id.
+    /// Schedule (or move) a retry; replaces any row for the same message id. Refused
+    /// ([`Applied::FateAlreadyKnown`]) if the message already has a final fate.
     Schedule(ScheduledRetry),
     /// Forget a scheduled retry (cancelled). Unknown ids are ignored.
     Unschedule(MessageId),
@@ -464,8 +465,9 @@ pub trait Store: Send + Sync {
     /// Applies `ops` in order, in one transaction. Returns one [`Applied`] per op.
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>>;
 
-    /// Schedules (upserts) retries, in one transaction.
-    fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<()>;
+    /// Schedules (upserts) retries, in one transaction; like [`WriteOp::Schedule`], a message
+    /// with a final fate is not scheduled.
+    fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<Vec<Applied>>;
 
     /// Forgets scheduled retries (cancelled); unknown ids are ignored.
     fn unschedule(&self, ids: &[MessageId]) -> Result<()>;
@@ -524,7 +526,8 @@ pub trait Store: Send + Sync {
 ///
 /// ```
 /// # use rebound_runtime::{clock::*, scheduler::RetryScheduler, store::*};
-/// # /// # let dir = tempfile::tempdir().unwrap();
+/// # use std::sync::Arc;
+/// # let dir = tempfile::tempdir().unwrap();
 /// let clock: SharedClock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000)));
 /// let store = SqliteStore::open(dir.path(), clock.clone())?;
 /// let mut scheduler = RetryScheduler::new(clock);

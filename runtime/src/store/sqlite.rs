@@ -161,7 +161,7 @@ impl Store for SqliteStore {
         self.write(|tx| {
             ops.iter()
                 .map(|op| match op {
-                    WriteOp::Schedule(r) => put_retry(tx, r).map(|()| Applied::Done),
+                    WriteOp::Schedule(r) => put_retry_unless_final(tx, r),
                     WriteOp::Unschedule(id) => delete_retry(tx, id).map(|()| Applied::Done),
                     WriteOp::Acked(id, at) => put_acked(tx, id, *at),
                     WriteOp::DeadLetter(dl) => put_dead_letter(tx, dl),
@@ -173,8 +173,13 @@ impl Store for SqliteStore {
         })
     }
 
-    fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<()> {
-        self.write(|tx| batch.iter().try_for_each(|r| put_retry(tx, r)))
+    fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<Vec<Applied>> {
+        self.write(|tx| {
+            batch
+                .iter()
+                .map(|r| put_retry_unless_final(tx, r))
+                .collect()
+        })
     }
 
     fn unschedule(&self, ids: &[MessageId]) -> Result<()> {
@@ -429,6 +434,16 @@ fn put_retry(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<()> {
         r.meta.rule_set_version.0,
     ])?;
     Ok(())
+}
+
+/// Schedules a retry unless the message already has a final fate: a retry for an acked or
+/// dead-lettered message could later give it a second fate.
+fn put_retry_unless_final(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<Applied> {
+    if let Some(fate) = fate_in(tx, &r.message.id)? {
+        return Ok(Applied::FateAlreadyKnown(fate));
+    }
+    put_retry(tx, r)?;
+    Ok(Applied::Done)
 }
 
 fn delete_retry(tx: &Transaction<'_>, id: &MessageId) -> Result<()> {
