@@ -9,7 +9,7 @@
 //! # The life of a record
 //!
 //! - A failed message the rules retry is written as a [`ScheduledRetry`] (upsert by message
-//!   id) and put in the [`RetryScheduler`](crate::scheduler::RetryScheduler). The row stays
+//!   id) and put in the [`RetryScheduler`]. The row stays
 //!   while the retry is pending *and while the redelivery is in flight*; it goes away in the
 //!   same transaction that records the message's fate (acked or dead-lettered). So a crash at
 //!   any point leaves the retry scheduled, and [`recover`] fires it again.
