@@ -48,7 +48,7 @@
 //! | `BinaryHeap<(due, seq, id)>`, no cancel     | 0.44 – 0.91 | 17                    |
 //! | `tokio_util::time::DelayQueue` (wheel)      | 0.55 – 0.81 | 51                    |
 //! | `BTreeMap<(due, seq), id>` + `HashMap`      | 0.64 – 0.85 | 86                    |
-//! | slab + heap, lazy deletion, generations     | 0.88 – 1.21 | 70                    |
+//! | slab + heap, lazy deletion, generations     | 0.90 – 1.21 | 70                    |
 //!
 //! With `String` message ids (the runtime's) the cost beyond the 24-byte `String` is ≈ 40
 //! bytes per entry.
