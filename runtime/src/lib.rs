@@ -1,2 +1,16 @@
 //! rebound-runtime: the Storm-style stream runtime (topology, acker, scheduler, store, admin API).
+//!
+//! # Module map
+//!
+//! - [`clock`]: `Timestamp` and the `Clock` trait (wall, scaled for `--time-scale`, manual for
+//!   tests). The only place that reads the system time.
+//! - [`scheduler`]: `RetryScheduler`, the delay queue of message ids by due time (cancel,
+//!   reschedule, drain in due order, async `next_due`).
+//! - [`store`]: the `Store` trait (scheduled retries, dead letters, audit log, message fates,
+//!   source positions), its embedded SQLite implementation, a group-commit `BatchWriter`, and
+//!   `recover` to refill a scheduler after a restart.
 #![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod scheduler;
+pub mod store;

@@ -1,0 +1,141 @@
+//! The SQLite schema, its version, and the migrations run on open.
+//!
+//! The version lives in `PRAGMA user_version` (an integer in the file header, read without
+//! touching any table); `PRAGMA application_id` marks the file as Rebound's. On open:
+//!
+//! - version 0 and no tables: a new file, migrated from 0 up;
+//! - a version below [`CURRENT_VERSION`]: each missing step runs in its own transaction, which
+//!   also sets the new version, so a crash mid-migration leaves a consistent older version;
+//! - a version above [`CURRENT_VERSION`]: refused with [`StoreError::NewerSchema`], never read.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// The schema version this build writes and understands.
+pub const CURRENT_VERSION: u32 = 1;
+
+/// `PRAGMA application_id` of a Rebound database ("RBND").
+pub const APPLICATION_ID: i32 = 0x5242_4e44;
+
+/// Step `i` migrates from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 0 → 1: the first schema.
+    r#"
+    CREATE TABLE retries (
+        message_id       TEXT PRIMARY KEY NOT NULL,
+        biz              TEXT NOT NULL,
+        payload          BLOB NOT NULL,
+        headers          TEXT NOT NULL,      -- JSON object, string to string
+        due_ms           INTEGER NOT NULL,
+        attempt          INTEGER NOT NULL,
+        first_seen_ms    INTEGER NOT NULL,
+        last_code        TEXT NOT NULL,
+        last_message     TEXT NOT NULL,
+        last_delay_ms    INTEGER NOT NULL,
+        rule             TEXT NOT NULL,
+        rule_set_version TEXT NOT NULL
+    );
+
+    CREATE TABLE dead_letters (
+        id               INTEGER PRIMARY KEY,
+        message_id       TEXT NOT NULL,
+        biz              TEXT NOT NULL,
+        payload          BLOB NOT NULL,
+        headers          TEXT NOT NULL,
+        label            TEXT NOT NULL,
+        reason           TEXT NOT NULL,
+        last_code        TEXT NOT NULL,
+        last_message     TEXT NOT NULL,
+        attempts         INTEGER NOT NULL,
+        first_ms         INTEGER NOT NULL,
+        last_ms          INTEGER NOT NULL,
+        rule             TEXT NOT NULL,
+        rule_set_version TEXT NOT NULL,
+        status           TEXT NOT NULL DEFAULT 'dead'
+                         CHECK (status IN ('dead', 'replayed', 'skipped'))
+    );
+    -- At most one open dead letter per message; replayed and skipped ones are history.
+    CREATE UNIQUE INDEX dead_letters_open ON dead_letters (message_id) WHERE status = 'dead';
+    CREATE INDEX dead_letters_message ON dead_letters (message_id, id);
+    CREATE INDEX dead_letters_label ON dead_letters (label, id);
+
+    CREATE TABLE audit_log (
+        id               INTEGER PRIMARY KEY,
+        at_ms            INTEGER NOT NULL,
+        action           TEXT NOT NULL CHECK (action IN ('replay', 'skip')),
+        message_id       TEXT NOT NULL,
+        dead_letter_id   INTEGER NOT NULL REFERENCES dead_letters (id),
+        operator         TEXT NOT NULL,
+        reason           TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_message ON audit_log (message_id, id);
+
+    -- One small row per message with a final fate (1 = acked, 2 = dead-lettered).
+    CREATE TABLE fates (
+        message_id       TEXT PRIMARY KEY NOT NULL,
+        fate             INTEGER NOT NULL CHECK (fate IN (1, 2)),
+        at_ms            INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE positions (
+        source           TEXT PRIMARY KEY NOT NULL,
+        position         INTEGER NOT NULL,
+        at_ms            INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+];
+
+/// Brings the database at `path` to [`CURRENT_VERSION`], or refuses it.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(open_err)?;
+    let found: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(open_err)?;
+    let found = u32::try_from(found).unwrap_or(u32::MAX);
+    if found > CURRENT_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            supported: CURRENT_VERSION,
+        });
+    }
+    if app_id != APPLICATION_ID {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(open_err)?;
+        // A fresh, empty file becomes ours; anything else with foreign tables is not ours.
+        if app_id != 0 || tables > 0 {
+            return Err(StoreError::NotRebound {
+                path: path.to_owned(),
+                found: app_id,
+                expected: APPLICATION_ID,
+            });
+        }
+    }
+    for from in found..CURRENT_VERSION {
+        let to = from + 1;
+        let step = |conn: &mut Connection| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            tx.execute_batch(MIGRATIONS[from as usize])?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+            tx.pragma_update(None, "user_version", to)?;
+            tx.commit()
+        };
+        step(conn).map_err(|source| StoreError::Migrate {
+            path: path.to_owned(),
+            from,
+            to,
+            source,
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,761 @@
+//! The embedded [`Store`]: one SQLite file, `rebound.db`, in the data directory.
+//!
+//! - **WAL mode**, so readers (the admin API listing dead letters) never block the writer and
+//!   a commit is one sequential append to the log.
+//! - **`synchronous=FULL` by default**: each commit is fsynced before it returns. A commit is a
+//!   promise to the source (the spout may commit its offset right after a dead letter is
+//!   stored), and `NORMAL` only survives a process crash, not a power cut or kernel panic: the
+//!   last transactions could roll back after the source had already moved past them. Because
+//!   writes are batched, the fsync is paid once per batch; the benchmark measures both modes
+//!   ([`Synchronous::Normal`] is there for users who accept that trade).
+//! - One connection behind a mutex: SQLite has one writer anyway, and batching makes the
+//!   number of transactions, not connections, the thing that matters.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
+
+use super::schema;
+use super::{
+    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetter, DeadLetterFilter, DeadLetterId,
+    DeadLetterStatus, Fate, Headers, MAX_PAGE, Message, MessageId, Page, Result, RetryMeta, RuleId,
+    RuleSetVersion, ScheduledRetry, Store, StoreError, StoredDeadLetter, WriteOp,
+};
+use crate::clock::{SharedClock, Timestamp};
+
+/// The database file's name inside the data directory.
+pub const DB_FILE: &str = "rebound.db";
+
+/// The default data directory (`--data`).
+pub const DEFAULT_DATA_DIR: &str = "rebound-data";
+
+/// SQLite's `synchronous` setting in WAL mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// fsync on every commit: survives power loss. The default (see the module docs).
+    #[default]
+    Full,
+    /// fsync only at checkpoints: survives a process crash (`kill -9`), but a power loss may
+    /// roll back the last commits.
+    Normal,
+}
+
+/// How to open a [`SqliteStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// Durability of each commit.
+    pub synchronous: Synchronous,
+    /// How long to wait for a lock held by another connection (another process on the file).
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The embedded SQLite store. See the [module docs](self).
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    clock: SharedClock,
+}
+
+const RETRY_COLUMNS: &str = "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, \
+     last_code, last_message, last_delay_ms, rule, rule_set_version";
+
+const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, label, reason, \
+     last_code, last_message, attempts, first_ms, last_ms, rule, rule_set_version";
+
+impl SqliteStore {
+    /// Opens (creating if missing) `rebound.db` in `data_dir` with the default options.
+    /// `clock` dates the audit log and replays.
+    pub fn open(data_dir: impl AsRef<Path>, clock: SharedClock) -> Result<Self> {
+        Self::open_with(data_dir, clock, SqliteOptions::default())
+    }
+
+    /// Opens (creating if missing) `rebound.db` in `data_dir`, migrating an older schema and
+    /// refusing a newer one.
+    pub fn open_with(
+        data_dir: impl AsRef<Path>,
+        clock: SharedClock,
+        options: SqliteOptions,
+    ) -> Result<Self> {
+        let dir = data_dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let path = dir.join(DB_FILE);
+        let open_err = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
+        // Refuse a newer schema before changing anything in the file.
+        schema::migrate(&mut conn, &path)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(open_err(rusqlite::Error::InvalidParameterName(format!(
+                "journal_mode is {mode}, WAL is required"
+            ))));
+        }
+        let sync = match options.synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", sync)
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            path,
+            clock,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock dropped its transaction (rolled back); the connection
+        // itself is still sound.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction (takes the write lock up front, so a concurrent
+    /// writer waits on the busy timeout instead of failing mid-transaction).
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+impl Store for SqliteStore {
+    fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
+        let now = self.clock.now();
+        self.write(|tx| {
+            ops.iter()
+                .map(|op| match op {
+                    WriteOp::Schedule(r) => put_retry_unless_final(tx, r),
+                    WriteOp::Unschedule(id) => delete_retry(tx, id).map(|()| Applied::Done),
+                    WriteOp::Acked(id, at) => put_acked(tx, id, *at),
+                    WriteOp::DeadLetter(dl) => put_dead_letter(tx, dl),
+                    WriteOp::Position { source, position } => {
+                        put_position(tx, source, *position, now).map(|()| Applied::Done)
+                    }
+                })
+                .collect()
+        })
+    }
+
+    fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<Vec<Applied>> {
+        self.write(|tx| {
+            batch
+                .iter()
+                .map(|r| put_retry_unless_final(tx, r))
+                .collect()
+        })
+    }
+
+    fn unschedule(&self, ids: &[MessageId]) -> Result<()> {
+        self.write(|tx| ids.iter().try_for_each(|id| delete_retry(tx, id)))
+    }
+
+    fn record_dead_letters(&self, batch: &[DeadLetter]) -> Result<Vec<Applied>> {
+        self.write(|tx| batch.iter().map(|dl| put_dead_letter(tx, dl)).collect())
+    }
+
+    fn record_acked(&self, ids: &[MessageId], at: Timestamp) -> Result<Vec<Applied>> {
+        self.write(|tx| ids.iter().map(|id| put_acked(tx, id, at)).collect())
+    }
+
+    fn scheduled(&self) -> Result<Vec<(MessageId, Timestamp)>> {
+        let conn = self.conn();
+        // Equal due times come back in the order they were (last) scheduled.
+        let mut stmt =
+            conn.prepare("SELECT message_id, due_ms FROM retries ORDER BY due_ms, rowid")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        rows.map(|row| {
+            let (id, due) = row?;
+            Ok((MessageId(id), ts_from_sql("retries", "due_ms", due)?))
+        })
+        .collect()
+    }
+
+    fn retries(&self, ids: &[MessageId]) -> Result<Vec<ScheduledRetry>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RETRY_COLUMNS} FROM retries WHERE message_id = ?1"
+        ))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(raw) = stmt.query_row([&id.0], RawRetry::from_row).optional()? {
+                out.push(raw.decode()?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn fate_of(&self, id: &MessageId) -> Result<Option<Fate>> {
+        let conn = self.conn();
+        fate_in(&conn, id)
+    }
+
+    fn known_fates(&self, ids: &[MessageId]) -> Result<Vec<(MessageId, Fate)>> {
+        let conn = self.conn();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(fate) = fate_in(&conn, id)? {
+                out.push((id.clone(), fate));
+            }
+        }
+        Ok(out)
+    }
+
+    fn prune_acked(&self, before: Timestamp) -> Result<u64> {
+        let before = ts_to_sql("before", before)?;
+        self.write(|tx| {
+            let n = tx.execute("DELETE FROM fates WHERE fate = 1 AND at_ms < ?1", [before])?;
+            Ok(n as u64)
+        })
+    }
+
+    fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Page<StoredDeadLetter, DeadLetterId>> {
+        let limit = f.limit.clamp(1, MAX_PAGE);
+        let mut sql = format!("SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters WHERE 1 = 1");
+        let mut args: Vec<Value> = Vec::new();
+        let mut text = |sql: &mut String, col: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                sql.push_str(&format!(" AND {col} = ?"));
+                args.push(Value::Text(v.clone()));
+            }
+        };
+        text(&mut sql, "label", &f.label);
+        text(&mut sql, "biz", &f.biz);
+        text(&mut sql, "last_code", &f.code);
+        text(&mut sql, "status", &f.status.map(|s| s.as_str().to_owned()));
+        if let Some(since) = f.since {
+            sql.push_str(" AND last_ms >= ?");
+            args.push(Value::Integer(ts_to_sql("since", since)?));
+        }
+        if let Some(until) = f.until {
+            sql.push_str(" AND last_ms < ?");
+            args.push(Value::Integer(ts_to_sql("until", until)?));
+        }
+        if let Some(before) = f.before {
+            sql.push_str(" AND id < ?");
+            args.push(Value::Integer(before.0));
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        args.push(Value::Integer(limit as i64 + 1));
+
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args), RawDeadLetter::from_row)?;
+        let mut items = rows
+            .map(|r| r.map_err(StoreError::from).and_then(RawDeadLetter::decode))
+            .collect::<Result<Vec<_>>>()?;
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|d| d.id)
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
+        let conn = self.conn();
+        latest_dead_letter(&conn, id)
+    }
+
+    fn replay(&self, id: &MessageId, operator: &str, reason: &str) -> Result<ScheduledRetry> {
+        let (operator, reason) = (required("operator", operator)?, required("reason", reason)?);
+        let now = self.clock.now();
+        self.write(|tx| {
+            let dl = open_dead_letter(tx, id)?;
+            tx.execute(
+                "UPDATE dead_letters SET status = 'replayed' WHERE id = ?1",
+                [dl.id.0],
+            )?;
+            // The new fate replaces the old one.
+            tx.execute("DELETE FROM fates WHERE message_id = ?1", [&id.0])?;
+            let letter = dl.letter;
+            let retry = ScheduledRetry {
+                due: now,
+                meta: RetryMeta {
+                    attempt: 0,
+                    first_seen: now,
+                    last_code: letter.last_code,
+                    last_message: letter.last_message,
+                    last_delay: Duration::ZERO,
+                    rule: letter.rule,
+                    rule_set_version: letter.rule_set_version,
+                },
+                message: letter.message,
+            };
+            put_retry(tx, &retry)?;
+            put_audit(tx, now, AuditAction::Replay, id, dl.id, operator, reason)?;
+            Ok(retry)
+        })
+    }
+
+    fn skip(&self, id: &MessageId, operator: &str, reason: &str) -> Result<StoredDeadLetter> {
+        let (operator, reason) = (required("operator", operator)?, required("reason", reason)?);
+        let now = self.clock.now();
+        self.write(|tx| {
+            let mut dl = open_dead_letter(tx, id)?;
+            tx.execute(
+                "UPDATE dead_letters SET status = 'skipped' WHERE id = ?1",
+                [dl.id.0],
+            )?;
+            put_audit(tx, now, AuditAction::Skip, id, dl.id, operator, reason)?;
+            dl.status = DeadLetterStatus::Skipped;
+            Ok(dl)
+        })
+    }
+
+    fn audit_log(&self, f: &AuditFilter) -> Result<Page<AuditEntry, i64>> {
+        let limit = f.limit.clamp(1, MAX_PAGE);
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, at_ms, action, message_id, dead_letter_id, operator, reason FROM audit_log
+             WHERE (?1 IS NULL OR message_id = ?1) AND (?2 IS NULL OR id < ?2)
+             ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(
+            params![
+                f.message_id.as_ref().map(|m| &m.0),
+                f.before,
+                limit as i64 + 1
+            ],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            },
+        )?;
+        let mut items = Vec::new();
+        for row in rows {
+            let (id, at, action, message_id, dl, operator, reason) = row?;
+            let action = match action.as_str() {
+                "replay" => AuditAction::Replay,
+                "skip" => AuditAction::Skip,
+                other => return Err(corrupt("audit_log", "action", other)),
+            };
+            items.push(AuditEntry {
+                id,
+                at: ts_from_sql("audit_log", "at_ms", at)?,
+                action,
+                message_id: MessageId(message_id),
+                dead_letter: DeadLetterId(dl),
+                operator,
+                reason,
+            });
+        }
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|e| e.id)
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    fn commit_position(&self, source: &str, position: u64) -> Result<()> {
+        let now = self.clock.now();
+        self.write(|tx| put_position(tx, source, position, now))
+    }
+
+    fn position(&self, source: &str) -> Result<Option<u64>> {
+        let conn = self.conn();
+        let pos: Option<i64> = conn
+            .query_row(
+                "SELECT position FROM positions WHERE source = ?1",
+                [source],
+                |r| r.get(0),
+            )
+            .optional()?;
+        pos.map(|p| u64::try_from(p).map_err(|_| corrupt("positions", "position", p)))
+            .transpose()
+    }
+}
+
+// ---- writes --------------------------------------------------------------------------------
+
+fn put_retry(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<()> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO retries ({RETRY_COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    ))?;
+    stmt.execute(params![
+        r.message.id.0,
+        r.message.biz,
+        r.message.payload,
+        headers_to_sql(&r.message.headers)?,
+        ts_to_sql("due", r.due)?,
+        r.meta.attempt,
+        ts_to_sql("first_seen", r.meta.first_seen)?,
+        r.meta.last_code,
+        r.meta.last_message,
+        duration_to_sql("last_delay", r.meta.last_delay)?,
+        r.meta.rule.0,
+        r.meta.rule_set_version.0,
+    ])?;
+    Ok(())
+}
+
+/// Schedules a retry unless the message already has a final fate: a retry for an acked or
+/// dead-lettered message could later give it a second fate.
+fn put_retry_unless_final(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<Applied> {
+    if let Some(fate) = fate_in(tx, &r.message.id)? {
+        return Ok(Applied::FateAlreadyKnown(fate));
+    }
+    put_retry(tx, r)?;
+    Ok(Applied::Done)
+}
+
+fn delete_retry(tx: &Transaction<'_>, id: &MessageId) -> Result<()> {
+    tx.prepare_cached("DELETE FROM retries WHERE message_id = ?1")?
+        .execute([&id.0])?;
+    Ok(())
+}
+
+/// Records `fate` for `id` unless it already has one (first fate wins). Either way the
+/// message is final, so its retry row goes.
+fn put_fate(tx: &Transaction<'_>, id: &MessageId, fate: Fate, at: Timestamp) -> Result<Applied> {
+    let code = match fate {
+        Fate::Acked => 1,
+        Fate::DeadLettered => 2,
+    };
+    let inserted = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO fates (message_id, fate, at_ms) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![id.0, code, ts_to_sql("fate time", at)?])?;
+    delete_retry(tx, id)?;
+    if inserted == 1 {
+        return Ok(Applied::Done);
+    }
+    let known = fate_in(tx, id)?.ok_or_else(|| corrupt("fates", "fate", "missing after insert"))?;
+    Ok(Applied::FateAlreadyKnown(known))
+}
+
+fn put_acked(tx: &Transaction<'_>, id: &MessageId, at: Timestamp) -> Result<Applied> {
+    put_fate(tx, id, Fate::Acked, at)
+}
+
+fn put_dead_letter(tx: &Transaction<'_>, dl: &DeadLetter) -> Result<Applied> {
+    let applied = put_fate(tx, &dl.message.id, Fate::DeadLettered, dl.last_time)?;
+    if applied != Applied::Done {
+        return Ok(applied);
+    }
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO dead_letters (message_id, biz, payload, headers, label, reason, last_code,
+             last_message, attempts, first_ms, last_ms, rule, rule_set_version, status)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'dead')",
+    )?;
+    stmt.execute(params![
+        dl.message.id.0,
+        dl.message.biz,
+        dl.message.payload,
+        headers_to_sql(&dl.message.headers)?,
+        dl.label,
+        dl.reason,
+        dl.last_code,
+        dl.last_message,
+        dl.attempts,
+        ts_to_sql("first_time", dl.first_time)?,
+        ts_to_sql("last_time", dl.last_time)?,
+        dl.rule.0,
+        dl.rule_set_version.0,
+    ])?;
+    Ok(Applied::Done)
+}
+
+fn put_position(tx: &Transaction<'_>, source: &str, position: u64, now: Timestamp) -> Result<()> {
+    let position = i64::try_from(position).map_err(|_| StoreError::OutOfRange {
+        what: "position",
+        value: position.into(),
+        max: i64::MAX as u64,
+    })?;
+    tx.prepare_cached(
+        "INSERT INTO positions (source, position, at_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT (source) DO UPDATE SET position = excluded.position, at_ms = excluded.at_ms",
+    )?
+    .execute(params![source, position, ts_to_sql("now", now)?])?;
+    Ok(())
+}
+
+fn put_audit(
+    tx: &Transaction<'_>,
+    at: Timestamp,
+    action: AuditAction,
+    id: &MessageId,
+    dl: DeadLetterId,
+    operator: &str,
+    reason: &str,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO audit_log (at_ms, action, message_id, dead_letter_id, operator, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        ts_to_sql("now", at)?,
+        action.as_str(),
+        id.0,
+        dl.0,
+        operator,
+        reason
+    ])?;
+    Ok(())
+}
+
+// ---- reads ---------------------------------------------------------------------------------
+
+fn fate_in(conn: &Connection, id: &MessageId) -> Result<Option<Fate>> {
+    let code: Option<i64> = conn
+        .prepare_cached("SELECT fate FROM fates WHERE message_id = ?1")?
+        .query_row([&id.0], |r| r.get(0))
+        .optional()?;
+    code.map(|c| match c {
+        1 => Ok(Fate::Acked),
+        2 => Ok(Fate::DeadLettered),
+        other => Err(corrupt("fates", "fate", other)),
+    })
+    .transpose()
+}
+
+fn latest_dead_letter(conn: &Connection, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
+    conn.prepare_cached(&format!(
+        "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters WHERE message_id = ?1
+         ORDER BY id DESC LIMIT 1"
+    ))?
+    .query_row([&id.0], RawDeadLetter::from_row)
+    .optional()?
+    .map(RawDeadLetter::decode)
+    .transpose()
+}
+
+/// The message's open (`dead`) dead letter, or a clear error saying why there is none.
+fn open_dead_letter(tx: &Transaction<'_>, id: &MessageId) -> Result<StoredDeadLetter> {
+    match latest_dead_letter(tx, id)? {
+        None => Err(StoreError::DeadLetterNotFound(id.clone())),
+        Some(dl) if dl.status != DeadLetterStatus::Dead => Err(StoreError::AlreadyHandled {
+            id: id.clone(),
+            status: dl.status,
+        }),
+        Some(dl) => Ok(dl),
+    }
+}
+
+/// A retry row as SQLite returns it, before validation.
+struct RawRetry {
+    id: String,
+    biz: String,
+    payload: Vec<u8>,
+    headers: String,
+    due: i64,
+    attempt: i64,
+    first_seen: i64,
+    last_code: String,
+    last_message: String,
+    last_delay: i64,
+    rule: String,
+    version: String,
+}
+
+impl RawRetry {
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(RawRetry {
+            id: r.get(0)?,
+            biz: r.get(1)?,
+            payload: r.get(2)?,
+            headers: r.get(3)?,
+            due: r.get(4)?,
+            attempt: r.get(5)?,
+            first_seen: r.get(6)?,
+            last_code: r.get(7)?,
+            last_message: r.get(8)?,
+            last_delay: r.get(9)?,
+            rule: r.get(10)?,
+            version: r.get(11)?,
+        })
+    }
+
+    fn decode(self) -> Result<ScheduledRetry> {
+        const T: &str = "retries";
+        Ok(ScheduledRetry {
+            message: Message {
+                id: MessageId(self.id),
+                biz: self.biz,
+                payload: self.payload,
+                headers: headers_from_sql(T, &self.headers)?,
+            },
+            due: ts_from_sql(T, "due_ms", self.due)?,
+            meta: RetryMeta {
+                attempt: u32::try_from(self.attempt)
+                    .map_err(|_| corrupt(T, "attempt", self.attempt))?,
+                first_seen: ts_from_sql(T, "first_seen_ms", self.first_seen)?,
+                last_code: self.last_code,
+                last_message: self.last_message,
+                last_delay: Duration::from_millis(
+                    u64::try_from(self.last_delay)
+                        .map_err(|_| corrupt(T, "last_delay_ms", self.last_delay))?,
+                ),
+                rule: RuleId(self.rule),
+                rule_set_version: RuleSetVersion(self.version),
+            },
+        })
+    }
+}
+
+/// A dead-letter row as SQLite returns it, before validation.
+struct RawDeadLetter {
+    id: i64,
+    status: String,
+    message_id: String,
+    biz: String,
+    payload: Vec<u8>,
+    headers: String,
+    label: String,
+    reason: String,
+    last_code: String,
+    last_message: String,
+    attempts: i64,
+    first: i64,
+    last: i64,
+    rule: String,
+    version: String,
+}
+
+impl RawDeadLetter {
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(RawDeadLetter {
+            id: r.get(0)?,
+            status: r.get(1)?,
+            message_id: r.get(2)?,
+            biz: r.get(3)?,
+            payload: r.get(4)?,
+            headers: r.get(5)?,
+            label: r.get(6)?,
+            reason: r.get(7)?,
+            last_code: r.get(8)?,
+            last_message: r.get(9)?,
+            attempts: r.get(10)?,
+            first: r.get(11)?,
+            last: r.get(12)?,
+            rule: r.get(13)?,
+            version: r.get(14)?,
+        })
+    }
+
+    fn decode(self) -> Result<StoredDeadLetter> {
+        const T: &str = "dead_letters";
+        let status = DeadLetterStatus::parse(&self.status)
+            .ok_or_else(|| corrupt(T, "status", &self.status))?;
+        Ok(StoredDeadLetter {
+            id: DeadLetterId(self.id),
+            status,
+            letter: DeadLetter {
+                message: Message {
+                    id: MessageId(self.message_id),
+                    biz: self.biz,
+                    payload: self.payload,
+                    headers: headers_from_sql(T, &self.headers)?,
+                },
+                label: self.label,
+                reason: self.reason,
+                last_code: self.last_code,
+                last_message: self.last_message,
+                attempts: u32::try_from(self.attempts)
+                    .map_err(|_| corrupt(T, "attempts", self.attempts))?,
+                first_time: ts_from_sql(T, "first_ms", self.first)?,
+                last_time: ts_from_sql(T, "last_ms", self.last)?,
+                rule: RuleId(self.rule),
+                rule_set_version: RuleSetVersion(self.version),
+            },
+        })
+    }
+}
+
+// ---- conversions ---------------------------------------------------------------------------
+
+fn required<'a>(field: &'static str, value: &'a str) -> Result<&'a str> {
+    let value = value.trim();
+    if value.is_empty() {
+        Err(StoreError::Blank { field })
+    } else {
+        Ok(value)
+    }
+}
+
+fn corrupt(table: &'static str, what: &'static str, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        table,
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+fn ts_to_sql(what: &'static str, t: Timestamp) -> Result<i64> {
+    i64::try_from(t.as_millis()).map_err(|_| StoreError::OutOfRange {
+        what,
+        value: t.as_millis().into(),
+        max: i64::MAX as u64,
+    })
+}
+
+fn ts_from_sql(table: &'static str, what: &'static str, ms: i64) -> Result<Timestamp> {
+    u64::try_from(ms)
+        .map(Timestamp::from_millis)
+        .map_err(|_| corrupt(table, what, ms))
+}
+
+fn duration_to_sql(what: &'static str, d: Duration) -> Result<i64> {
+    i64::try_from(d.as_millis()).map_err(|_| StoreError::OutOfRange {
+        what,
+        value: d.as_millis(),
+        max: i64::MAX as u64,
+    })
+}
+
+fn headers_to_sql(h: &Headers) -> Result<String> {
+    serde_json::to_string(h)
+        .map_err(|e| corrupt("headers", "headers", format!("cannot encode: {e}")))
+}
+
+fn headers_from_sql(table: &'static str, json: &str) -> Result<Headers> {
+    serde_json::from_str(json).map_err(|e| corrupt(table, "headers", e))
+}
