@@ -10,11 +10,13 @@ pub fn print(diags: &[Diagnostic], sources: &[SourceFile]) {
     let fancy = std::io::stderr().is_terminal();
     for d in diags {
         eprintln!("{d}");
-        if let Some(help) = &d.help {
-            eprintln!("  help: {help}");
-        }
-        if fancy && let Some(snippet) = snippet(d, sources) {
-            eprintln!("{snippet}");
+        match fancy.then(|| snippet(d, sources)).flatten() {
+            Some(snippet) => eprintln!("{snippet}"),
+            None => {
+                if let Some(help) = &d.help {
+                    eprintln!("  help: {help}");
+                }
+            }
         }
     }
 }
@@ -24,12 +26,17 @@ fn snippet(d: &Diagnostic, sources: &[SourceFile]) -> Option<String> {
     let text = source.text()?;
     let pos = d.pos()?;
     let offset = byte_offset(text, pos.line, pos.column)?;
+    // Underline the token that starts there: up to a space, a colon or the line's end.
+    let token = text[offset..]
+        .find(|c: char| c.is_whitespace() || c == ':' || c == ',')
+        .unwrap_or(text.len() - offset)
+        .max(1);
     let mut report = MietteDiagnostic::new(d.message.clone())
         .with_severity(match d.severity {
             Severity::Error => miette::Severity::Error,
             Severity::Warning => miette::Severity::Warning,
         })
-        .with_label(LabeledSpan::at(offset..offset + 1, "here"));
+        .with_label(LabeledSpan::at(offset..offset + token, "here"));
     if let Some(help) = &d.help {
         report = report.with_help(help.clone());
     }
