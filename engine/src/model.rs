@@ -5,16 +5,19 @@
 //! ([`Scalar`]) and checked by the compiler, which knows each value's position and can point
 //! at it.
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// A rule file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleFile {
     /// Format version; only `1` exists.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u64,
     /// Defaults for the whole set; at most one file of a set may have them.
     #[serde(default)]
@@ -25,7 +28,7 @@ pub struct RuleFile {
 }
 
 /// `defaults:`: what a rule that does not say takes, and what decides when no rule matches.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DefaultsSpec {
     /// Default retry fields.
@@ -37,7 +40,7 @@ pub struct DefaultsSpec {
 }
 
 /// One rule.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
     /// Unique id in the set.
@@ -63,7 +66,7 @@ pub struct RuleSpec {
 }
 
 /// `match:`: all given keys must hold.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatchSpec {
     /// Business type: `NAME`, `[A, B]` or a glob.
@@ -84,7 +87,7 @@ pub struct MatchSpec {
 }
 
 /// `retry:`: every field optional; missing ones come from the defaults.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrySpec {
     /// Re-deliveries allowed after the first delivery.
@@ -102,7 +105,7 @@ pub struct RetrySpec {
 }
 
 /// `backoff:`: exactly one kind plus an optional jitter.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffSpec {
     /// `fixed: 100ms`
@@ -126,7 +129,7 @@ pub struct BackoffSpec {
 }
 
 /// `linear:` parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinearSpec {
     /// Delay of the first retry.
@@ -140,7 +143,7 @@ pub struct LinearSpec {
 }
 
 /// `exponential:` parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExponentialSpec {
     /// Delay of the first retry.
@@ -209,6 +212,21 @@ impl Visitor<'_> for ScalarVisitor {
     }
 }
 
+/// In the JSON Schema a scalar is a string or a number: which strings are valid depends on
+/// where it sits (a duration, a glob, a comparison, a jitter), and the compiler checks that.
+impl JsonSchema for Scalar {
+    fn schema_name() -> Cow<'static, str> {
+        "Scalar".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["string", "number"],
+            "description": "A string or a number: a duration ('250ms', '1.5s', '2m', '1h30m', or bare milliseconds), a name or glob, a comparison ('>= 5') or a jitter, depending on the key."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ScalarVisitor)
@@ -265,6 +283,24 @@ impl<'de> Visitor<'de> for OneOrManyVisitor {
             items.push(item);
         }
         Ok(OneOrMany::Many(items))
+    }
+}
+
+/// In the JSON Schema: one value, or a list of values.
+impl JsonSchema for OneOrMany {
+    fn schema_name() -> Cow<'static, str> {
+        "OneOrMany".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let one = generator.subschema_for::<Scalar>();
+        json_schema!({
+            "description": "One value, or a list of values (any of them may match).",
+            "anyOf": [
+                one,
+                { "type": "array", "items": one }
+            ]
+        })
     }
 }
 
