@@ -36,7 +36,7 @@ use std::time::Duration;
 pub const MAX_ROWS: u32 = 10_000;
 
 /// How the sample context is described to readers of the table.
-pub const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time";
+pub const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time. A failure's retry_after makes a delay longer wherever respect_retry_after is on (the default)";
 
 /// The retry paths of a whole set.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -253,8 +253,8 @@ pub(crate) fn policy_path(
     if matches!(backoff.kind, BackoffKind::Script(_)) {
         notes.push("delays come from the backoff script, evaluated on the sample context".into());
     }
-    if policy.respect_retry_after {
-        notes.push("a failure's retry_after can make any delay longer".into());
+    if !policy.respect_retry_after {
+        notes.push("respect_retry_after is off: a failure's retry_after is ignored".into());
     }
     let mut rows = Vec::new();
     let (mut best, mut worst) = (0u64, 0u64);

@@ -135,13 +135,14 @@ impl Path {
     }
 }
 
-/// The path as a table: attempt, elapsed, decision, rule. Long paths show their head and tail.
+/// The path as a table: attempt, elapsed, delay, decision, rule. Long paths show their head
+/// and tail.
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>7}  {:>10}  {:<34}  rule",
-            "attempt", "elapsed", "decision"
+            "{:>7}  {:>10}  {:>10}  {:<30}  rule",
+            "attempt", "elapsed", "delay", "decision"
         )?;
         let n = self.steps.len();
         for (i, step) in self.steps.iter().enumerate() {
@@ -151,22 +152,21 @@ impl fmt::Display for Path {
                 }
                 continue;
             }
-            let what = match &step.decision {
-                Decision::Retry { delay, .. } => format!("retry after {}", DurationDisplay(*delay)),
+            let (delay, what) = match &step.decision {
+                Decision::Retry { delay, .. } => {
+                    (DurationDisplay(*delay).to_string(), "retry".to_string())
+                }
                 Decision::DeadLetter { label, reason, .. } => {
-                    format!("dead_letter {label} ({reason})")
+                    ("-".to_string(), format!("dead_letter {label} ({reason})"))
                 }
             };
             writeln!(
                 f,
-                "{:>7}  {:>10}  {what:<34}  {}",
+                "{:>7}  {:>10}  {delay:>10}  {what:<30}  {}",
                 step.attempt,
                 DurationDisplay(step.elapsed).to_string(),
                 step.decision.rule()
             )?;
-        }
-        if self.end().is_none() {
-            writeln!(f, "{:>7}  (cut off: no dead letter)", "")?;
         }
         Ok(())
     }
@@ -683,7 +683,7 @@ mod tests {
         let path = simulate_path(&s, FailureContext::new("A", "B", 1), Duration::ZERO, 1);
         assert!(path.end().is_none());
         assert_eq!(path.steps.len(), MAX_PATH_ATTEMPTS as usize);
-        assert!(path.to_string().contains("more attempts"));
+        assert!(path.to_string().contains("… 9970 more attempts …"));
     }
 
     #[test]
