@@ -154,3 +154,47 @@ fn too_few_seeds_is_a_usage_error() {
     let (code, _, _) = rebound_test(&rules, &["--seeds", "10"]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_failing_case_replays_with_rebound_decide_and_its_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tests")).unwrap();
+    std::fs::copy(
+        fixture("jitter-limit/10-rules.yaml"),
+        dir.path().join("10-rules.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("tests/case.yaml"),
+        "version: 1\ncases:\n  - name: an exact delay under full jitter\n    given: { code: FLAKY, attempt: 3 }\n    expect: { delay: 1ms }\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = rebound_test(dir.path(), &["--json"]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let failure = &doc["results"][0]["failure"];
+    let seed = failure["seed"].as_u64().unwrap();
+    assert!(
+        failure["reproduce"].as_str().unwrap().starts_with(&format!(
+            "rebound decide --biz '' --code FLAKY --attempt 3 --seed {seed}"
+        )),
+        "{failure}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rebound"))
+        .args([
+            "decide",
+            "--code",
+            "FLAKY",
+            "--attempt",
+            "3",
+            "--json",
+            "--seed",
+        ])
+        .arg(seed.to_string())
+        .arg("--rules")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let decided: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decided["delay_ms"], failure["path"][0]["delay_ms"]);
+}

@@ -1,7 +1,7 @@
 //! Running a [`Suite`]: each case and path under many RNG seeds, searched with proptest so a
 //! failure shrinks to a small seed that reproduces it.
 
-use super::suite::{Action, CaseExpect, PathExpect, RuleTest, Suite, TestKind};
+use super::suite::{Action, CaseExpect, Given, PathExpect, RuleTest, Suite, TestKind};
 use crate::decide::{Decision, GiveUpReason};
 use crate::duration::DurationDisplay;
 use crate::set::CompiledSet;
@@ -69,6 +69,8 @@ pub struct Failure {
     /// The whole path as a table, for people.
     #[serde(skip)]
     pub table: String,
+    /// How to replay it: a `rebound decide` command for a case, a `seed:` for a path.
+    pub reproduce: String,
 }
 
 /// One decision of a failing case or path.
@@ -173,11 +175,19 @@ fn run_test(set: &CompiledSet, test: &RuleTest, seeds: u32, index: u64) -> TestR
             TestKind::Case(case) => one_decision(set, case.given.context(), seed),
             TestKind::Path(p) => simulate_path(set, p.given.context(), p.processing, seed),
         };
+        let reproduce = match &test.kind {
+            TestKind::Case(case) => format!(
+                "rebound decide {} --seed {seed}   (or add 'seed: {seed}' to its 'given')",
+                decide_flags(&case.given)
+            ),
+            TestKind::Path(_) => format!("add 'seed: {seed}' to its 'given'"),
+        };
         Failure {
             seed,
             problems,
             path: path.steps.iter().map(step_report).collect(),
             table: path.to_string(),
+            reproduce,
         }
     });
     TestResult {
@@ -383,6 +393,43 @@ fn step_report(step: &crate::testing::Step) -> StepReport {
     }
 }
 
+/// The `rebound decide` flags of a failure, quoted for a POSIX shell where needed.
+fn decide_flags(g: &Given) -> String {
+    fn quote(s: &str) -> String {
+        let plain = !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.=:/".contains(c));
+        if plain {
+            s.to_string()
+        } else {
+            format!("'{}'", s.replace('\'', "'\\''"))
+        }
+    }
+    let d = |v: Duration| DurationDisplay(v).to_string();
+    let mut out = format!(
+        "--biz {} --code {} --attempt {}",
+        quote(&g.biz),
+        quote(&g.code),
+        g.attempt
+    );
+    if !g.elapsed.is_zero() {
+        out += &format!(" --elapsed {}", d(g.elapsed));
+    }
+    if let Some(r) = g.retry_after {
+        out += &format!(" --retry-after {}", d(r));
+    }
+    if !g.last_delay.is_zero() {
+        out += &format!(" --last-delay {}", d(g.last_delay));
+    }
+    for (k, v) in &g.attrs {
+        out += &format!(" --attr {}", quote(&format!("{k}={v}")));
+    }
+    for (k, v) in &g.signals {
+        out += &format!(" --signal {}", quote(&format!("{k}={v}")));
+    }
+    out
+}
+
 fn reason_str(r: GiveUpReason) -> &'static str {
     r.as_str()
 }
@@ -403,7 +450,7 @@ impl fmt::Display for Report {
             for line in fail.table.lines() {
                 writeln!(f, "  {line}")?;
             }
-            writeln!(f, "  reproduce: add 'seed: {}' to its 'given'\n", fail.seed)?;
+            writeln!(f, "  reproduce: {}\n", fail.reproduce)?;
         }
         writeln!(f, "{} passed, {} failed", self.passed, self.failed)
     }

@@ -461,3 +461,99 @@ fn scalar_duration(value: &Scalar) -> Result<Duration, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile;
+
+    fn set() -> CompiledSet {
+        let yaml = "version: 1\nrules:\n  - id: fast\n    match: { code: X }\n    retry: { backoff: { fixed: 100ms } }\n";
+        compile(vec![SourceFile::new("r.yaml", "r.yaml", yaml)]).unwrap()
+    }
+
+    fn errors(tests: &str) -> Vec<String> {
+        let file = SourceFile::new("t.yaml", "tests/t.yaml", tests);
+        match load_suite(&set(), &[file]) {
+            Ok(_) => Vec::new(),
+            Err(diags) => diags.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn omitted_given_keys_take_the_spec_defaults() {
+        let file = SourceFile::new(
+            "t.yaml",
+            "tests/t.yaml",
+            "version: 1\ncases:\n  - name: a\n    expect: { rule: defaults }\npaths:\n  - name: b\n    given: { code: X, elapsed: 1500, retry_after: 2s }\n    processing: 20ms\n    expect: { retries: 3 }\n",
+        );
+        let suite = load_suite(&set(), &[file]).unwrap();
+        let TestKind::Case(case) = &suite.tests[0].kind else {
+            panic!("a case first")
+        };
+        assert_eq!(
+            case.given,
+            Given {
+                attempt: 1,
+                ..Given::default()
+            }
+        );
+        assert_eq!(suite.tests[0].at(), "tests/t.yaml:3:5");
+        let TestKind::Path(path) = &suite.tests[1].kind else {
+            panic!("then a path")
+        };
+        assert_eq!(path.given.elapsed, Duration::from_millis(1_500));
+        assert_eq!(path.given.retry_after, Some(Duration::from_secs(2)));
+        assert_eq!(path.processing, Duration::from_millis(20));
+        assert_eq!(suite.tests[1].at(), "tests/t.yaml:6:5");
+    }
+
+    #[test]
+    fn impossible_or_empty_expectations_are_errors_at_their_place() {
+        assert_eq!(
+            errors(
+                "version: 1\ncases:\n  - name: a\n    expect: { action: dead_letter, delay: 1s }\n"
+            ),
+            [
+                "tests/t.yaml:4:13: error: this expectation can never hold: 'action: dead_letter' with 'delay' or 'delay_between', which only a retry has"
+            ]
+        );
+        assert_eq!(
+            errors("version: 1\ncases:\n  - name: a\n    expect: { delay_between: [1s] }\n"),
+            [
+                "tests/t.yaml:4:30: error: delay_between takes two durations, [min, max], e.g. [1s, 2s]; found 1 value(s)"
+            ]
+        );
+        assert_eq!(
+            errors(
+                "version: 2\ncases:\n  - name: a\n    given: { attempt: 0 }\n    expect: { rule: fast }\n  - name: a\n    expect: { rule: fast }\n"
+            ),
+            [
+                "tests/t.yaml:1:10: error: unsupported version 2: only version 1 exists",
+                "tests/t.yaml:4:23: error: attempt 0 does not exist: the first delivery is attempt 1",
+                "tests/t.yaml:6:11: error: the name 'a' is used twice in this file; failures are reported by name, so make it unique"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_rule_gets_a_suggestion() {
+        let file = SourceFile::new(
+            "t.yaml",
+            "tests/t.yaml",
+            "version: 1\ncases:\n  - name: a\n    expect: { rule: fats }\n",
+        );
+        let diags = load_suite(&set(), &[file]).unwrap_err();
+        assert_eq!(diags[0].help.as_deref(), Some("did you mean 'fast'?"));
+    }
+
+    #[test]
+    fn an_empty_test_file_is_an_error() {
+        assert_eq!(
+            errors("# nothing yet\n"),
+            [
+                "tests/t.yaml:1:1: error: the test file is empty; a test file starts with 'version: 1', then 'cases:' and/or 'paths:'"
+            ]
+        );
+    }
+}
