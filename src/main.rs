@@ -21,6 +21,9 @@ enum Command {
     Check(cmd::check::Args),
     Decide(cmd::decide::Args),
     Explain(cmd::explain::Args),
+    Test(cmd::test::Args),
+    Paths(cmd::paths::Args),
+    Schema(cmd::schema::Args),
     Run(cmd::run::Args),
 }
 
@@ -40,6 +43,9 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd::check::run(args),
         Command::Decide(args) => cmd::decide::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Test(args) => cmd::test::run(args),
+        Command::Paths(args) => cmd::paths::run(args),
+        Command::Schema(args) => cmd::schema::run(args),
         Command::Run(args) => cmd::run::run(args),
     };
     match outcome {

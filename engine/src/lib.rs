@@ -12,6 +12,11 @@
 //! - [`backoff`]: delays, jitter and clamping; [`decide`]: the context, the decision and the
 //!   seven steps.
 //! - [`PolicyHandle`]: the atomic pointer to the current set, the only way to decide.
+//! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
+//! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
+//! - [`schema`]: the JSON Schemas of rule files and test files, generated from [`model`].
+//! - `testing` (feature `testing`): proptest strategies, `simulate_path` and property checks
+//!   for users' own test suites.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -25,11 +30,16 @@ mod index;
 mod lint;
 pub mod load;
 pub mod model;
+pub mod paths;
 pub mod pattern;
 pub mod positions;
 pub mod rule;
+pub mod ruletest;
+pub mod schema;
 pub mod script;
 mod set;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use compile::compile;
 pub use decide::{

@@ -5,150 +5,173 @@
 //! ([`Scalar`]) and checked by the compiler, which knows each value's position and can point
 //! at it.
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A rule file.
-#[derive(Debug, Clone, Deserialize)]
+/// A Rebound rule file: optional `defaults`, then `rules` in first-match order. Every
+/// `*.yaml` directly inside the rule-set directory is one; files are read in name order.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleFile {
     /// Format version; only `1` exists.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u64,
-    /// Defaults for the whole set; at most one file of a set may have them.
+    /// What a rule takes when it does not say, and what decides when no rule matches. At most
+    /// one file of a set may have them.
     #[serde(default)]
     pub defaults: Option<DefaultsSpec>,
-    /// The rules, in first-match order.
+    /// The rules, in first-match order: the first rule whose conditions all hold decides.
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
 }
 
 /// `defaults:`: what a rule that does not say takes, and what decides when no rule matches.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DefaultsSpec {
-    /// Default retry fields.
+    /// Default `retry:` fields. Built-ins: `max_retries: 3`, no `max_elapsed`,
+    /// `backoff: { exponential: { base: 1s, factor: 2, max: 1m }, jitter: full }`,
+    /// `respect_retry_after: true`.
     #[serde(default)]
     pub retry: Option<RetrySpec>,
-    /// Default dead-letter label.
+    /// Default dead-letter label (built-in: `default`).
     #[serde(default)]
     pub dead_letter: Option<String>,
 }
 
 /// One rule.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
-    /// Unique id in the set.
+    /// Unique id in the set: lowercase letters, digits, `.`, `_` and `-`, starting with a
+    /// letter or digit (`db-lock`). `defaults` is reserved.
     pub id: String,
-    /// Free text for people.
+    /// Free text for people: why the rule exists.
     #[serde(default)]
     pub description: Option<String>,
-    /// Structured conditions.
+    /// Structured conditions; all given keys must hold. Without `match` and `if` the rule
+    /// matches everything.
     #[serde(default, rename = "match")]
     pub conditions: Option<MatchSpec>,
-    /// rhai guard, evaluated only when `match` holds.
+    /// A rhai boolean expression, evaluated only when `match` holds, e.g.
+    /// `signals.fail_rate > 0.5`. In scope: biz, code, attempt, elapsed (ms), retry_after
+    /// (ms or ()), last_delay (ms), attrs, signals.
     #[serde(default, rename = "if")]
     pub guard: Option<String>,
-    /// How to retry.
+    /// How to retry. Fields it does not give come from `defaults.retry`. Never together
+    /// with `give_up: true`.
     #[serde(default)]
     pub retry: Option<RetrySpec>,
-    /// Never retry.
+    /// `true`: never retry; the message goes to `dead_letter` at once (reason `give_up`).
     #[serde(default)]
     pub give_up: Option<bool>,
-    /// Where the message goes when it is not retried.
+    /// Where the message goes when it is not retried (any non-empty label, e.g. `L1`);
+    /// without it, the default's.
     #[serde(default)]
     pub dead_letter: Option<String>,
 }
 
 /// `match:`: all given keys must hold.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatchSpec {
-    /// Business type: `NAME`, `[A, B]` or a glob.
+    /// Business type of the failed message: `NAME`, `[A, B]`, or a glob with `*` (`PAY*`).
     #[serde(default)]
     pub biz: Option<OneOrMany>,
-    /// Error code: as for `biz`.
+    /// Error code of the failure: `NAME`, `[A, B]`, or a glob with `*` (`DB_LOCK*`).
     #[serde(default)]
     pub code: Option<OneOrMany>,
-    /// Attempt: an integer, `"OP N"`, or a list of those.
+    /// Number of the attempt that just failed (1 for the first delivery): an integer, `"OP N"`
+    /// such as `">= 5"`, or a list of those (all must hold). OP: <, <=, >, >=, ==, !=.
     #[serde(default)]
     pub attempt: Option<OneOrMany>,
-    /// Elapsed: `"OP DURATION"` or a list of those.
+    /// Time since the first delivery began: `"OP DURATION"` such as `"> 30s"`, or a list of
+    /// those (all must hold).
     #[serde(default)]
     pub elapsed: Option<OneOrMany>,
-    /// Attributes: name to `NAME` / list / glob.
+    /// String attributes of the failure: name to `NAME`, list or glob. An attribute the
+    /// failure does not carry never matches, not even `*`.
     #[serde(default)]
     pub attrs: Option<BTreeMap<String, OneOrMany>>,
 }
 
 /// `retry:`: every field optional; missing ones come from the defaults.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrySpec {
-    /// Re-deliveries allowed after the first delivery.
+    /// Re-deliveries allowed after the first delivery (built-in: 3).
     #[serde(default)]
     pub max_retries: Option<u32>,
-    /// No retry may be scheduled to start after this much time since the first delivery.
+    /// No retry may be scheduled to start after this much time since the first delivery,
+    /// e.g. `2m` (built-in: none).
     #[serde(default)]
     pub max_elapsed: Option<Scalar>,
-    /// How long to wait.
+    /// How long to wait: exactly one of fixed, linear, exponential, schedule or script, plus
+    /// an optional jitter. Taken whole, never merged with the defaults' backoff.
     #[serde(default)]
     pub backoff: Option<BackoffSpec>,
-    /// Honour a delay the failure asks for.
+    /// Honour a delay the failure itself asks for (HTTP 429 `Retry-After`): the delay becomes
+    /// at least that (built-in: true).
     #[serde(default)]
     pub respect_retry_after: Option<bool>,
 }
 
 /// `backoff:`: exactly one kind plus an optional jitter.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffSpec {
-    /// `fixed: 100ms`
+    /// The same delay every time, e.g. `fixed: 100ms`.
     #[serde(default)]
     pub fixed: Option<Scalar>,
-    /// `linear: { base, step, max }`
+    /// `base + step·(r−1)` for retry r, e.g. `linear: { base: 1s, step: 500ms, max: 10s }`.
     #[serde(default)]
     pub linear: Option<LinearSpec>,
-    /// `exponential: { base, factor, max }`
+    /// `base · factor^(r−1)` for retry r, e.g. `exponential: { base: 500ms, factor: 2, max: 5m }`.
     #[serde(default)]
     pub exponential: Option<ExponentialSpec>,
-    /// `schedule: [1s, 5s, …]`
+    /// Entry r for retry r; past the end, the last entry, e.g. `schedule: [1s, 5s, 30s]`.
     #[serde(default)]
     pub schedule: Option<Vec<Scalar>>,
-    /// `script: 'rhai expression in ms'`
+    /// A rhai expression yielding milliseconds, e.g. `script: 'min(500 * 2 ** attempt, 300_000)'`.
     #[serde(default)]
     pub script: Option<String>,
-    /// `none`, `full`, `equal`, `decorrelated`, `"20%"` or `"100ms"`.
+    /// How the delay d is randomised: `none` (default), `full` ([0, d]), `equal` ([d/2, d]),
+    /// `decorrelated` ([base, max(base, 3·last_delay)]), a percentage such as `"20%"`
+    /// ([0.8·d, 1.2·d]) or a duration such as `"100ms"` ([d, d + 100ms]).
     #[serde(default)]
     pub jitter: Option<Scalar>,
 }
 
 /// `linear:` parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinearSpec {
-    /// Delay of the first retry.
+    /// Delay of the first retry, e.g. `1s`.
     pub base: Scalar,
-    /// Added per retry; defaults to `base`.
+    /// Added per retry, e.g. `500ms`; defaults to `base`.
     #[serde(default)]
     pub step: Option<Scalar>,
-    /// Cap, applied after jitter.
+    /// Cap on the delay, applied after jitter, e.g. `30s`. Without it a delay saturates at one
+    /// day.
     #[serde(default)]
     pub max: Option<Scalar>,
 }
 
 /// `exponential:` parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExponentialSpec {
-    /// Delay of the first retry.
+    /// Delay of the first retry, e.g. `500ms`.
     pub base: Scalar,
-    /// Growth per retry; defaults to 2.
+    /// Growth per retry, a positive number; defaults to 2.
     #[serde(default)]
     pub factor: Option<f64>,
-    /// Cap, applied after jitter.
+    /// Cap on the delay, applied after jitter, e.g. `30s`. Without it a delay saturates at one
+    /// day.
     #[serde(default)]
     pub max: Option<Scalar>,
 }
@@ -209,6 +232,21 @@ impl Visitor<'_> for ScalarVisitor {
     }
 }
 
+/// In the JSON Schema a scalar is a string or a number: which strings are valid depends on
+/// where it sits (a duration, a glob, a comparison, a jitter), and the compiler checks that.
+impl JsonSchema for Scalar {
+    fn schema_name() -> Cow<'static, str> {
+        "Scalar".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["string", "number"],
+            "description": "A string or a number: a duration ('250ms', '1.5s', '2m', '1h30m', or bare milliseconds), a name or glob, a comparison ('>= 5') or a jitter, depending on the key."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ScalarVisitor)
@@ -265,6 +303,24 @@ impl<'de> Visitor<'de> for OneOrManyVisitor {
             items.push(item);
         }
         Ok(OneOrMany::Many(items))
+    }
+}
+
+/// In the JSON Schema: one value, or a list of values.
+impl JsonSchema for OneOrMany {
+    fn schema_name() -> Cow<'static, str> {
+        "OneOrMany".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let one = generator.subschema_for::<Scalar>();
+        json_schema!({
+            "description": "One value, or a list of values (any of them may match).",
+            "anyOf": [
+                one,
+                { "type": "array", "items": one }
+            ]
+        })
     }
 }
 

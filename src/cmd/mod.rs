@@ -4,7 +4,10 @@ pub mod check;
 pub mod decide;
 pub mod explain;
 mod failure;
+pub mod paths;
 pub mod run;
+pub mod schema;
+pub mod test;
 
 use crate::Outcome;
 use rebound_engine::{CompiledSet, SourceFile};

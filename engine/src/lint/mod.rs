@@ -2,7 +2,9 @@
 //! author wants to hear about. One file per lint, each a [`LintRule`].
 
 mod long_delay;
+mod long_path;
 mod shadowed;
+mod unused_schedule;
 
 use crate::diag::Diagnostic;
 use crate::rule::CompiledRule;
@@ -32,7 +34,12 @@ pub(crate) fn run(
         defaults,
         scripts,
     };
-    let lints: [&dyn LintRule; 2] = [&shadowed::Shadowed, &long_delay::LongDelay];
+    let lints: [&dyn LintRule; 4] = [
+        &shadowed::Shadowed,
+        &long_delay::LongDelay,
+        &long_path::LongPath,
+        &unused_schedule::UnusedSchedule,
+    ];
     let mut out = Vec::new();
     for lint in lints {
         lint.check(&cx, &mut out);

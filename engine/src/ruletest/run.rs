@@ -1,0 +1,457 @@
+//! Running a [`Suite`]: each case and path under many RNG seeds, searched with proptest so a
+//! failure shrinks to a small seed that reproduces it.
+
+use super::suite::{Action, CaseExpect, Given, PathExpect, RuleTest, Suite, TestKind};
+use crate::decide::{Decision, GiveUpReason};
+use crate::duration::DurationDisplay;
+use crate::set::CompiledSet;
+use crate::testing::{MAX_PATH_ATTEMPTS, Path, simulate_path};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use serde::Serialize;
+use std::fmt;
+use std::time::Duration;
+
+/// The fewest seeds a path is run under.
+pub const MIN_SEEDS: u32 = 64;
+
+/// How to run a suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Seeds each case and path is run under (at least [`MIN_SEEDS`]).
+    pub seeds: u32,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { seeds: 256 }
+    }
+}
+
+/// The outcome of a whole suite.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Cases and paths that held under every seed.
+    pub passed: usize,
+    /// Cases and paths that failed under some seed.
+    pub failed: usize,
+    /// One result per case and path, in suite order.
+    pub results: Vec<TestResult>,
+}
+
+/// The outcome of one case or path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestResult {
+    /// `case` or `path`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// Where it is written, as `FILE:LINE:COL`.
+    pub at: String,
+    /// Whether it held under every seed tried.
+    pub passed: bool,
+    /// How many seeds it ran under.
+    pub seeds: u32,
+    /// Why it failed, with the seed that shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// A failing seed and what it did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    /// The seed (shrunk by proptest to a small one that still fails).
+    pub seed: u64,
+    /// Each expectation that did not hold.
+    pub problems: Vec<String>,
+    /// The decisions under that seed: one for a case, the whole path for a path.
+    pub path: Vec<StepReport>,
+    /// The whole path as a table, for people.
+    #[serde(skip)]
+    pub table: String,
+    /// How to replay it: a `rebound decide` command for a case, a `seed:` for a path.
+    pub reproduce: String,
+}
+
+/// One decision of a failing case or path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepReport {
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// Time since the first delivery began, in ms.
+    pub elapsed_ms: u64,
+    /// `retry` or `dead_letter`.
+    pub action: &'static str,
+    /// The delay, for a retry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// The label, for a dead letter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<String>,
+    /// The reason, for a dead letter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// The deciding rule, or `defaults`.
+    pub rule: String,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Report {
+    /// True when nothing failed.
+    pub fn ok(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+/// Runs every test of `suite` against `set`.
+pub fn run_suite(set: &CompiledSet, suite: &Suite, options: RunOptions) -> Report {
+    let seeds = options.seeds.max(MIN_SEEDS);
+    let results: Vec<TestResult> = suite
+        .tests
+        .iter()
+        .enumerate()
+        .map(|(i, t)| run_test(set, t, seeds, i as u64))
+        .collect();
+    let passed = results.iter().filter(|r| r.passed).count();
+    Report {
+        failed: results.len() - passed,
+        passed,
+        results,
+    }
+}
+
+/// A fixed search seed per test, so a run is reproducible and tests do not share seeds.
+fn search_seed(index: u64) -> u64 {
+    0x5eed_0f7e_57a1_u64 ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+fn runner(cases: u32, index: u64) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        rng_seed: RngSeed::Fixed(search_seed(index)),
+        max_shrink_iters: 512,
+        ..Config::default()
+    })
+}
+
+fn run_test(set: &CompiledSet, test: &RuleTest, seeds: u32, index: u64) -> TestResult {
+    let (kind, outcome, tried) = match &test.kind {
+        TestKind::Case(case) => {
+            let ctx = case.given.context();
+            let check = |seed: u64| {
+                let path = one_decision(set, ctx, seed);
+                case_problems(&case.expect, &path)
+            };
+            match case.given.seed {
+                // A pinned seed decides the case alone, as `rebound decide --seed` would.
+                Some(seed) => ("case", failing(seed, &check).map(|p| (seed, p)), 1),
+                None => ("case", search(seeds, index, &check), seeds),
+            }
+        }
+        TestKind::Path(p) => {
+            let ctx = p.given.context();
+            let check = |seed: u64| {
+                let path = simulate_path(set, ctx, p.processing, seed);
+                path_problems(&p.expect, &path)
+            };
+            let pinned = p
+                .given
+                .seed
+                .and_then(|seed| failing(seed, &check).map(|problems| (seed, problems)));
+            let tried = seeds + u32::from(p.given.seed.is_some());
+            (
+                "path",
+                pinned.or_else(|| search(seeds, index, &check)),
+                tried,
+            )
+        }
+    };
+    let failure = outcome.map(|(seed, problems)| {
+        let path = match &test.kind {
+            TestKind::Case(case) => one_decision(set, case.given.context(), seed),
+            TestKind::Path(p) => simulate_path(set, p.given.context(), p.processing, seed),
+        };
+        let reproduce = match &test.kind {
+            TestKind::Case(case) => format!(
+                "rebound decide {} --seed {seed}   (or add 'seed: {seed}' to its 'given')",
+                decide_flags(&case.given)
+            ),
+            TestKind::Path(_) => format!("add 'seed: {seed}' to its 'given'"),
+        };
+        Failure {
+            seed,
+            problems,
+            path: path.steps.iter().map(step_report).collect(),
+            table: path.to_string(),
+            reproduce,
+        }
+    });
+    TestResult {
+        kind,
+        name: test.name.clone(),
+        at: test.at(),
+        passed: failure.is_none(),
+        seeds: tried,
+        failure,
+    }
+}
+
+/// The problems under `seed`, or `None` when everything held.
+fn failing(seed: u64, check: &impl Fn(u64) -> Vec<String>) -> Option<Vec<String>> {
+    let problems = check(seed);
+    (!problems.is_empty()).then_some(problems)
+}
+
+/// Searches `cases` seeds with proptest; on a failure, proptest shrinks the seed and this
+/// returns the smallest failing one with its problems.
+fn search(
+    cases: u32,
+    index: u64,
+    check: &impl Fn(u64) -> Vec<String>,
+) -> Option<(u64, Vec<String>)> {
+    let result = runner(cases, index).run(&any::<u64>(), |seed| match failing(seed, check) {
+        None => Ok(()),
+        Some(problems) => Err(TestCaseError::fail(problems.join("; "))),
+    });
+    match result {
+        Ok(()) => None,
+        Err(TestError::Fail(_, seed)) => Some((seed, check(seed))),
+        Err(TestError::Abort(why)) => Some((0, vec![format!("the seed search stopped: {why}")])),
+    }
+}
+
+/// A case as a one-step path, so that it prints like one.
+fn one_decision(set: &CompiledSet, ctx: crate::FailureContext<'_>, seed: u64) -> Path {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let decision = set.decide(&ctx, &mut rng).decision;
+    Path {
+        seed,
+        processing: Duration::ZERO,
+        retry_after: ctx.retry_after,
+        steps: vec![crate::testing::Step {
+            attempt: ctx.attempt,
+            elapsed: ctx.elapsed,
+            last_delay: ctx.last_delay,
+            decision,
+        }],
+    }
+}
+
+fn action_name(d: &Decision) -> &'static str {
+    match d {
+        Decision::Retry { .. } => "retry",
+        Decision::DeadLetter { .. } => "dead_letter",
+    }
+}
+
+fn case_problems(expect: &CaseExpect, path: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(step) = path.steps.first() else {
+        return vec!["no decision was made".into()];
+    };
+    let d = &step.decision;
+    if let Some(want) = expect.action {
+        let want = match want {
+            Action::Retry => "retry",
+            Action::DeadLetter => "dead_letter",
+        };
+        if action_name(d) != want {
+            out.push(format!("expected action {want}, got {}", action_name(d)));
+        }
+    }
+    let delay = match d {
+        Decision::Retry { delay, .. } => Some(*delay),
+        Decision::DeadLetter { .. } => None,
+    };
+    if let Some(want) = expect.delay {
+        match delay {
+            Some(got) if got == want => {}
+            Some(got) => out.push(format!(
+                "expected delay {}, got {}",
+                DurationDisplay(want),
+                DurationDisplay(got)
+            )),
+            None => out.push(format!(
+                "expected a retry after {}, got a dead letter",
+                DurationDisplay(want)
+            )),
+        }
+    }
+    if let Some((lo, hi)) = expect.delay_between {
+        let range = format!("[{}, {}]", DurationDisplay(lo), DurationDisplay(hi));
+        match delay {
+            Some(got) if (lo..=hi).contains(&got) => {}
+            Some(got) => out.push(format!(
+                "expected a delay in {range}, got {}",
+                DurationDisplay(got)
+            )),
+            None => out.push(format!(
+                "expected a retry with a delay in {range}, got a dead letter"
+            )),
+        }
+    }
+    if let Some(want) = &expect.rule
+        && d.rule().as_str() != want
+    {
+        out.push(format!("expected rule {want}, got {}", d.rule()));
+    }
+    let (label, reason) = match d {
+        Decision::DeadLetter { label, reason, .. } => (Some(label.as_str()), Some(*reason)),
+        Decision::Retry { .. } => (None, None),
+    };
+    if let Some(want) = &expect.dead_letter
+        && label != Some(want.as_str())
+    {
+        out.push(match label {
+            Some(got) => format!("expected dead_letter {want}, got {got}"),
+            None => format!("expected dead_letter {want}, got a retry"),
+        });
+    }
+    if let Some(want) = expect.reason
+        && reason != Some(want)
+    {
+        out.push(match reason {
+            Some(got) => format!("expected reason {want}, got {got}"),
+            None => format!("expected reason {want}, got a retry"),
+        });
+    }
+    out
+}
+
+fn path_problems(expect: &PathExpect, path: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(end) = path.end() else {
+        return vec![format!(
+            "the path does not terminate: no dead letter after {MAX_PATH_ATTEMPTS} attempts (the hard cap)"
+        )];
+    };
+    if let Some(want) = expect.retries
+        && path.retries() != want
+    {
+        out.push(format!("expected {want} retries, got {}", path.retries()));
+    }
+    if let Some(want) = &expect.dead_letter
+        && end.label.as_str() != want
+    {
+        out.push(format!("expected dead_letter {want}, got {}", end.label));
+    }
+    if let Some(want) = expect.reason
+        && end.reason != want
+    {
+        out.push(format!("expected reason {want}, got {}", end.reason));
+    }
+    if let Some(want) = &expect.rule
+        && end.rule.as_str() != want
+    {
+        out.push(format!(
+            "expected the path to end by rule {want}, got {}",
+            end.rule
+        ));
+    }
+    let total = path.total_delay();
+    if let Some(most) = expect.total_delay_at_most
+        && total > most
+    {
+        out.push(format!(
+            "total delay {} is more than total_delay_at_most {}",
+            DurationDisplay(total),
+            DurationDisplay(most)
+        ));
+    }
+    if let Some(least) = expect.total_delay_at_least
+        && total < least
+    {
+        out.push(format!(
+            "total delay {} is less than total_delay_at_least {}",
+            DurationDisplay(total),
+            DurationDisplay(least)
+        ));
+    }
+    out
+}
+
+fn step_report(step: &crate::testing::Step) -> StepReport {
+    let (delay_ms, dead_letter, reason) = match &step.decision {
+        Decision::Retry { delay, .. } => (Some(ms(*delay)), None, None),
+        Decision::DeadLetter { label, reason, .. } => {
+            (None, Some(label.to_string()), Some(reason_str(*reason)))
+        }
+    };
+    StepReport {
+        attempt: step.attempt,
+        elapsed_ms: ms(step.elapsed),
+        action: action_name(&step.decision),
+        delay_ms,
+        dead_letter,
+        reason,
+        rule: step.decision.rule().to_string(),
+    }
+}
+
+/// The `rebound decide` flags of a failure, quoted for a POSIX shell where needed.
+fn decide_flags(g: &Given) -> String {
+    fn quote(s: &str) -> String {
+        let plain = !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.=:/".contains(c));
+        if plain {
+            s.to_string()
+        } else {
+            format!("'{}'", s.replace('\'', "'\\''"))
+        }
+    }
+    let d = |v: Duration| DurationDisplay(v).to_string();
+    let mut out = format!(
+        "--biz {} --code {} --attempt {}",
+        quote(&g.biz),
+        quote(&g.code),
+        g.attempt
+    );
+    if !g.elapsed.is_zero() {
+        out += &format!(" --elapsed {}", d(g.elapsed));
+    }
+    if let Some(r) = g.retry_after {
+        out += &format!(" --retry-after {}", d(r));
+    }
+    if !g.last_delay.is_zero() {
+        out += &format!(" --last-delay {}", d(g.last_delay));
+    }
+    for (k, v) in &g.attrs {
+        out += &format!(" --attr {}", quote(&format!("{k}={v}")));
+    }
+    for (k, v) in &g.signals {
+        out += &format!(" --signal {}", quote(&format!("{k}={v}")));
+    }
+    out
+}
+
+fn reason_str(r: GiveUpReason) -> &'static str {
+    r.as_str()
+}
+
+/// The failures for people, then the closing `N passed, M failed` line.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in self.results.iter() {
+            let Some(fail) = &r.failure else { continue };
+            writeln!(
+                f,
+                "FAIL {} '{}' ({}) with seed {}",
+                r.kind, r.name, r.at, fail.seed
+            )?;
+            for p in &fail.problems {
+                writeln!(f, "  {p}")?;
+            }
+            for line in fail.table.lines() {
+                writeln!(f, "  {line}")?;
+            }
+            writeln!(f, "  reproduce: {}\n", fail.reproduce)?;
+        }
+        writeln!(f, "{} passed, {} failed", self.passed, self.failed)
+    }
+}

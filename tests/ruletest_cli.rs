@@ -1,0 +1,200 @@
+//! `rebound test` as a user runs it: the real binary on real fixture files.
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/toolkit")
+        .join(name)
+}
+
+fn rebound_test(dir: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rebound"))
+        .arg("test")
+        .arg("--rules")
+        .arg(dir)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn shipped_rule_tests_pass() {
+    let rules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules");
+    let (code, stdout, stderr) = rebound_test(&rules, &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.ends_with(" passed, 0 failed"), "{stdout}");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_its_name_seed_and_counts() {
+    let (code, stdout, _) = rebound_test(&fixture("wrong-expectation"), &[]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("3 passed, 1 failed"),
+        "{stdout}"
+    );
+    let fail = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL"))
+        .expect("a FAIL line");
+    assert!(fail.contains("'payment polls wait 200ms'"), "{fail}");
+    assert!(fail.contains("tests/checks.yaml:6:5"), "{fail}");
+    assert!(fail.contains("with seed "), "{fail}");
+    assert!(
+        stdout.contains("expected delay 200ms, got 100ms"),
+        "{stdout}"
+    );
+    // The whole path: attempt, elapsed, delay, decision, rule.
+    assert!(stdout.contains("payment-processing"), "{stdout}");
+    assert_eq!(stdout.matches("FAIL").count(), 1, "{stdout}");
+}
+
+#[test]
+fn json_output_is_one_document_with_the_counts() {
+    let (code, stdout, _) = rebound_test(&fixture("wrong-expectation"), &["--json"]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(
+        (doc["passed"].as_u64(), doc["failed"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let failed: Vec<&serde_json::Value> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["passed"] == false)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["name"], "payment polls wait 200ms");
+    assert!(failed[0]["failure"]["seed"].is_u64());
+    assert_eq!(failed[0]["failure"]["path"][0]["delay_ms"], 100);
+}
+
+#[test]
+fn a_pinned_seed_reproduces_a_reported_failure() {
+    let (_, stdout, _) = rebound_test(&fixture("jitter-limit"), &["--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let seed = doc["results"][0]["failure"]["seed"]
+        .as_u64()
+        .expect("a failing seed");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tests")).unwrap();
+    std::fs::copy(
+        fixture("jitter-limit/10-rules.yaml"),
+        dir.path().join("10-rules.yaml"),
+    )
+    .unwrap();
+    let pinned = format!(
+        "version: 1\ncases:\n  - name: first retry under the failing seed\n    given: {{ code: FLAKY, seed: {seed} }}\n    expect: {{ action: retry }}\npaths:\n  - name: replay\n    given: {{ code: FLAKY, seed: {seed} }}\n    expect: {{ total_delay_at_most: 5s }}\n"
+    );
+    std::fs::write(dir.path().join("tests/replay.yaml"), pinned).unwrap();
+    let (code, stdout, _) = rebound_test(dir.path(), &[]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "'replay' ({}",
+            dir.path().join("tests/replay.yaml").display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("with seed {seed}\n")), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("1 passed, 1 failed"));
+}
+
+#[test]
+fn an_invalid_test_file_is_reported_with_file_line_and_column() {
+    let dir = fixture("bad-test-file");
+    let (code, stdout, stderr) = rebound_test(&dir, &[]);
+    assert_eq!(code, 1, "{stderr}");
+    let at = format!(
+        "{}:5:5: error: unknown field 'expekt'",
+        dir.join("tests/bad.yaml").display()
+    );
+    assert!(stderr.contains(&at), "{stderr}");
+    assert!(stderr.contains("did you mean 'expect'?"), "{stderr}");
+    assert!(stdout.is_empty(), "no test runs: {stdout}");
+}
+
+#[test]
+fn an_invalid_rule_set_exits_1_and_a_missing_one_exits_2() {
+    let (code, _, stderr) = rebound_test(&fixture("bad-rules"), &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("10-rules.yaml:5:7: error: unknown field 'max_retry'"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = rebound_test(&fixture("no-such-dir"), &[]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn a_runaway_path_is_reported_not_hung() {
+    let (code, stdout, _) = rebound_test(&fixture("runaway"), &[]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("the path does not terminate: no dead letter after 10000 attempts"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("more attempts"), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("0 passed, 1 failed"));
+}
+
+#[test]
+fn too_few_seeds_is_a_usage_error() {
+    let rules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules");
+    let (code, _, _) = rebound_test(&rules, &["--seeds", "10"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn a_failing_case_replays_with_rebound_decide_and_its_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tests")).unwrap();
+    std::fs::copy(
+        fixture("jitter-limit/10-rules.yaml"),
+        dir.path().join("10-rules.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("tests/case.yaml"),
+        "version: 1\ncases:\n  - name: an exact delay under full jitter\n    given: { code: FLAKY, attempt: 3 }\n    expect: { delay: 1ms }\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = rebound_test(dir.path(), &["--json"]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let failure = &doc["results"][0]["failure"];
+    let seed = failure["seed"].as_u64().unwrap();
+    assert!(
+        failure["reproduce"].as_str().unwrap().starts_with(&format!(
+            "rebound decide --biz '' --code FLAKY --attempt 3 --seed {seed}"
+        )),
+        "{failure}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rebound"))
+        .args([
+            "decide",
+            "--code",
+            "FLAKY",
+            "--attempt",
+            "3",
+            "--json",
+            "--seed",
+        ])
+        .arg(seed.to_string())
+        .arg("--rules")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let decided: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decided["delay_ms"], failure["path"][0]["delay_ms"]);
+}

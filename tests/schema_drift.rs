@@ -1,0 +1,39 @@
+//! The checked-in JSON Schemas are exactly what the Rust types generate.
+
+use std::path::PathBuf;
+
+#[test]
+fn checked_in_schemas_match_the_types() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    for (name, generated) in rebound_engine::schema::generated() {
+        let path = dir.join(name);
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "schemas/{name} differs from what the Rust types generate.\n\
+             Regenerate it with:  cargo run -- schema\n\
+             (then review and commit the change)"
+        );
+    }
+}
+
+#[test]
+fn schemas_are_draft07_with_hover_docs() {
+    let schema = rebound_engine::schema::rules_schema();
+    assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+    let rule = &schema["definitions"]["RuleSpec"];
+    assert_eq!(rule["additionalProperties"], false);
+    assert!(
+        rule["properties"]["id"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Unique id")
+    );
+    let scalar = &schema["definitions"]["Scalar"];
+    assert_eq!(scalar["type"], serde_json::json!(["string", "number"]));
+    let one_or_many = &schema["definitions"]["OneOrMany"]["anyOf"];
+    assert_eq!(one_or_many[1]["type"], "array");
+    let test = rebound_engine::schema::rules_test_schema();
+    assert_eq!(test["$schema"], "http://json-schema.org/draft-07/schema#");
+    assert!(test["properties"]["paths"].is_object());
+}
