@@ -12,6 +12,8 @@
 //! - [`backoff`]: delays, jitter and clamping; [`decide`]: the context, the decision and the
 //!   seven steps.
 //! - [`PolicyHandle`]: the atomic pointer to the current set, the only way to decide.
+//! - [`reload`]: new sets while deciding: the pipeline (validate → swap → history,
+//!   rollback), the directory watcher, and the config-center pull client.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -27,6 +29,7 @@ pub mod load;
 pub mod model;
 pub mod pattern;
 pub mod positions;
+pub mod reload;
 pub mod rule;
 pub mod script;
 mod set;
