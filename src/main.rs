@@ -22,6 +22,7 @@ enum Command {
     Decide(cmd::decide::Args),
     Explain(cmd::explain::Args),
     Run(cmd::run::Args),
+    Serve(cmd::serve::Args),
 }
 
 /// How a subcommand ended: the exit codes of cli.md.
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Decide(args) => cmd::decide::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match outcome {
         Outcome::Ok => ExitCode::SUCCESS,

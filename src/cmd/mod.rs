@@ -5,6 +5,7 @@ pub mod decide;
 pub mod explain;
 mod failure;
 pub mod run;
+pub mod serve;
 
 use crate::Outcome;
 use rebound_engine::{CompiledSet, SourceFile};

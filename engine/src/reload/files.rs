@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 
 /// Why a pushed file name is refused: names must be plain `*.yaml`/`*.yml` file names.
 pub fn check_name(name: &str) -> Result<(), String> {
-    if name.contains('/') || name.contains('\\') {
-        return Err(format!(
-            "'{name}' is not a plain file name: it must not contain '/'"
-        ));
-    }
     if name.contains("..") {
         return Err(format!(
             "'{name}' is not a plain file name: it must not contain '..'"
+        ));
+    }
+    if name.contains('/') || name.contains('\\') {
+        return Err(format!(
+            "'{name}' is not a plain file name: it must not contain '/' or '\\'"
         ));
     }
     if name.contains('\0') || name.chars().any(char::is_control) {
