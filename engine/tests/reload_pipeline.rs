@@ -211,6 +211,14 @@ fn a_directory_reload_swaps_only_new_valid_contents_and_logs_a_broken_file_once(
         Reloaded::Accepted(version_of_fixture("slow"))
     );
     assert_eq!(payment_delay_ms(&reloader), Some(200));
+
+    // The same broken contents again, after a good set: a new attempt, logged again.
+    fs::write(&target, &files_of("broken")["10-payment.yaml"]).unwrap();
+    assert!(matches!(
+        reloader.reload_dir(),
+        Err(ReloadError::Rejected(_))
+    ));
+    assert_eq!(entries_from(&reloader, Source::File).len(), 4);
 }
 
 #[test]

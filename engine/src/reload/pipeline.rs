@@ -361,7 +361,6 @@ impl Reloader {
         }
         match compile(files) {
             Ok(set) => {
-                guarded.last_rejected_dir = None;
                 self.install(&mut guarded, Arc::new(set), Source::File);
                 Ok(Reloaded::Accepted(version))
             }
@@ -476,6 +475,7 @@ impl Reloader {
             });
         }
         self.handle.swap(Arc::clone(&target));
+        // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
         self.announce(target, Source::Rollback);
         Ok(version)
@@ -486,6 +486,8 @@ impl Reloader {
         let replaced = self.handle.swap(Arc::clone(&set));
         guarded.previous.push_front(replaced);
         guarded.previous.truncate(self.keep_previous);
+        // The directory holds something else now: broken contents seen before are news again.
+        guarded.last_rejected_dir = None;
         self.announce(set, source);
     }
 
