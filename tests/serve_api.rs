@@ -122,10 +122,17 @@ fn rollback_returns_to_the_previous_version_and_409_when_there_is_none() {
     assert_eq!(r.status(), 200);
     assert_eq!(server.payment_delay_ms(), Some(200));
 
-    // The body is optional; an empty JSON object is fine too.
+    // The body is optional, but when there is one it must be JSON.
     let r = server
         .post("/v1/rules/rollback")
-        .json(&json!({}))
+        .body("not json")
+        .send()
+        .unwrap();
+    assert_eq!(status_and_json(r).0, 400);
+    assert_eq!(server.payment_delay_ms(), Some(200));
+    let r = server
+        .post("/v1/rules/rollback")
+        .json(&json!({ "reason": "the slow set was a mistake" }))
         .send()
         .unwrap();
     let (status, body) = status_and_json(r);
@@ -314,6 +321,18 @@ fn decide_answers_exactly_what_decide_json_prints() {
         let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(api, cli, "{body}");
     }
+
+    let r = server
+        .post("/v1/decide")
+        .json(
+            &json!({"biz": "PAYMENT", "code": "PAY_PROCESSING", "attempt": 1,
+                      "elapsed_ms": null, "retry_after_ms": null, "attrs": null, "seed": null}),
+        )
+        .send()
+        .unwrap();
+    let (status, body) = status_and_json(r);
+    assert_eq!(status, 200, "optional fields may be null: {body}");
+    assert_eq!(body["delay_ms"], 100);
 
     let r = server
         .post("/v1/decide")

@@ -6,7 +6,7 @@
 //! - [`History`] (`history.rs`): the bounded record of attempts, accepted and rejected.
 //! - [`Watcher`] (`watch.rs`): reloads when the rules directory changes (rename saves,
 //!   in-place saves, ConfigMap symlink swaps), one reload per burst.
-//! - [`pull`] (feature `pull`): polls a config center over HTTP with `ETag`s.
+//! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
 //! - `files.rs`: pushed names are plain `*.yaml`; sets are written into the directory
 //!   atomically, file by file, so they survive a restart.
 

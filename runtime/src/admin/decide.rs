@@ -23,21 +23,21 @@ pub struct DecideBody {
     pub code: String,
     /// The attempt that just failed, 1 for the first delivery.
     pub attempt: u32,
-    /// Time since the first delivery began, in ms.
+    /// Time since the first delivery began, in ms (0 when absent).
     #[serde(default)]
-    pub elapsed_ms: u64,
+    pub elapsed_ms: Option<u64>,
     /// A delay the failure asks for, in ms.
     #[serde(default)]
     pub retry_after_ms: Option<u64>,
-    /// The delay chosen before the previous attempt, in ms.
+    /// The delay chosen before the previous attempt, in ms (0 when absent).
     #[serde(default)]
-    pub last_delay_ms: u64,
+    pub last_delay_ms: Option<u64>,
     /// String attributes of the failure.
     #[serde(default)]
-    pub attrs: Attrs,
+    pub attrs: Option<Attrs>,
     /// Runtime signals.
     #[serde(default)]
-    pub signals: Signals,
+    pub signals: Option<Signals>,
     /// Seed for jitter: the same seed gives the same decision as `rebound decide --seed`.
     #[serde(default)]
     pub seed: Option<u64>,
@@ -53,15 +53,17 @@ pub async fn decide(
             "attempt must be at least 1 (the first delivery is attempt 1)",
         ));
     }
+    let attrs = body.attrs.unwrap_or_default();
+    let signals = body.signals.unwrap_or_default();
     let ctx = FailureContext {
         biz: &body.biz,
         code: &body.code,
         attempt: body.attempt,
-        elapsed: Duration::from_millis(body.elapsed_ms),
+        elapsed: Duration::from_millis(body.elapsed_ms.unwrap_or(0)),
         retry_after: body.retry_after_ms.map(Duration::from_millis),
-        last_delay: Duration::from_millis(body.last_delay_ms),
-        attrs: &body.attrs,
-        signals: &body.signals,
+        last_delay: Duration::from_millis(body.last_delay_ms.unwrap_or(0)),
+        attrs: &attrs,
+        signals: &signals,
     };
     let mut rng = match body.seed {
         Some(seed) => StdRng::seed_from_u64(seed),

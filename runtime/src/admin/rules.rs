@@ -73,17 +73,14 @@ pub async fn validate(
     Ok(pushed_response(&pushed))
 }
 
-/// The optional body of `POST /v1/rules/rollback`. No field is needed; unknown fields are
-/// refused so that a request for something this endpoint does not do fails loudly.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RollbackBody {}
-
 /// `POST /v1/rules/rollback`: back to the previous accepted set; 409 when there is none.
+///
+/// The body is optional and carries nothing this endpoint needs (a note for the log, say);
+/// when there is one it must still be JSON.
 pub async fn rollback(
     _: Writer,
     State(state): State<AdminState>,
-    OptionalJsonBody(_body): OptionalJsonBody<RollbackBody>,
+    OptionalJsonBody(_note): OptionalJsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let reloader = state.reloader.clone();
     let version = blocking(move || reloader.rollback())
