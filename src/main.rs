@@ -25,6 +25,7 @@ enum Command {
     Paths(cmd::paths::Args),
     Schema(cmd::schema::Args),
     Run(cmd::run::Args),
+    Serve(cmd::serve::Args),
 }
 
 /// How a subcommand ended: the exit codes of cli.md.
@@ -47,6 +48,7 @@ fn main() -> ExitCode {
         Command::Paths(args) => cmd::paths::run(args),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match outcome {
         Outcome::Ok => ExitCode::SUCCESS,

@@ -17,6 +17,8 @@
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from [`model`].
 //! - `testing` (feature `testing`): proptest strategies, `simulate_path` and property checks
 //!   for users' own test suites.
+//! - [`reload`]: new sets while deciding: the pipeline (validate → swap → history,
+//!   rollback), the directory watcher, and the config-center pull client.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -33,6 +35,7 @@ pub mod model;
 pub mod paths;
 pub mod pattern;
 pub mod positions;
+pub mod reload;
 pub mod rule;
 pub mod ruletest;
 pub mod schema;

@@ -9,8 +9,12 @@
 //! - [`store`]: the `Store` trait (scheduled retries, dead letters, audit log, message fates,
 //!   source positions), its embedded SQLite implementation, a group-commit `BatchWriter`, and
 //!   `recover` to refill a scheduler after a restart.
+//! - [`admin`]: the admin HTTP API (axum): rules, decide, health, metrics.
+//! - [`metrics`]: the Prometheus registry and the spec's metric names.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod clock;
+pub mod metrics;
 pub mod scheduler;
 pub mod store;

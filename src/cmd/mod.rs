@@ -8,6 +8,7 @@ pub mod paths;
 pub mod run;
 pub mod schema;
 pub mod test;
+pub mod serve;
 
 use crate::Outcome;
 use rebound_engine::{CompiledSet, SourceFile};

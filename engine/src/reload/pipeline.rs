@@ -1,0 +1,600 @@
+//! The reload pipeline: every new set — from the directory, a push, a pull or a rollback —
+//! is loaded, validated and compiled whole, and only then swapped into the
+//! [`PolicyHandle`]. Each attempt lands in the [`History`] and is logged.
+//!
+//! One mutex serialises every reload. That is what makes a push's `If-Match` a true
+//! compare-and-swap, and what makes the watcher hold off while a push writes its files: the
+//! watcher reads the directory under the same mutex, so it sees either all of the old files
+//! or all of the new ones, never a mix. Deciding never takes the mutex: it reads the handle's
+//! atomic pointer.
+
+use super::files::{check_name, write_set};
+use super::history::{History, HistoryEntry, Outcome, Source};
+use crate::compile::compile;
+use crate::decide::Version;
+use crate::diag::{Diagnostic, Rejected};
+use crate::handle::PolicyHandle;
+use crate::load::{SourceFile, read_dir, version_of};
+use crate::set::CompiledSet;
+use arc_swap::ArcSwap;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+/// A callback told of every recorded reload attempt (to count them, for instance).
+pub type ReloadListener = Arc<dyn Fn(&HistoryEntry) + Send + Sync>;
+
+/// How much a [`Reloader`] remembers, and who it tells.
+#[derive(Clone)]
+pub struct ReloadOptions {
+    /// Reload attempts kept in the history (default 100).
+    pub history_limit: usize,
+    /// Previous accepted sets kept for rollback (default 10).
+    pub keep_previous: usize,
+    /// Told of every recorded attempt (see [`on_reload`](Self::on_reload)).
+    pub on_reload: Option<ReloadListener>,
+}
+
+impl Default for ReloadOptions {
+    fn default() -> Self {
+        ReloadOptions {
+            history_limit: 100,
+            keep_previous: 10,
+            on_reload: None,
+        }
+    }
+}
+
+impl ReloadOptions {
+    /// Calls `listener` after each recorded attempt, the start-up load included.
+    pub fn on_reload(mut self, listener: impl Fn(&HistoryEntry) + Send + Sync + 'static) -> Self {
+        self.on_reload = Some(Arc::new(listener));
+        self
+    }
+}
+
+impl fmt::Debug for ReloadOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadOptions")
+            .field("history_limit", &self.history_limit)
+            .field("keep_previous", &self.keep_previous)
+            .field("on_reload", &self.on_reload.is_some())
+            .finish()
+    }
+}
+
+/// The set in force, with when and from where it came.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// The current set.
+    pub set: Arc<CompiledSet>,
+    /// When it was swapped in.
+    pub loaded_at: SystemTime,
+    /// Where it came from.
+    pub source: Source,
+}
+
+/// An `If-Match` precondition: the version a writer believes is current.
+///
+/// ```
+/// use rebound_engine::reload::IfMatch;
+/// use rebound_engine::Version;
+///
+/// let v = Version::from("0123abcd");
+/// assert!(IfMatch::parse("0123abcd").matches(&v));
+/// assert!(IfMatch::parse("\"0123abcd\"").matches(&v));
+/// assert!(IfMatch::parse("*").matches(&v));
+/// assert!(!IfMatch::parse("\"ffff\", W/\"eeee\"").matches(&v));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IfMatch {
+    /// `*`: any current version.
+    Any,
+    /// One of these versions.
+    OneOf(Vec<String>),
+}
+
+impl IfMatch {
+    /// Reads a header value: a version, quoted or not, or a comma-separated list of them,
+    /// or `*`. A weak `W/` prefix is ignored.
+    pub fn parse(header: &str) -> IfMatch {
+        let mut versions = Vec::new();
+        for item in header.split(',') {
+            let item = item.trim();
+            if item == "*" {
+                return IfMatch::Any;
+            }
+            let item = item.strip_prefix("W/").unwrap_or(item);
+            let item = item.trim_matches('"').trim();
+            if !item.is_empty() {
+                versions.push(item.to_string());
+            }
+        }
+        IfMatch::OneOf(versions)
+    }
+
+    /// Whether `current` satisfies the precondition.
+    pub fn matches(&self, current: &Version) -> bool {
+        match self {
+            IfMatch::Any => true,
+            IfMatch::OneOf(versions) => versions.iter().any(|v| v == current.as_str()),
+        }
+    }
+}
+
+/// Why a push (or a pull) was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// A file name is not a plain `*.yaml`/`*.yml` name.
+    #[error("invalid file name: {0}")]
+    BadName(String),
+    /// The push holds no file at all.
+    #[error("a rule set needs at least one file")]
+    Empty,
+    /// `If-Match` named a version that is not the current one.
+    #[error("the current version is {current}, not the one given in If-Match")]
+    Conflict {
+        /// The version in force.
+        current: Version,
+    },
+    /// The set does not load; the diagnostics say why.
+    #[error("the rule set was rejected\n{0}")]
+    Rejected(Rejected),
+    /// The set is valid but could not be written into the rules directory.
+    #[error("cannot write the rule set into {dir}: {source}")]
+    Write {
+        /// The rules directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+}
+
+/// Why a rollback did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RollbackError {
+    /// No previous accepted set is kept.
+    #[error("there is no previous accepted version to roll back to")]
+    NoPrevious,
+    /// The previous set could not be written into the rules directory.
+    #[error("cannot write the rule set into {dir}: {source}")]
+    Write {
+        /// The rules directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+}
+
+/// Why a reload from the directory did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The directory could not be read.
+    #[error("cannot read the rule set {dir}: {source}")]
+    Read {
+        /// The rules directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The files there do not load; the set in force stays.
+    #[error("the rule set was rejected\n{0}")]
+    Rejected(Rejected),
+}
+
+/// What a reload from the directory did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reloaded {
+    /// The files are those of the set in force (or of the last rejected attempt): nothing
+    /// to do.
+    Unchanged(Version),
+    /// A new set is in force.
+    Accepted(Version),
+}
+
+/// An accepted push, or one that would be accepted (a dry run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pushed {
+    /// The pushed set's version.
+    pub version: Version,
+    /// False when the set was already in force (nothing changed).
+    pub changed: bool,
+    /// Warnings found while compiling (the set loads anyway).
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Everything that only one reload at a time may touch.
+struct Guarded {
+    /// Previous accepted sets, the most recent first.
+    previous: VecDeque<Arc<CompiledSet>>,
+    /// The version of the last directory contents that failed, so that touching a broken
+    /// file again does not log the same errors again.
+    last_rejected_dir: Option<Version>,
+}
+
+/// The reload pipeline over one rules directory and the handle that decides with it.
+///
+/// ```
+/// use rebound_engine::reload::{Reloader, ReloadOptions, Source};
+/// use std::collections::BTreeMap;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("a.yaml"), "version: 1\n").unwrap();
+/// let reloader = Reloader::open(dir.path(), ReloadOptions::default()).unwrap();
+///
+/// let yaml = "version: 1\nrules:\n  - id: fast\n    retry: { backoff: { fixed: 100ms } }\n";
+/// let files = BTreeMap::from([("a.yaml".to_string(), yaml.to_string())]);
+/// let pushed = reloader.push(files, None, Source::Push).unwrap();
+/// assert_eq!(reloader.handle().current().version(), &pushed.version);
+/// assert_eq!(std::fs::read_to_string(dir.path().join("a.yaml")).unwrap(), yaml);
+/// ```
+pub struct Reloader {
+    dir: PathBuf,
+    handle: Arc<PolicyHandle>,
+    status: ArcSwap<Status>,
+    guarded: Mutex<Guarded>,
+    history: Mutex<History>,
+    keep_previous: usize,
+    on_reload: Option<ReloadListener>,
+}
+
+impl fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reloader")
+            .field("dir", &self.dir)
+            .field("version", self.handle.current().version())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`Reloader::open`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory could not be read.
+    #[error("cannot read the rule set {dir}: {source}")]
+    Read {
+        /// The rules directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The set there does not load.
+    #[error("the rule set was rejected\n{0}")]
+    Rejected(Rejected),
+}
+
+impl Reloader {
+    /// Loads the set in `dir` and starts the pipeline with it.
+    pub fn open(dir: &Path, options: ReloadOptions) -> Result<Reloader, OpenError> {
+        let files = read_dir(dir).map_err(|source| OpenError::Read {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let set = compile(files).map_err(OpenError::Rejected)?;
+        Ok(Reloader::new(dir, set, options))
+    }
+
+    /// Starts the pipeline over `dir` with `set`, already loaded from there. The start-up
+    /// load is the first history entry (source `file`); it counts as a previous set for
+    /// rollback once another set is accepted.
+    pub fn new(dir: &Path, set: CompiledSet, options: ReloadOptions) -> Reloader {
+        let now = SystemTime::now();
+        let handle = PolicyHandle::new(set);
+        let set = handle.current();
+        let reloader = Reloader {
+            dir: dir.to_path_buf(),
+            handle: Arc::new(handle),
+            status: ArcSwap::from_pointee(Status {
+                set: Arc::clone(&set),
+                loaded_at: now,
+                source: Source::File,
+            }),
+            guarded: Mutex::new(Guarded {
+                previous: VecDeque::new(),
+                last_rejected_dir: None,
+            }),
+            history: Mutex::new(History::new(options.history_limit)),
+            keep_previous: options.keep_previous.max(1),
+            on_reload: options.on_reload,
+        };
+        reloader.record(HistoryEntry {
+            version: set.version().clone(),
+            outcome: Outcome::Accepted,
+            source: Source::File,
+            at: now,
+            errors: Vec::new(),
+        });
+        reloader
+    }
+
+    /// The handle every decision goes through.
+    pub fn handle(&self) -> &Arc<PolicyHandle> {
+        &self.handle
+    }
+
+    /// The rules directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The set in force, with when and from where it came.
+    pub fn status(&self) -> Arc<Status> {
+        self.status.load_full()
+    }
+
+    /// The recorded reload attempts, newest first.
+    pub fn history(&self) -> Vec<HistoryEntry> {
+        lock(&self.history).entries().cloned().collect()
+    }
+
+    /// The versions kept for rollback, the one a rollback would restore first.
+    pub fn previous_versions(&self) -> Vec<Version> {
+        lock(&self.guarded)
+            .previous
+            .iter()
+            .map(|s| s.version().clone())
+            .collect()
+    }
+
+    /// Reads the directory again and swaps the set in when it is new and valid.
+    ///
+    /// Contents identical to the set in force, or to the last rejected contents, are a
+    /// no-op. A rejected set leaves the current one in force and is logged with its errors.
+    pub fn reload_dir(&self) -> Result<Reloaded, ReloadError> {
+        let mut guarded = lock(&self.guarded);
+        let files = read_dir(&self.dir).map_err(|source| {
+            tracing::warn!(dir = %self.dir.display(), "cannot read the rule set: {source}");
+            ReloadError::Read {
+                dir: self.dir.clone(),
+                source,
+            }
+        })?;
+        let version = version_of(&files);
+        if &version == self.handle.current().version()
+            || guarded.last_rejected_dir.as_ref() == Some(&version)
+        {
+            tracing::debug!(%version, "rules directory unchanged; nothing to reload");
+            return Ok(Reloaded::Unchanged(version));
+        }
+        match compile(files) {
+            Ok(set) => {
+                self.install(&mut guarded, Arc::new(set), Source::File);
+                Ok(Reloaded::Accepted(version))
+            }
+            Err(rejected) => {
+                guarded.last_rejected_dir = Some(version.clone());
+                self.reject(version, Source::File, rejected.errors().cloned().collect());
+                Err(ReloadError::Rejected(rejected))
+            }
+        }
+    }
+
+    /// Validates `files` (name → content), writes them into the rules directory atomically
+    /// (removing rule files they do not name), then swaps them in.
+    ///
+    /// With `if_match`, the push goes through only if the current version satisfies it.
+    /// A set identical to the current one changes nothing (it is still written, in case the
+    /// directory drifted, but identical files are not touched).
+    pub fn push(
+        &self,
+        files: BTreeMap<String, String>,
+        if_match: Option<&IfMatch>,
+        source: Source,
+    ) -> Result<Pushed, PushError> {
+        let mut guarded = lock(&self.guarded);
+        let current = self.handle.current();
+        if let Some(precondition) = if_match
+            && !precondition.matches(current.version())
+        {
+            return Err(PushError::Conflict {
+                current: current.version().clone(),
+            });
+        }
+        let sources = match to_sources(files) {
+            Ok(sources) => sources,
+            Err(Refused {
+                version,
+                file,
+                error,
+            }) => {
+                let diag = Diagnostic::error(file, None, error.to_string());
+                self.reject(version, source, vec![diag]);
+                return Err(error);
+            }
+        };
+        let version = version_of(&sources);
+        if &version == current.version() {
+            write_set(&self.dir, &sources).map_err(|e| self.write_error(&version, source, e))?;
+            tracing::info!(%version, %source, "pushed set is already in force; nothing changed");
+            return Ok(Pushed {
+                version,
+                changed: false,
+                warnings: current.warnings().to_vec(),
+            });
+        }
+        let set = match compile(sources) {
+            Ok(set) => set,
+            Err(rejected) => {
+                self.reject(version, source, rejected.errors().cloned().collect());
+                return Err(PushError::Rejected(rejected));
+            }
+        };
+        write_set(&self.dir, set.files()).map_err(|e| self.write_error(&version, source, e))?;
+        let warnings = set.warnings().to_vec();
+        self.install(&mut guarded, Arc::new(set), source);
+        Ok(Pushed {
+            version,
+            changed: true,
+            warnings,
+        })
+    }
+
+    /// A dry run of [`push`](Self::push): whether `files` would be accepted now. Nothing
+    /// changes and nothing is recorded.
+    pub fn validate(
+        &self,
+        files: BTreeMap<String, String>,
+        if_match: Option<&IfMatch>,
+    ) -> Result<Pushed, PushError> {
+        let current = self.handle.current();
+        if let Some(precondition) = if_match
+            && !precondition.matches(current.version())
+        {
+            return Err(PushError::Conflict {
+                current: current.version().clone(),
+            });
+        }
+        let sources = to_sources(files).map_err(|r| r.error)?;
+        let version = version_of(&sources);
+        let set = compile(sources).map_err(PushError::Rejected)?;
+        Ok(Pushed {
+            changed: &version != current.version(),
+            version,
+            warnings: set.warnings().to_vec(),
+        })
+    }
+
+    /// Goes back to the previous accepted set (the start-up set counts as one), writes it
+    /// into the rules directory and swaps it in. The set it replaces is dropped, so repeated
+    /// rollbacks walk further back.
+    pub fn rollback(&self) -> Result<Version, RollbackError> {
+        let mut guarded = lock(&self.guarded);
+        let Some(target) = guarded.previous.pop_front() else {
+            return Err(RollbackError::NoPrevious);
+        };
+        let version = target.version().clone();
+        if let Err(source) = write_set(&self.dir, target.files()) {
+            self.record_write_failure(version, Source::Rollback, &source);
+            guarded.previous.push_front(target);
+            return Err(RollbackError::Write {
+                dir: self.dir.clone(),
+                source,
+            });
+        }
+        self.handle.swap(Arc::clone(&target));
+        // The directory holds something else now: broken contents seen before are news again.
+        guarded.last_rejected_dir = None;
+        self.announce(target, Source::Rollback);
+        Ok(version)
+    }
+
+    /// Swaps `set` in, keeps the replaced one for rollback, and records the attempt.
+    fn install(&self, guarded: &mut Guarded, set: Arc<CompiledSet>, source: Source) {
+        let replaced = self.handle.swap(Arc::clone(&set));
+        guarded.previous.push_front(replaced);
+        guarded.previous.truncate(self.keep_previous);
+        // The directory holds something else now: broken contents seen before are news again.
+        guarded.last_rejected_dir = None;
+        self.announce(set, source);
+    }
+
+    /// Publishes the status of a set just swapped in and records it as accepted.
+    fn announce(&self, set: Arc<CompiledSet>, source: Source) {
+        let now = SystemTime::now();
+        let version = set.version().clone();
+        tracing::info!(
+            %version,
+            %source,
+            files = set.files().len(),
+            rules = set.rules().len(),
+            warnings = set.warnings().len(),
+            "rule set accepted"
+        );
+        self.status.store(Arc::new(Status {
+            set,
+            loaded_at: now,
+            source,
+        }));
+        self.record(HistoryEntry {
+            version,
+            outcome: Outcome::Accepted,
+            source,
+            at: now,
+            errors: Vec::new(),
+        });
+    }
+
+    /// Logs and records a rejected attempt.
+    fn reject(&self, version: Version, source: Source, errors: Vec<Diagnostic>) {
+        let current = self.handle.current();
+        tracing::warn!(
+            %version,
+            %source,
+            errors = errors.len(),
+            "rule set rejected; version {} stays in force",
+            current.version()
+        );
+        for e in &errors {
+            tracing::warn!("  {e}");
+        }
+        self.record(HistoryEntry {
+            version,
+            outcome: Outcome::Rejected,
+            source,
+            at: SystemTime::now(),
+            errors,
+        });
+    }
+
+    /// Records a valid set that could not be written (so it was not swapped in).
+    fn record_write_failure(&self, version: Version, source: Source, e: &io::Error) {
+        let dir = self.dir.display().to_string();
+        let message = format!("cannot write the rule set into {dir}: {e}");
+        self.reject(version, source, vec![Diagnostic::error(dir, None, message)]);
+    }
+
+    fn write_error(&self, version: &Version, source: Source, e: io::Error) -> PushError {
+        self.record_write_failure(version.clone(), source, &e);
+        PushError::Write {
+            dir: self.dir.clone(),
+            source: e,
+        }
+    }
+
+    fn record(&self, entry: HistoryEntry) {
+        lock(&self.history).record(entry.clone());
+        if let Some(listener) = &self.on_reload {
+            listener(&entry);
+        }
+    }
+}
+
+/// A push refused before compiling: a bad name, or no file at all.
+struct Refused {
+    version: Version,
+    /// The offending name, or `(files)` for an empty push.
+    file: String,
+    error: PushError,
+}
+
+/// The pushed files as sources, each named by its pushed name.
+fn to_sources(files: BTreeMap<String, String>) -> Result<Vec<SourceFile>, Refused> {
+    let sources: Vec<SourceFile> = files
+        .into_iter()
+        .map(|(name, text)| SourceFile::new(name.clone(), name, text))
+        .collect();
+    let refusal = if sources.is_empty() {
+        Some(("(files)".to_string(), PushError::Empty))
+    } else {
+        sources.iter().find_map(|f| {
+            check_name(&f.name)
+                .err()
+                .map(|reason| (f.name.clone(), PushError::BadName(reason)))
+        })
+    };
+    match refusal {
+        Some((file, error)) => Err(Refused {
+            version: version_of(&sources),
+            file,
+            error,
+        }),
+        None => Ok(sources),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,74 @@
+//! `POST /v1/decide`: one decision with the current set, answered with the exact JSON of
+//! `rebound decide --json`.
+
+use super::AdminState;
+use super::body::JsonBody;
+use super::error::ApiError;
+use axum::Json;
+use axum::extract::State;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rebound_engine::{Attrs, DecisionReport, FailureContext, Signals};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// A failure to decide. Unknown fields are refused: a misspelt `retry_after` must not be
+/// silently ignored.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecideBody {
+    /// Business type of the failed message.
+    pub biz: String,
+    /// Error code of the failure.
+    pub code: String,
+    /// The attempt that just failed, 1 for the first delivery.
+    pub attempt: u32,
+    /// Time since the first delivery began, in ms (0 when absent).
+    #[serde(default)]
+    pub elapsed_ms: Option<u64>,
+    /// A delay the failure asks for, in ms.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    /// The delay chosen before the previous attempt, in ms (0 when absent).
+    #[serde(default)]
+    pub last_delay_ms: Option<u64>,
+    /// String attributes of the failure.
+    #[serde(default)]
+    pub attrs: Option<Attrs>,
+    /// Runtime signals.
+    #[serde(default)]
+    pub signals: Option<Signals>,
+    /// Seed for jitter: the same seed gives the same decision as `rebound decide --seed`.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// Decides `body` with the set in force.
+pub async fn decide(
+    State(state): State<AdminState>,
+    JsonBody(body): JsonBody<DecideBody>,
+) -> Result<Json<DecisionReport>, ApiError> {
+    if body.attempt < 1 {
+        return Err(ApiError::bad_request(
+            "attempt must be at least 1 (the first delivery is attempt 1)",
+        ));
+    }
+    let attrs = body.attrs.unwrap_or_default();
+    let signals = body.signals.unwrap_or_default();
+    let ctx = FailureContext {
+        biz: &body.biz,
+        code: &body.code,
+        attempt: body.attempt,
+        elapsed: Duration::from_millis(body.elapsed_ms.unwrap_or(0)),
+        retry_after: body.retry_after_ms.map(Duration::from_millis),
+        last_delay: Duration::from_millis(body.last_delay_ms.unwrap_or(0)),
+        attrs: &attrs,
+        signals: &signals,
+    };
+    let mut rng = match body.seed {
+        Some(seed) => StdRng::seed_from_u64(seed),
+        None => rand::make_rng(),
+    };
+    let decided = state.reloader.handle().decide(&ctx, &mut rng);
+    Ok(Json(decided.report(body.attempt)))
+}

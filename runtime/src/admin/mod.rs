@@ -1,0 +1,91 @@
+//! The admin API (`spec/runtime.md`, "Admin API"): HTTP and JSON over axum.
+//!
+//! | route | module |
+//! |---|---|
+//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history` | [`rules`] |
+//! | `POST /v1/decide` | [`decide`] |
+//! | `GET /healthz`, `GET /metrics` | [`status`] |
+//!
+//! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
+//! is configured ([`auth`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
+//! every error is JSON too ([`error`]). The dead-letter routes join when the store exists.
+
+pub mod auth;
+pub mod body;
+pub mod decide;
+pub mod error;
+pub mod rules;
+pub mod status;
+
+use crate::metrics::Metrics;
+use auth::Token;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, StatusCode, Uri};
+use axum::routing::{get, post};
+use error::ApiError;
+use rebound_engine::reload::Reloader;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The largest request body accepted: 4 MiB.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Clone, Debug)]
+pub struct AdminState {
+    /// The reload pipeline, and through it the handle that decides.
+    pub reloader: Arc<Reloader>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// The token writes need, if one is configured.
+    pub token: Option<Token>,
+}
+
+/// The admin API's routes.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/v1/rules", get(rules::get).put(rules::put))
+        .route("/v1/rules/validate", post(rules::validate))
+        .route("/v1/rules/rollback", post(rules::rollback))
+        .route("/v1/rules/history", get(rules::history))
+        .route("/v1/decide", post(decide::decide))
+        .route("/healthz", get(status::healthz))
+        .route("/metrics", get(status::metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// Serves the admin API on `listener` until `shutdown` completes, then finishes the
+/// requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Whether the admin API may listen on `addr` without a token: only on loopback.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no route for {method} {uri}"),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,178 @@
+//! The rules routes: read the set in force, push, dry-run, roll back, and the history.
+
+use super::AdminState;
+use super::auth::Writer;
+use super::body::{JsonBody, OptionalJsonBody};
+use super::error::{ApiError, ErrorJson};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use rebound_engine::reload::{HistoryEntry, IfMatch, PushError, Pushed, RollbackError, Source};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// The body of `PUT /v1/rules` and `POST /v1/rules/validate`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushBody {
+    /// File name → content.
+    pub files: BTreeMap<String, String>,
+}
+
+/// `GET /v1/rules`: `{"version", "loaded_at", "source", "files": {name: content}}`.
+pub async fn get(State(state): State<AdminState>) -> Response {
+    let status = state.reloader.status();
+    let files: Map<String, Value> = status
+        .set
+        .files()
+        .iter()
+        .map(|f| {
+            let text = String::from_utf8_lossy(&f.bytes).into_owned();
+            (f.name.clone(), Value::String(text))
+        })
+        .collect();
+    let version = status.set.version().to_string();
+    let body = json!({
+        "version": version,
+        "loaded_at": timestamp(status.loaded_at),
+        "source": status.source.as_str(),
+        "files": files,
+    });
+    with_etag(&version, Json(body))
+}
+
+/// `PUT /v1/rules`: validate, write into the rules directory, swap. `If-Match` optional.
+pub async fn put(
+    _: Writer,
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<PushBody>,
+) -> Result<Response, ApiError> {
+    let if_match = if_match(&headers)?;
+    let reloader = state.reloader.clone();
+    let pushed = blocking(move || reloader.push(body.files, if_match.as_ref(), Source::Push))
+        .await?
+        .map_err(push_error)?;
+    Ok(pushed_response(&pushed))
+}
+
+/// `POST /v1/rules/validate`: a dry run of a push; nothing changes.
+pub async fn validate(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<PushBody>,
+) -> Result<Response, ApiError> {
+    let if_match = if_match(&headers)?;
+    let reloader = state.reloader.clone();
+    let pushed = blocking(move || reloader.validate(body.files, if_match.as_ref()))
+        .await?
+        .map_err(push_error)?;
+    Ok(pushed_response(&pushed))
+}
+
+/// `POST /v1/rules/rollback`: back to the previous accepted set; 409 when there is none.
+///
+/// The body is optional and carries nothing this endpoint needs (a note for the log, say);
+/// when there is one it must still be JSON.
+pub async fn rollback(
+    _: Writer,
+    State(state): State<AdminState>,
+    OptionalJsonBody(_note): OptionalJsonBody<Value>,
+) -> Result<Response, ApiError> {
+    let reloader = state.reloader.clone();
+    let version = blocking(move || reloader.rollback())
+        .await?
+        .map_err(|e| match e {
+            RollbackError::NoPrevious => {
+                ApiError::new(axum::http::StatusCode::CONFLICT, e.to_string())
+            }
+            RollbackError::Write { .. } => ApiError::internal(e.to_string()),
+        })?;
+    let version = version.to_string();
+    Ok(with_etag(&version, Json(json!({ "version": version }))))
+}
+
+/// `GET /v1/rules/history`: every recorded attempt, newest first.
+pub async fn history(State(state): State<AdminState>) -> Json<Vec<Value>> {
+    Json(state.reloader.history().iter().map(history_json).collect())
+}
+
+fn history_json(e: &HistoryEntry) -> Value {
+    let mut entry = json!({
+        "version": e.version.as_str(),
+        "result": e.outcome.as_str(),
+        "source": e.source.as_str(),
+        "at": timestamp(e.at),
+    });
+    if !e.errors.is_empty() {
+        entry["errors"] = json!(e.errors.iter().map(ErrorJson::from).collect::<Vec<_>>());
+    }
+    entry
+}
+
+/// The `If-Match` precondition, if any.
+fn if_match(headers: &HeaderMap) -> Result<Option<IfMatch>, ApiError> {
+    headers
+        .get(header::IF_MATCH)
+        .map(|v| {
+            v.to_str()
+                .map(IfMatch::parse)
+                .map_err(|_| ApiError::bad_request("the If-Match header is not valid text"))
+        })
+        .transpose()
+}
+
+fn push_error(e: PushError) -> ApiError {
+    use axum::http::StatusCode;
+    match &e {
+        PushError::BadName(_) | PushError::Empty => ApiError::bad_request(e.to_string()),
+        PushError::Conflict { current } => ApiError::with_body(
+            StatusCode::CONFLICT,
+            json!({ "error": e.to_string(), "version": current.as_str() }),
+        ),
+        PushError::Rejected(rejected) => ApiError::rejected(rejected.errors()),
+        PushError::Write { .. } => ApiError::internal(e.to_string()),
+    }
+}
+
+/// `{"version"}`, with the set's warnings when it has any.
+fn pushed_response(pushed: &Pushed) -> Response {
+    let version = pushed.version.to_string();
+    let mut body = json!({ "version": version });
+    if !pushed.warnings.is_empty() {
+        body["warnings"] = json!(
+            pushed
+                .warnings
+                .iter()
+                .map(ErrorJson::from)
+                .collect::<Vec<_>>()
+        );
+    }
+    with_etag(&version, Json(body))
+}
+
+/// The version as a strong `ETag`, so that a client can send it back in `If-Match`.
+fn with_etag(version: &str, body: impl IntoResponse) -> Response {
+    let mut response = body.into_response();
+    if let Ok(tag) = HeaderValue::from_str(&format!("\"{version}\"")) {
+        response.headers_mut().insert(header::ETAG, tag);
+    }
+    response
+}
+
+/// RFC 3339 in UTC with milliseconds: `2025-01-31T12:00:00.123Z`.
+pub fn timestamp(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// Runs pipeline work (compiling, writing files) off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::internal(format!("the reload task failed: {e}")))
+}

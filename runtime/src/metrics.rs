@@ -1,0 +1,231 @@
+//! The Prometheus registry and the spec's metric names (`spec/runtime.md`, "Metrics").
+//!
+//! Metrics come in groups, one struct per part of the system, each registering its own
+//! families into the one [`Registry`]. Only the rule-set group exists so far:
+//! `rebound_rules_reloads_total{result}` and `rebound_rules_version_info{version}`. The
+//! runtime's groups (messages, retries, dead letters, latencies) join [`Metrics::new`] the
+//! same way.
+//!
+//! `GET /metrics` serves the OpenMetrics text to a scraper that asks for it, and the classic
+//! Prometheus text format (0.0.4) otherwise; see [`Metrics::encode`].
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use rebound_engine::reload::{HistoryEntry, Outcome};
+use std::sync::{Mutex, PoisonError};
+
+/// Every metric of the process.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// The rule-set reload metrics.
+    pub rules: RuleMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every group registered under the `rebound_` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("rebound");
+        let rules = RuleMetrics::register(&mut registry);
+        Metrics { registry, rules }
+    }
+
+    /// The exposition: OpenMetrics text when `openmetrics`, else Prometheus text 0.0.4.
+    pub fn encode(&self, openmetrics: bool) -> String {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            // Writing into a String cannot fail; keep the scrape alive regardless.
+            text.clear();
+        }
+        if openmetrics {
+            text
+        } else {
+            openmetrics_to_prometheus(&text)
+        }
+    }
+}
+
+/// Labels of `rebound_rules_reloads_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `accepted` or `rejected`.
+    pub result: &'static str,
+}
+
+/// Labels of `rebound_rules_version_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabel {
+    /// The version in force.
+    pub version: String,
+}
+
+/// Reload counts and the version in force.
+#[derive(Debug)]
+pub struct RuleMetrics {
+    reloads: Family<ResultLabel, Counter>,
+    version_info: Family<VersionLabel, Gauge>,
+    current: Mutex<Option<String>>,
+}
+
+impl RuleMetrics {
+    fn register(registry: &mut Registry) -> RuleMetrics {
+        let reloads = Family::<ResultLabel, Counter>::default();
+        let version_info = Family::<VersionLabel, Gauge>::default();
+        // Both results are present from the start, so a rate() over them is defined.
+        for result in ["accepted", "rejected"] {
+            let _ = reloads.get_or_create(&ResultLabel { result });
+        }
+        registry.register(
+            "rules_reloads",
+            "Rule-set reload attempts (start-up load, file changes, pushes, pulls, rollbacks), by result",
+            reloads.clone(),
+        );
+        registry.register(
+            "rules_version_info",
+            "The version of the rule set in force (value 1)",
+            version_info.clone(),
+        );
+        RuleMetrics {
+            reloads,
+            version_info,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// Counts a reload attempt and, for an accepted one, moves the version label.
+    pub fn observe(&self, entry: &HistoryEntry) {
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: entry.outcome.as_str(),
+            })
+            .inc();
+        if entry.outcome == Outcome::Accepted {
+            self.set_version(entry.version.as_str());
+        }
+    }
+
+    /// Makes `version` the one `rebound_rules_version_info` reports.
+    pub fn set_version(&self, version: &str) {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.as_deref() == Some(version) {
+            return;
+        }
+        if let Some(old) = current.take() {
+            self.version_info.remove(&VersionLabel { version: old });
+        }
+        self.version_info
+            .get_or_create(&VersionLabel {
+                version: version.to_string(),
+            })
+            .set(1);
+        *current = Some(version.to_string());
+    }
+
+    /// The count of reload attempts with `outcome` so far.
+    pub fn reloads(&self, outcome: Outcome) -> u64 {
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: outcome.as_str(),
+            })
+            .get()
+    }
+}
+
+/// OpenMetrics text → Prometheus text 0.0.4: counters are declared under their `_total`
+/// sample name, `# UNIT` lines and the `# EOF` marker go.
+fn openmetrics_to_prometheus(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut counters = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some(name) = rest.strip_suffix(" counter")
+        {
+            counters.push(name.to_string());
+        }
+    }
+    for line in text.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .iter()
+                .any(|c| c == name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rebound_engine::Version;
+    use rebound_engine::reload::Source;
+    use std::time::SystemTime;
+
+    fn entry(version: &str, outcome: Outcome) -> HistoryEntry {
+        HistoryEntry {
+            version: Version::from(version),
+            outcome,
+            source: Source::Push,
+            at: SystemTime::now(),
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn reloads_are_counted_and_the_version_label_moves() {
+        let m = Metrics::new();
+        m.rules.observe(&entry("aaaa", Outcome::Accepted));
+        m.rules.observe(&entry("bbbb", Outcome::Rejected));
+        m.rules.observe(&entry("cccc", Outcome::Accepted));
+        let text = m.encode(false);
+        assert!(
+            text.contains("rebound_rules_reloads_total{result=\"accepted\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rebound_rules_reloads_total{result=\"rejected\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rebound_rules_version_info{version=\"cccc\"} 1\n"),
+            "{text}"
+        );
+        assert!(!text.contains("aaaa"), "{text}");
+        assert!(
+            text.contains("# TYPE rebound_rules_reloads_total counter\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn openmetrics_is_served_to_who_asks_for_it() {
+        let m = Metrics::new();
+        let text = m.encode(true);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(
+            text.contains("# TYPE rebound_rules_reloads counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rebound_rules_reloads_total{result=\"rejected\"} 0\n"),
+            "{text}"
+        );
+    }
+}

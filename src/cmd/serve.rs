@@ -1,0 +1,230 @@
+//! `rebound serve`: the admin API, the rules-directory watcher and, with `--rules-url`, the
+//! config-center pull client, until Ctrl-C or SIGTERM. The runtime joins in a later issue.
+
+use crate::Outcome;
+use rebound_engine::duration::parse_duration;
+use rebound_engine::reload::pull::{PullOptions, Puller};
+use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
+use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
+use rebound_runtime::admin::{self, AdminState};
+use rebound_runtime::metrics::Metrics;
+use std::io::{IsTerminal, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Serve the admin API and reload the rules live, until Ctrl-C or SIGTERM.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    rebound serve --rules rules --admin 127.0.0.1:8080\n  \
+    REBOUND_ADMIN_TOKEN=s3cret rebound serve --admin 0.0.0.0:8080 \\\n    \
+    --rules-url http://config-center.internal/rebound/rules.json")]
+pub struct Args {
+    /// The rule set directory (watched; pushes are written into it).
+    #[arg(long, default_value = "rules")]
+    rules: PathBuf,
+    /// Where the admin API listens, e.g. 127.0.0.1:8080 (port 0 picks a free port; the
+    /// bound address is printed). A non-loopback address needs a token.
+    #[arg(long, value_name = "ADDR")]
+    admin: String,
+    /// The data directory (used once the runtime joins `serve`).
+    #[arg(long, default_value = "rebound-data")]
+    data: PathBuf,
+    /// Delays and timeouts run this many times faster (used once the runtime joins).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Pull rule sets from this http:// URL ({"files": {...}}, with ETag/If-None-Match).
+    #[arg(long, value_name = "URL")]
+    rules_url: Option<String>,
+    /// Time between polls of --rules-url when the server answers at once.
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = duration)]
+    rules_poll_interval: Duration,
+    /// A file holding the admin token that writes need (else $REBOUND_ADMIN_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub fn run(args: Args) -> Outcome {
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        eprintln!(
+            "error: --time-scale must be a positive number, got {}",
+            args.time_scale
+        );
+        return Outcome::Trouble;
+    }
+    let _ = &args.data;
+    let token = match Token::configured(args.token_file.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    let addrs: Vec<SocketAddr> = match args.admin.to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(e) => {
+            eprintln!(
+                "error: --admin {}: not an address (expected HOST:PORT, e.g. 127.0.0.1:8080): {e}",
+                args.admin
+            );
+            return Outcome::Trouble;
+        }
+    };
+    if token.is_none() && !addrs.iter().all(admin::is_loopback) {
+        eprintln!(
+            "error: refusing to serve the admin API on {} without a token: it is not a \
+             loopback address. Set --token-file FILE or {TOKEN_ENV}, or listen on 127.0.0.1.",
+            args.admin
+        );
+        return Outcome::Trouble;
+    }
+    init_logging();
+
+    let (set, _) = match super::load_rules(&args.rules, false) {
+        Ok(loaded) => loaded,
+        Err(outcome) => return outcome,
+    };
+    let metrics = Arc::new(Metrics::new());
+    let observer = Arc::clone(&metrics);
+    let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
+    let reloader = Arc::new(Reloader::new(&args.rules, set, options));
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    runtime.block_on(serve(args, addrs, token, reloader, metrics))
+}
+
+async fn serve(
+    args: Args,
+    addrs: Vec<SocketAddr>,
+    token: Option<Token>,
+    reloader: Arc<Reloader>,
+    metrics: Arc<Metrics>,
+) -> Outcome {
+    let listener = match tokio::net::TcpListener::bind(addrs.as_slice()).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", args.admin);
+            return Outcome::Trouble;
+        }
+    };
+    let bound = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", args.admin);
+            return Outcome::Trouble;
+        }
+    };
+    let watcher = match Watcher::spawn(Arc::clone(&reloader), WatchOptions::default()) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: cannot watch {}: {e}", args.rules.display());
+            return Outcome::Trouble;
+        }
+    };
+    let puller = match &args.rules_url {
+        None => None,
+        Some(url) => {
+            let options = PullOptions {
+                interval: args.rules_poll_interval,
+                ..PullOptions::default()
+            };
+            match Puller::spawn(Arc::clone(&reloader), url, options) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("error: --rules-url: {e}");
+                    return Outcome::Trouble;
+                }
+            }
+        }
+    };
+    let shutdown = match shutdown_signal() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install the signal handlers: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    // The one line on stdout: tests and scripts read the port from it.
+    println!("listening on {bound}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(
+        admin = %bound,
+        rules = %args.rules.display(),
+        version = %reloader.handle().current().version(),
+        token = token.is_some(),
+        "serving"
+    );
+
+    let state = AdminState {
+        reloader,
+        metrics,
+        token,
+    };
+    let served = admin::serve(listener, state, shutdown).await;
+    watcher.stop();
+    if let Some(p) = puller {
+        p.stop();
+    }
+    match served {
+        Ok(()) => {
+            tracing::info!("stopped");
+            Outcome::Ok
+        }
+        Err(e) => {
+            eprintln!("error: the admin API failed: {e}");
+            Outcome::Trouble
+        }
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM. The handlers are installed here, at once, not when the
+/// future is first polled: a signal that arrives right after start-up must stop gracefully
+/// too.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            tracing::info!("shutting down");
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutting down");
+        })
+    }
+}
+
+/// Logs go to stderr (stdout holds only the address line); `RUST_LOG` filters them.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
