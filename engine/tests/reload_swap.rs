@@ -53,7 +53,7 @@ fn decide_until(
 fn decisions_always_match_the_version_they_report_across_a_thousand_swaps() {
     let fast = Arc::new(compiled("fast"));
     let slow = Arc::new(compiled("slow"));
-    let answers = HashMap::from([(fast.version().clone(), 100), (slow.version().clone(), 200)]);
+    let answers = HashMap::from([(*fast.version(), 100), (*slow.version(), 200)]);
     assert_eq!(answers.len(), 2, "the two fixtures must differ");
     let handle = PolicyHandle::new(compiled("fast"));
     let stop = AtomicBool::new(false);

@@ -173,13 +173,12 @@ fn openmetrics_to_prometheus(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebound_engine::Version;
     use rebound_engine::reload::Source;
     use std::time::SystemTime;
 
     fn entry(version: &str, outcome: Outcome) -> HistoryEntry {
         HistoryEntry {
-            version: Version::from(version),
+            version: version.parse().expect("a test version"),
             outcome,
             source: Source::Push,
             at: SystemTime::now(),
@@ -190,9 +189,12 @@ mod tests {
     #[test]
     fn reloads_are_counted_and_the_version_label_moves() {
         let m = Metrics::new();
-        m.rules.observe(&entry("aaaa", Outcome::Accepted));
-        m.rules.observe(&entry("bbbb", Outcome::Rejected));
-        m.rules.observe(&entry("cccc", Outcome::Accepted));
+        m.rules
+            .observe(&entry("00000000000aaaaa", Outcome::Accepted));
+        m.rules
+            .observe(&entry("00000000000bbbbb", Outcome::Rejected));
+        m.rules
+            .observe(&entry("00000000000ccccc", Outcome::Accepted));
         let text = m.encode(false);
         assert!(
             text.contains("rebound_rules_reloads_total{result=\"accepted\"} 2\n"),
@@ -203,10 +205,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("rebound_rules_version_info{version=\"cccc\"} 1\n"),
+            text.contains("rebound_rules_version_info{version=\"00000000000ccccc\"} 1\n"),
             "{text}"
         );
-        assert!(!text.contains("aaaa"), "{text}");
+        assert!(!text.contains("00000000000aaaaa"), "{text}");
         assert!(
             text.contains("# TYPE rebound_rules_reloads_total counter\n"),
             "{text}"

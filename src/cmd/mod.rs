@@ -7,8 +7,8 @@ mod failure;
 pub mod paths;
 pub mod run;
 pub mod schema;
-pub mod test;
 pub mod serve;
+pub mod test;
 
 use crate::Outcome;
 use rebound_engine::{CompiledSet, SourceFile};

@@ -119,9 +119,9 @@ impl History {
 mod tests {
     use super::*;
 
-    fn entry(v: &str) -> HistoryEntry {
+    fn entry(v: u64) -> HistoryEntry {
         HistoryEntry {
-            version: Version::from(v),
+            version: Version::from_hash(v),
             outcome: Outcome::Accepted,
             source: Source::Push,
             at: SystemTime::UNIX_EPOCH,
@@ -132,10 +132,10 @@ mod tests {
     #[test]
     fn keeps_the_newest_entries_first_up_to_the_limit() {
         let mut h = History::new(2);
-        for v in ["a", "b", "c"] {
+        for v in [0xa, 0xb, 0xc] {
             h.record(entry(v));
         }
-        let versions: Vec<_> = h.entries().map(|e| e.version.as_str()).collect();
-        assert_eq!(versions, ["c", "b"]);
+        let versions: Vec<_> = h.entries().map(|e| e.version.to_string()).collect();
+        assert_eq!(versions, ["000000000000000c", "000000000000000b"]);
     }
 }

@@ -83,9 +83,9 @@ pub struct Status {
 /// use rebound_engine::reload::IfMatch;
 /// use rebound_engine::Version;
 ///
-/// let v = Version::from("0123abcd");
-/// assert!(IfMatch::parse("0123abcd").matches(&v));
-/// assert!(IfMatch::parse("\"0123abcd\"").matches(&v));
+/// let v: Version = "0123456789abcdef".parse().unwrap();
+/// assert!(IfMatch::parse("0123456789abcdef").matches(&v));
+/// assert!(IfMatch::parse("\"0123456789abcdef\"").matches(&v));
 /// assert!(IfMatch::parse("*").matches(&v));
 /// assert!(!IfMatch::parse("\"ffff\", W/\"eeee\"").matches(&v));
 /// ```
@@ -301,7 +301,7 @@ impl Reloader {
             on_reload: options.on_reload,
         };
         reloader.record(HistoryEntry {
-            version: set.version().clone(),
+            version: *set.version(),
             outcome: Outcome::Accepted,
             source: Source::File,
             at: now,
@@ -335,7 +335,7 @@ impl Reloader {
         lock(&self.guarded)
             .previous
             .iter()
-            .map(|s| s.version().clone())
+            .map(|s| *s.version())
             .collect()
     }
 
@@ -365,7 +365,7 @@ impl Reloader {
                 Ok(Reloaded::Accepted(version))
             }
             Err(rejected) => {
-                guarded.last_rejected_dir = Some(version.clone());
+                guarded.last_rejected_dir = Some(version);
                 self.reject(version, Source::File, rejected.errors().cloned().collect());
                 Err(ReloadError::Rejected(rejected))
             }
@@ -390,7 +390,7 @@ impl Reloader {
             && !precondition.matches(current.version())
         {
             return Err(PushError::Conflict {
-                current: current.version().clone(),
+                current: *current.version(),
             });
         }
         let sources = match to_sources(files) {
@@ -444,7 +444,7 @@ impl Reloader {
             && !precondition.matches(current.version())
         {
             return Err(PushError::Conflict {
-                current: current.version().clone(),
+                current: *current.version(),
             });
         }
         let sources = to_sources(files).map_err(|r| r.error)?;
@@ -465,7 +465,7 @@ impl Reloader {
         let Some(target) = guarded.previous.pop_front() else {
             return Err(RollbackError::NoPrevious);
         };
-        let version = target.version().clone();
+        let version = *target.version();
         if let Err(source) = write_set(&self.dir, target.files()) {
             self.record_write_failure(version, Source::Rollback, &source);
             guarded.previous.push_front(target);
@@ -494,7 +494,7 @@ impl Reloader {
     /// Publishes the status of a set just swapped in and records it as accepted.
     fn announce(&self, set: Arc<CompiledSet>, source: Source) {
         let now = SystemTime::now();
-        let version = set.version().clone();
+        let version = *set.version();
         tracing::info!(
             %version,
             %source,
@@ -547,7 +547,7 @@ impl Reloader {
     }
 
     fn write_error(&self, version: &Version, source: Source, e: io::Error) -> PushError {
-        self.record_write_failure(version.clone(), source, &e);
+        self.record_write_failure(*version, source, &e);
         PushError::Write {
             dir: self.dir.clone(),
             source: e,
