@@ -203,7 +203,11 @@ impl AckerMsg {
 
 /// Which acker owns a root.
 pub(crate) fn acker_for(root: u64, ackers: usize) -> usize {
-    ((root >> 32) as usize) % ackers
+    if ackers == 1 {
+        0 // skips a division per message in the common case
+    } else {
+        ((root >> 32) as usize) % ackers
+    }
 }
 
 /// The acker task: applies batches to its ledger, rotates on time, and sends each spout task
@@ -269,7 +273,7 @@ pub(crate) async fn run_acker(
             if buf.is_empty() {
                 continue;
             }
-            let batch = std::mem::take(buf);
+            let batch = std::mem::replace(buf, Vec::with_capacity(buf.len()));
             match spouts[spout].try_send(batch) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(batch)) => {

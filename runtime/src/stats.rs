@@ -32,6 +32,17 @@ pub const LATENCY_BOUNDS: [Duration; 16] = [
 
 const HIST_LEN: usize = LATENCY_BOUNDS.len() + 1;
 
+/// The bounds in nanoseconds: comparing integers is cheaper on the hot path.
+const BOUND_NANOS: [u64; LATENCY_BOUNDS.len()] = {
+    let mut out = [0u64; LATENCY_BOUNDS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = LATENCY_BOUNDS[i].as_nanos() as u64;
+        i += 1;
+    }
+    out
+};
+
 /// A latency histogram (non-cumulative bucket counts, plus sum and count).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Histogram {
@@ -46,7 +57,8 @@ pub struct Histogram {
 impl Histogram {
     /// Records one observation.
     pub fn observe(&mut self, d: Duration) {
-        let i = LATENCY_BOUNDS.partition_point(|b| *b < d);
+        let nanos = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let i = BOUND_NANOS.partition_point(|b| *b < nanos);
         self.buckets[i] += 1;
         self.sum += d;
         self.count += 1;

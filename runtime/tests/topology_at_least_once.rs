@@ -46,7 +46,7 @@ impl Bolt for FaultyBolt {
         }
         let key = input.get(0).cloned().unwrap_or(Value::Null);
         for _ in 0..self.rng.random_range(0..=self.fanout) {
-            out.emit(vec![key.clone()]);
+            out.emit((key.clone(),));
         }
         Ok(())
     }
@@ -65,7 +65,7 @@ impl DeferredBolt for FaultyDeferred {
         let r: f64 = self.rng.random();
         let key = input.tuple().get(0).cloned().unwrap_or(Value::Null);
         let emits: Vec<Values> = (0..self.rng.random_range(0..=self.fanout))
-            .map(|_| Values(vec![key.clone()]))
+            .map(|_| Values::from((key.clone(),)))
             .collect();
         let mut edge = f.panic;
         if r < edge {

@@ -71,7 +71,7 @@ impl Outbox {
     pub(crate) fn emit(&mut self, values: Values, parents: &[&Anchors], ack_vals: &mut [u64]) {
         self.targets.clear();
         for route in &mut self.routes {
-            route.select(&values.0, &mut self.targets);
+            route.select(&values, &mut self.targets);
         }
         let copies = self.targets.len();
         let mut values = values;
@@ -93,6 +93,8 @@ impl Outbox {
             let buf = &mut self.bufs[task];
             if buf.is_empty() {
                 self.dirty.push(task);
+                // One allocation per batch instead of a chain of doublings.
+                buf.reserve(self.batch_size);
             }
             buf.push(Tuple {
                 values: v,
@@ -144,7 +146,11 @@ impl Outbox {
 
     fn push_acker(&mut self, root: u64, msg: AckerMsg) {
         let i = acker_for(root, self.acker_bufs.len());
-        self.acker_bufs[i].push(msg);
+        let buf = &mut self.acker_bufs[i];
+        if buf.capacity() == 0 {
+            buf.reserve(self.batch_size);
+        }
+        buf.push(msg);
         self.buffered += 1;
     }
 
@@ -158,7 +164,7 @@ impl Outbox {
     pub(crate) async fn flush(&mut self) {
         for task in self.dirty.drain(..) {
             let buf = &mut self.bufs[task];
-            let batch = std::mem::replace(buf, Vec::with_capacity(buf.len()));
+            let batch = std::mem::take(buf);
             if let Some(tx) = &self.senders[task] {
                 // A closed input means the topology is stopping; the tree then times out.
                 let _ = tx.send(batch).await;
@@ -168,7 +174,7 @@ impl Outbox {
             if buf.is_empty() {
                 continue;
             }
-            let batch = std::mem::replace(buf, Vec::with_capacity(buf.len()));
+            let batch = std::mem::take(buf);
             let _ = self.ackers[i].send(batch).await;
         }
         self.buffered = 0;

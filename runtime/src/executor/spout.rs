@@ -18,7 +18,9 @@ use crate::fate::{
 };
 use crate::stats::{Histogram, Stats};
 use crate::time_source::TimeSource;
-use crate::topology::{Config, Failure, Message, MessageId, NextMessage, Spout, Value, Values};
+use crate::topology::{
+    Config, Failure, LastFailure, Message, MessageId, NextMessage, Spout, Value, Values,
+};
 
 use super::outbox::Outbox;
 
@@ -254,13 +256,13 @@ impl<S: Spout> SpoutTask<S> {
                 break id;
             }
         };
-        let values = Values(vec![
+        let values = Values::from((
             Value::Str(msg.id.shared()),
             Value::Str(msg.biz.clone()),
             Value::Bytes(msg.payload.clone()),
             Value::Map(msg.headers.clone()),
             Value::Int(msg.retry.attempt.into()),
-        ]);
+        ));
         let xor = self.p.outbox.emit_root(values, root);
         self.emitted += 1;
         if xor == 0 {
@@ -343,13 +345,14 @@ impl<S: Spout> SpoutTask<S> {
                     delay_ms = delay.as_millis() as u64, code = %failure.code, "retry scheduled"
                 );
                 self.p.stats.retry(&rule.0);
-                let meta = &mut msg.retry;
-                meta.last_code = Some(failure.code);
-                meta.last_message = Some(failure.message);
-                meta.last_delay = delay;
-                meta.last_failure_at = Some(wall);
-                meta.rule = Some(rule);
-                meta.version = Some(version);
+                msg.retry.last_failure = Some(Box::new(LastFailure {
+                    code: failure.code,
+                    message: failure.message,
+                    at: wall,
+                    delay,
+                    rule,
+                    version,
+                }));
                 self.p.queue.schedule(now + delay, msg);
             }
             Verdict::DeadLetter {

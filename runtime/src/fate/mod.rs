@@ -58,7 +58,7 @@ impl Signals {
 #[derive(Debug)]
 pub struct FailureContext<'a> {
     /// The message; `message.retry` is its metadata, with `attempt` = the attempt that just
-    /// failed (1-based) and `last_delay` = the delay before it.
+    /// failed (1-based) and `last_delay()` = the delay before it.
     pub message: &'a Message,
     /// Why it failed.
     pub failure: &'a Failure,

@@ -66,7 +66,7 @@ impl Route {
         match &mut self.kind {
             RouteKind::Shuffle { next } => {
                 out.push(self.tasks.start + *next);
-                *next = (*next + 1) % n;
+                *next = if *next + 1 == n { 0 } else { *next + 1 };
             }
             RouteKind::Fields { indices } => {
                 let mut h = FxHasher(0);

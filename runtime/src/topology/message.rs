@@ -85,25 +85,42 @@ impl fmt::Display for PolicyVersion {
 ///
 /// A spout hands out new messages with `RetryMeta::default()`; the runtime fills it in. A
 /// source that restores a scheduled retry after a restart hands the message back with the
-/// metadata it had.
+/// metadata it had. (Kept small — the last failure is boxed and absent until the first
+/// retry — because a message is moved several times per delivery.)
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RetryMeta {
     /// Deliveries so far. 0 until the first delivery; during delivery `n` it is `n`.
     pub attempt: u32,
     /// When the first delivery began (wall clock, so it survives a restart).
     pub first_delivery: Option<SystemTime>,
-    /// When the last failure was handled.
-    pub last_failure_at: Option<SystemTime>,
-    /// The code of the last failure.
-    pub last_code: Option<String>,
-    /// The message of the last failure.
-    pub last_message: Option<String>,
+    /// The last failure and the retry decided for it; `None` before the first retry.
+    pub last_failure: Option<Box<LastFailure>>,
+}
+
+impl RetryMeta {
     /// The delay chosen after the last failure (zero before the first retry).
-    pub last_delay: Duration,
-    /// The rule that decided the last retry.
-    pub rule: Option<RuleId>,
-    /// The rule-set version that decided the last retry.
-    pub version: Option<PolicyVersion>,
+    pub fn last_delay(&self) -> Duration {
+        self.last_failure
+            .as_ref()
+            .map_or(Duration::ZERO, |f| f.delay)
+    }
+}
+
+/// The last failure of a message and the retry decision it got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastFailure {
+    /// The failure's code.
+    pub code: String,
+    /// The failure's message.
+    pub message: String,
+    /// When it was handled (wall clock).
+    pub at: SystemTime,
+    /// The delay chosen.
+    pub delay: Duration,
+    /// The rule that decided the retry.
+    pub rule: RuleId,
+    /// The rule-set version that decided it.
+    pub version: PolicyVersion,
 }
 
 /// A message from a spout.
@@ -126,7 +143,14 @@ pub struct Message {
 
 impl Message {
     /// A new message that has not been delivered yet.
-    pub fn new(id: impl Into<MessageId>, biz: &str, payload: impl Into<Bytes>) -> Message {
+    ///
+    /// `biz` may be a `&str` or a shared `Arc<str>` (cloning one avoids an allocation per
+    /// message).
+    pub fn new(
+        id: impl Into<MessageId>,
+        biz: impl Into<Arc<str>>,
+        payload: impl Into<Bytes>,
+    ) -> Message {
         Message {
             id: id.into(),
             biz: biz.into(),
@@ -145,3 +169,18 @@ impl Message {
 
 /// The fields of the root tuple a spout emits for each delivery of a message.
 pub const ROOT_FIELDS: [&str; 5] = ["id", "biz", "payload", "headers", "attempt"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_stays_small_to_move() {
+        // Messages are moved several times per delivery (spout → pending map → retry queue).
+        assert!(
+            std::mem::size_of::<Message>() <= 112,
+            "{}",
+            std::mem::size_of::<Message>()
+        );
+    }
+}

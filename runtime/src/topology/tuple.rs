@@ -169,49 +169,122 @@ impl From<Headers> for Value {
     }
 }
 
+/// How many values a tuple holds without a heap allocation (a spout's root tuple has 5).
+const INLINE: usize = 5;
+
 /// The values of one tuple, in the order of its [`Fields`].
 ///
-/// Build them from a `Vec<Value>` or from a Rust tuple of things that convert into [`Value`]:
-/// `Values::from(("word", 1))`.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct Values(pub Vec<Value>);
+/// Up to 5 values are stored inline, so emitting a small tuple allocates nothing. Build them
+/// from a Rust tuple of things that convert into [`Value`] (`Values::from(("word", 1))`), from
+/// a `Vec<Value>`, or by collecting; read them as a slice (`values[0]`, `values.iter()`).
+#[derive(Clone)]
+pub struct Values(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, items: [Value; INLINE] },
+    Heap(Vec<Value>),
+}
 
 impl Values {
-    /// The number of values.
-    pub fn len(&self) -> usize {
-        self.0.len()
+    /// No values.
+    pub fn new() -> Values {
+        Values(Repr::Inline {
+            len: 0,
+            items: Default::default(),
+        })
     }
-    /// True when there are no values.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+
+    /// Appends a value.
+    pub fn push(&mut self, value: Value) {
+        match &mut self.0 {
+            Repr::Inline { len, items } if (*len as usize) < INLINE => {
+                items[*len as usize] = value;
+                *len += 1;
+            }
+            Repr::Inline { len, items } => {
+                let mut v: Vec<Value> = items[..*len as usize]
+                    .iter_mut()
+                    .map(std::mem::take)
+                    .collect();
+                v.push(value);
+                self.0 = Repr::Heap(v);
+            }
+            Repr::Heap(v) => v.push(value),
+        }
+    }
+
+    /// The values as a slice.
+    pub fn as_slice(&self) -> &[Value] {
+        match &self.0 {
+            Repr::Inline { len, items } => &items[..*len as usize],
+            Repr::Heap(v) => v,
+        }
+    }
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Values::new()
+    }
+}
+
+impl std::ops::Deref for Values {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for Values {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl fmt::Debug for Values {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl FromIterator<Value> for Values {
+    fn from_iter<T: IntoIterator<Item = Value>>(iter: T) -> Self {
+        let mut values = Values::new();
+        for v in iter {
+            values.push(v);
+        }
+        values
     }
 }
 
 impl From<Vec<Value>> for Values {
     fn from(v: Vec<Value>) -> Self {
-        Values(v)
+        if v.len() <= INLINE {
+            v.into_iter().collect()
+        } else {
+            Values(Repr::Heap(v))
+        }
     }
 }
-impl<A: Into<Value>> From<(A,)> for Values {
-    fn from((a,): (A,)) -> Self {
-        Values(vec![a.into()])
-    }
+
+macro_rules! values_from_tuple {
+    ($($name:ident),+) => {
+        impl<$($name: Into<Value>),+> From<($($name,)+)> for Values {
+            #[allow(non_snake_case)]
+            fn from(($($name,)+): ($($name,)+)) -> Self {
+                let mut values = Values::new();
+                $(values.push($name.into());)+
+                values
+            }
+        }
+    };
 }
-impl<A: Into<Value>, B: Into<Value>> From<(A, B)> for Values {
-    fn from((a, b): (A, B)) -> Self {
-        Values(vec![a.into(), b.into()])
-    }
-}
-impl<A: Into<Value>, B: Into<Value>, C: Into<Value>> From<(A, B, C)> for Values {
-    fn from((a, b, c): (A, B, C)) -> Self {
-        Values(vec![a.into(), b.into(), c.into()])
-    }
-}
-impl<A: Into<Value>, B: Into<Value>, C: Into<Value>, D: Into<Value>> From<(A, B, C, D)> for Values {
-    fn from((a, b, c, d): (A, B, C, D)) -> Self {
-        Values(vec![a.into(), b.into(), c.into(), d.into()])
-    }
-}
+values_from_tuple!(A);
+values_from_tuple!(A, B);
+values_from_tuple!(A, B, C);
+values_from_tuple!(A, B, C, D);
+values_from_tuple!(A, B, C, D, E);
 
 /// Message or tuple headers: string keys to string values, cheap to clone (shared until
 /// changed), and free when empty.
@@ -383,7 +456,7 @@ pub struct Tuple {
 impl Tuple {
     /// All values, in field order.
     pub fn values(&self) -> &[Value] {
-        &self.values.0
+        self.values.as_slice()
     }
     /// The field names.
     pub fn fields(&self) -> Fields {
@@ -395,11 +468,11 @@ impl Tuple {
     }
     /// The value at position `i`.
     pub fn get(&self, i: usize) -> Option<&Value> {
-        self.values.0.get(i)
+        self.values.get(i)
     }
     /// The value of field `name`.
     pub fn field(&self, name: &str) -> Option<&Value> {
-        self.fields.index(name).and_then(|i| self.values.0.get(i))
+        self.fields.index(name).and_then(|i| self.values.get(i))
     }
     /// The text of field `name`, if it is a string.
     pub fn str(&self, name: &str) -> Option<&str> {
@@ -438,6 +511,19 @@ mod tests {
         a.put_xor(2, 5);
         a.put_xor(1, 0b11);
         assert_eq!(a.iter().collect::<Vec<_>>(), vec![(1, 0), (2, 5)]);
+    }
+
+    #[test]
+    fn values_spill_to_the_heap_past_five() {
+        let mut v = Values::from((1, 2, 3, 4, 5));
+        assert_eq!(v.len(), 5);
+        v.push(Value::from("six"));
+        assert_eq!(v.len(), 6);
+        assert_eq!(v[5].as_str(), Some("six"));
+        let long: Vec<Value> = (0..7).map(Value::from).collect();
+        assert_eq!(Values::from(long.clone()).as_slice(), &long[..]);
+        assert_eq!(Values::from(vec![Value::Int(1)]), Values::from((1,)));
+        assert!(Values::default().is_empty());
     }
 
     #[test]
