@@ -133,6 +133,10 @@ fn run_topology(rt: &tokio::runtime::Runtime, max_pending: usize) -> (u64, Durat
         let mut b = TopologyBuilder::new("bench");
         b.config(Config {
             max_spout_pending: max_pending,
+            batch_size: std::env::var("BENCH_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(Config::default().batch_size),
             ..Config::default()
         });
         let spout_acked = acked.clone();
@@ -357,6 +361,20 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(Config::default().max_spout_pending);
+    if let Ok(rounds) = std::env::var("BENCH_QUICK") {
+        // Interleaved runs without criterion, for quick comparisons while tuning.
+        for _ in 0..rounds.parse().unwrap_or(3) {
+            let (a, t) = run_topology(&rt, max_pending);
+            let (b, u) = run_bare_batched(&rt);
+            println!(
+                "topology {:>9.0}/s   bare batched {:>9.0}/s   ratio {:.2}",
+                a as f64 / t.as_secs_f64(),
+                b as f64 / u.as_secs_f64(),
+                (a as f64 / t.as_secs_f64()) / (b as f64 / u.as_secs_f64())
+            );
+        }
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     let results = bench(&mut c, &rt, max_pending);
     c.final_summary();

@@ -73,37 +73,47 @@ impl Outbox {
         for route in &mut self.routes {
             route.select(&values, &mut self.targets);
         }
-        let copies = self.targets.len();
-        let mut values = values;
-        for k in 0..copies {
-            let task = self.targets[k];
-            let v = if k + 1 == copies {
-                std::mem::take(&mut values)
-            } else {
-                values.clone()
-            };
-            let mut anchors = Anchors::empty();
-            for (parent, ack_val) in parents.iter().zip(ack_vals.iter_mut()) {
-                let edge = self.random_id();
-                *ack_val ^= edge;
-                for root in parent.roots() {
-                    anchors.put_xor(root, edge);
-                }
-            }
-            let buf = &mut self.bufs[task];
-            if buf.is_empty() {
-                self.dirty.push(task);
-                // One allocation per batch instead of a chain of doublings.
-                buf.reserve(self.batch_size);
-            }
-            buf.push(Tuple {
-                values: v,
-                fields: self.fields,
-                source: self.source,
-                anchors,
-            });
-            self.buffered += 1;
+        // Every target but the last gets a clone; the last gets `values` itself.
+        let Some((&last, rest)) = self.targets.split_last() else {
+            return;
+        };
+        for i in 0..rest.len() {
+            let task = self.targets[i];
+            let anchors = self.anchor(parents, ack_vals);
+            self.push(task, values.clone(), anchors);
         }
+        let anchors = self.anchor(parents, ack_vals);
+        self.push(last, values, anchors);
+    }
+
+    /// The anchors of one delivered copy: a new edge id per parent, XORed into the parent's
+    /// ack value and into the copy's entry for each of the parent's roots.
+    fn anchor(&mut self, parents: &[&Anchors], ack_vals: &mut [u64]) -> Anchors {
+        let mut anchors = Anchors::empty();
+        for (parent, ack_val) in parents.iter().zip(ack_vals.iter_mut()) {
+            let edge = self.random_id();
+            *ack_val ^= edge;
+            for root in parent.roots() {
+                anchors.put_xor(root, edge);
+            }
+        }
+        anchors
+    }
+
+    fn push(&mut self, task: usize, values: Values, anchors: Anchors) {
+        let buf = &mut self.bufs[task];
+        if buf.is_empty() {
+            self.dirty.push(task);
+            // One allocation per batch instead of a chain of doublings.
+            buf.reserve(self.batch_size);
+        }
+        buf.push(Tuple {
+            values,
+            fields: self.fields,
+            source: self.source,
+            anchors,
+        });
+        self.buffered += 1;
     }
 
     /// Emits a spout's root tuple; returns the XOR of its edge ids (0 when no bolt subscribes).
