@@ -363,7 +363,18 @@ fn main() {
         .unwrap_or(Config::default().max_spout_pending);
     if let Ok(rounds) = std::env::var("BENCH_QUICK") {
         // Interleaved runs without criterion, for quick comparisons while tuning.
+        let only = std::env::var("BENCH_ONLY").unwrap_or_default();
         for _ in 0..rounds.parse().unwrap_or(3) {
+            if only == "topology" {
+                let (a, t) = run_topology(&rt, max_pending);
+                println!("topology {:>9.0}/s", a as f64 / t.as_secs_f64());
+                continue;
+            }
+            if only == "bare" {
+                let (b, u) = run_bare_batched(&rt);
+                println!("bare batched {:>9.0}/s", b as f64 / u.as_secs_f64());
+                continue;
+            }
             let (a, t) = run_topology(&rt, max_pending);
             let (b, u) = run_bare_batched(&rt);
             println!(

@@ -29,7 +29,7 @@ use crate::topology::{Failure, codes};
 /// How many rotating buckets the ledger keeps.
 pub const BUCKETS: usize = 3;
 
-/// Ids are already random, so the map uses them as their own hash.
+/// Ids are (mostly) random already, so hashing is one multiplication.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IdHasher(u64);
 
@@ -43,7 +43,9 @@ impl Hasher for IdHasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = v;
+        // Root ids carry a spout's slot number in their low bits: multiply so that every bit
+        // reaches the high bits the map also uses.
+        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
@@ -158,9 +160,15 @@ impl Ledger {
     }
 
     fn update(&mut self, root: u64, apply: impl FnOnce(&mut Entry)) -> Option<Terminal> {
-        let at = (0..self.buckets.len())
-            .find(|&i| self.buckets[i].contains_key(&root))
-            .unwrap_or(0);
+        // Most messages find their tree in the newest bucket; look there first, then in the
+        // older ones, and create the entry in the newest if it is nowhere.
+        let at = if self.buckets[0].contains_key(&root) {
+            0
+        } else {
+            (1..self.buckets.len())
+                .find(|&i| self.buckets[i].contains_key(&root))
+                .unwrap_or(0)
+        };
         let mut slot = match self.buckets[at].entry(root) {
             MapEntry::Occupied(o) => o,
             MapEntry::Vacant(v) => v.insert_entry(Entry::default()),
@@ -203,6 +211,7 @@ impl AckerMsg {
 
 /// Which acker owns a root.
 pub(crate) fn acker_for(root: u64, ackers: usize) -> usize {
+    // The high bits of a root id are random (the low ones are a spout's slot number).
     if ackers == 1 {
         0 // skips a division per message in the common case
     } else {

@@ -21,9 +21,13 @@ pub(crate) struct Outbox {
     /// task's input closes once its own upstream tasks have stopped.
     senders: Vec<Option<Sender<Vec<Tuple>>>>,
     bufs: Vec<Vec<Tuple>>,
+    /// Per target task, the size of its last batch: the next buffer is allocated at that size
+    /// (a full `batch_size` buffer for a handful of tuples costs more than it saves).
+    hints: Vec<usize>,
     dirty: Vec<usize>,
     ackers: Arc<[Sender<Vec<AckerMsg>>]>,
     acker_bufs: Vec<Vec<AckerMsg>>,
+    acker_hints: Vec<usize>,
     buffered: usize,
     batch_size: usize,
     targets: Vec<usize>,
@@ -44,9 +48,11 @@ impl Outbox {
             fields,
             routes,
             bufs: senders.iter().map(|_| Vec::new()).collect(),
+            hints: senders.iter().map(|_| 16).collect(),
             senders,
             dirty: Vec::new(),
             acker_bufs: ackers.iter().map(|_| Vec::new()).collect(),
+            acker_hints: ackers.iter().map(|_| 16).collect(),
             ackers,
             buffered: 0,
             batch_size,
@@ -104,8 +110,7 @@ impl Outbox {
         let buf = &mut self.bufs[task];
         if buf.is_empty() {
             self.dirty.push(task);
-            // One allocation per batch instead of a chain of doublings.
-            buf.reserve(self.batch_size);
+            buf.reserve(self.hints[task]);
         }
         buf.push(Tuple {
             values,
@@ -158,7 +163,7 @@ impl Outbox {
         let i = acker_for(root, self.acker_bufs.len());
         let buf = &mut self.acker_bufs[i];
         if buf.capacity() == 0 {
-            buf.reserve(self.batch_size);
+            buf.reserve(self.acker_hints[i]);
         }
         buf.push(msg);
         self.buffered += 1;
@@ -174,6 +179,7 @@ impl Outbox {
     pub(crate) async fn flush(&mut self) {
         for task in self.dirty.drain(..) {
             let buf = &mut self.bufs[task];
+            self.hints[task] = buf.len();
             let batch = std::mem::take(buf);
             if let Some(tx) = &self.senders[task] {
                 // A closed input means the topology is stopping; the tree then times out.
@@ -184,6 +190,7 @@ impl Outbox {
             if buf.is_empty() {
                 continue;
             }
+            self.acker_hints[i] = buf.len();
             let batch = std::mem::take(buf);
             let _ = self.ackers[i].send(batch).await;
         }

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::{Control, SpoutStatus, panic_message};
-use crate::acker::{IdMap, Terminal};
+use crate::acker::Terminal;
 use crate::fairness::{Mixer, RetryFuse, Turn};
 use crate::fate::{
     DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, RetryQueue, Signals,
@@ -25,8 +25,67 @@ use crate::topology::{
 use super::outbox::Outbox;
 
 struct InFlight {
+    root: u64,
     msg: Message,
     emitted_at: Instant,
+}
+
+/// Bits of a root id that name its slot in the spout task's pending table.
+pub(crate) const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// The trees in flight of one spout task, in a slab. A root id is random in its high 40 bits
+/// and carries its slot in the low 24, so a fate finds its message by indexing, with no
+/// hashing; the stored root is compared, so a stale or foreign id never matches.
+struct PendingTable {
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl PendingTable {
+    fn new() -> Self {
+        PendingTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// A slot for a new tree (fill it with `insert`).
+    fn next_slot(&mut self) -> u64 {
+        match self.free.last() {
+            Some(&slot) => u64::from(slot),
+            None => self.slots.len() as u64,
+        }
+    }
+
+    fn insert(&mut self, flight: InFlight) {
+        let slot = (flight.root & SLOT_MASK) as usize;
+        if self.free.last() == Some(&(slot as u32)) {
+            self.free.pop();
+        }
+        if slot == self.slots.len() {
+            self.slots.push(None);
+        }
+        self.slots[slot] = Some(flight);
+        self.len += 1;
+    }
+
+    fn remove(&mut self, root: u64) -> Option<InFlight> {
+        let slot = (root & SLOT_MASK) as usize;
+        let entry = self.slots.get_mut(slot)?;
+        if entry.as_ref().is_none_or(|f| f.root != root) {
+            return None;
+        }
+        self.len -= 1;
+        self.free.push(slot as u32);
+        entry.take()
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,7 +117,7 @@ pub(crate) struct SpoutTask<S: Spout> {
     dl_done: mpsc::Receiver<Vec<(MessageId, String)>>,
     dl_outbox: Vec<DeadLetter>,
     dl_in_flight: usize,
-    pending: IdMap<InFlight>,
+    pending: PendingTable,
     source: Source,
     mixer: Mixer,
     fuse: RetryFuse,
@@ -96,7 +155,7 @@ impl<S: Spout> SpoutTask<S> {
             dl_done,
             dl_outbox: Vec::new(),
             dl_in_flight: 0,
-            pending: IdMap::with_capacity_and_hasher(p.cfg.max_spout_pending, Default::default()),
+            pending: PendingTable::new(),
             source: Source::Open,
             mixer: Mixer::new(p.cfg.retry_mix),
             fuse: RetryFuse::new(p.cfg.fuse, now),
@@ -250,9 +309,10 @@ impl<S: Spout> SpoutTask<S> {
     fn deliver(&mut self, mut msg: Message, now: Instant, wall: std::time::SystemTime) {
         msg.retry.attempt += 1;
         msg.retry.first_delivery.get_or_insert(wall);
+        let slot = self.pending.next_slot();
         let root = loop {
-            let id = self.p.outbox.random_id();
-            if !self.pending.contains_key(&id) {
+            let id = (self.p.outbox.random_id() & !SLOT_MASK) | slot;
+            if id != 0 {
                 break id;
             }
         };
@@ -272,19 +332,17 @@ impl<S: Spout> SpoutTask<S> {
             return;
         }
         self.p.outbox.init(root, xor, self.p.global);
-        self.pending.insert(
+        self.pending.insert(InFlight {
             root,
-            InFlight {
-                msg,
-                emitted_at: now,
-            },
-        );
+            msg,
+            emitted_at: now,
+        });
     }
 
     fn on_terminals(&mut self, batch: Vec<Terminal>, now: Instant) {
         for t in batch {
             // The first fate of a root wins; anything later finds no entry and is ignored.
-            let Some(flight) = self.pending.remove(&t.root()) else {
+            let Some(flight) = self.pending.remove(t.root()) else {
                 continue;
             };
             match t {

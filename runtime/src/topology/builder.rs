@@ -264,8 +264,8 @@ impl TopologyBuilder {
         if cfg.message_timeout.is_zero() {
             return bad("message_timeout must be positive");
         }
-        if cfg.max_spout_pending == 0 {
-            return bad("max_spout_pending must be at least 1");
+        if cfg.max_spout_pending == 0 || cfg.max_spout_pending >= 1 << 24 {
+            return bad("max_spout_pending must be between 1 and 16777215");
         }
         if cfg.ackers == 0 {
             return bad("ackers must be at least 1");
