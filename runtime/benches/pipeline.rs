@@ -10,8 +10,8 @@
 //! to 256 like the runtime's own channels.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -34,13 +34,37 @@ fn mix(mut x: u64) -> u64 {
     x
 }
 
-/// "Parse": a checksum over the payload and the id's digits.
-fn parse(id: &str, payload: &[u8]) -> (u64, i64) {
+/// What the parse stage does with the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    /// A checksum over the payload: almost no work, so the runtime's own cost dominates.
+    Light,
+    /// `serde_json` into a struct, as the bundled pipeline's parse bolt does.
+    Json,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct Order<'a> {
+    order: &'a str,
+    amount: i64,
+    currency: &'a str,
+    items: u32,
+}
+
+/// "Parse": the order number from the id, an amount from the payload.
+fn parse(work: Work, id: &str, payload: &[u8]) -> (u64, i64) {
     let order = id.bytes().fold(0u64, |a, b| a * 10 + u64::from(b - b'0'));
-    let sum = payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    });
-    (order, (sum % 10_000) as i64)
+    let amount = match work {
+        Work::Light => {
+            let sum = payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+            });
+            (sum % 10_000) as i64
+        }
+        Work::Json => serde_json::from_slice::<Order<'_>>(payload).map_or(-1, |o| o.amount),
+    };
+    (order, amount)
 }
 
 /// "Store": an idempotent write into a table; fails for 5% of (order, attempt) pairs.
@@ -85,13 +109,13 @@ impl Spout for OrderSpout {
     fn dead_lettered(&mut self, _: &MessageId) {}
 }
 
-struct ParseBolt;
+struct ParseBolt(Work);
 
 impl Bolt for ParseBolt {
     fn execute(&mut self, input: &Tuple, out: &mut Emitter<'_>) -> Result<(), Failure> {
         let id = input.str("id").unwrap_or_default();
         let payload = input.bytes("payload").map(|b| &b[..]).unwrap_or_default();
-        let (order, amount) = parse(id, payload);
+        let (order, amount) = parse(self.0, id, payload);
         let attempt = input.int("attempt").unwrap_or(1);
         out.emit((Value::Int(order as i64), amount, attempt));
         Ok(())
@@ -119,6 +143,12 @@ impl Bolt for StoreBolt {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
+    if std::env::var("BENCH_RT").as_deref() == Ok("current") {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -127,7 +157,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// One run of the topology; returns (messages acked, elapsed).
-fn run_topology(rt: &tokio::runtime::Runtime, max_pending: usize) -> (u64, Duration) {
+fn run_topology(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize) -> (u64, Duration) {
     rt.block_on(async {
         let acked = Arc::new(AtomicU64::new(0));
         let mut b = TopologyBuilder::new("bench");
@@ -148,7 +178,7 @@ fn run_topology(rt: &tokio::runtime::Runtime, max_pending: usize) -> (u64, Durat
             buf: String::new(),
             acked: spout_acked.clone(),
         });
-        b.bolt("parse", 1, |_| ParseBolt)
+        b.bolt("parse", 1, move |_| ParseBolt(work))
             .output(["order", "amount", "attempt"])
             .shuffle("orders");
         b.bolt("store", 1, |_| StoreBolt {
@@ -183,7 +213,7 @@ fn new_message(buf: &mut String, n: u64, biz: &Arc<str>, payload: &Bytes) -> Mes
 }
 
 /// Bare channels, one send per message; returns (messages through, elapsed).
-fn run_bare_per_item(rt: &tokio::runtime::Runtime) -> (u64, Duration) {
+fn run_bare_per_item(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration) {
     rt.block_on(async {
         let start = Instant::now();
         let (tx1, mut rx1) = mpsc::channel::<Message>(1024);
@@ -206,7 +236,7 @@ fn run_bare_per_item(rt: &tokio::runtime::Runtime) -> (u64, Duration) {
         });
         tokio::spawn(async move {
             while let Some(m) = rx1.recv().await {
-                let (order, amount) = parse(m.id.as_str(), &m.payload);
+                let (order, amount) = parse(work, m.id.as_str(), &m.payload);
                 let p = Parsed {
                     order,
                     amount,
@@ -234,7 +264,7 @@ fn run_bare_per_item(rt: &tokio::runtime::Runtime) -> (u64, Duration) {
 
 /// Bare channels carrying batches of up to 256, flushed whenever a stage has handled what it
 /// had (the runtime's own batching); returns (messages through, elapsed).
-fn run_bare_batched(rt: &tokio::runtime::Runtime) -> (u64, Duration) {
+fn run_bare_batched(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration) {
     const BATCH: usize = 256;
     rt.block_on(async {
         let start = Instant::now();
@@ -263,7 +293,7 @@ fn run_bare_batched(rt: &tokio::runtime::Runtime) -> (u64, Duration) {
                 let out: Vec<Parsed> = batch
                     .iter()
                     .map(|m| {
-                        let (order, amount) = parse(m.id.as_str(), &m.payload);
+                        let (order, amount) = parse(work, m.id.as_str(), &m.payload);
                         Parsed {
                             order,
                             amount,
@@ -295,64 +325,66 @@ fn run_bare_batched(rt: &tokio::runtime::Runtime) -> (u64, Duration) {
 
 // ---- measuring ----
 
-type Samples = Arc<Mutex<Vec<f64>>>;
+fn per_second((through, elapsed): (u64, Duration)) -> f64 {
+    through as f64 / elapsed.as_secs_f64()
+}
 
-fn bench(
-    c: &mut Criterion,
-    rt: &tokio::runtime::Runtime,
-    max_pending: usize,
-) -> [(String, Samples); 3] {
-    let topo: Samples = Default::default();
-    let per_item: Samples = Default::default();
-    let batched: Samples = Default::default();
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn criterion_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pending: usize) {
     let mut g = c.benchmark_group("pipeline");
     g.throughput(Throughput::Elements(MESSAGES));
     g.sample_size(10);
     g.warm_up_time(Duration::from_secs(1));
-    g.measurement_time(Duration::from_secs(8));
-    let record = |samples: &Samples, (through, elapsed): (u64, Duration)| {
-        samples
-            .lock()
-            .unwrap()
-            .push(through as f64 / elapsed.as_secs_f64());
-        elapsed
-    };
-    g.bench_function(format!("topology_acking_pending{max_pending}"), |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| record(&topo, run_topology(rt, max_pending)))
-                .sum()
-        })
-    });
-    g.bench_function("bare_per_item", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| record(&per_item, run_bare_per_item(rt)))
-                .sum()
-        })
-    });
-    g.bench_function("bare_batched", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| record(&batched, run_bare_batched(rt)))
-                .sum()
-        })
+    g.measurement_time(Duration::from_secs(6));
+    for work in [Work::Light, Work::Json] {
+        let name = format!("{work:?}").to_lowercase();
+        g.bench_function(format!("{name}/topology_acking"), |b| {
+            b.iter_custom(|n| (0..n).map(|_| run_topology(rt, work, max_pending).1).sum())
+        });
+        g.bench_function(format!("{name}/bare_batched"), |b| {
+            b.iter_custom(|n| (0..n).map(|_| run_bare_batched(rt, work).1).sum())
+        });
+    }
+    g.bench_function("light/bare_per_item", |b| {
+        b.iter_custom(|n| (0..n).map(|_| run_bare_per_item(rt, Work::Light).1).sum())
     });
     g.finish();
-    [
-        (
-            format!("topology (acking, 5% failures, retries; max_spout_pending {max_pending})"),
-            topo,
-        ),
-        ("bare channels, one send per message".to_string(), per_item),
-        ("bare channels, batches of 256".to_string(), batched),
-    ]
 }
 
-fn median(samples: &Samples) -> f64 {
-    let mut v = samples.lock().unwrap().clone();
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+/// The ratio, measured in interleaved rounds (topology, then both bare pipelines) so that a
+/// change in the machine's load hits all of them alike.
+fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rounds: usize) {
+    let (mut topo, mut batched, mut per_item, mut ratios) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let t = per_second(run_topology(rt, work, max_pending));
+        let b = per_second(run_bare_batched(rt, work));
+        let p = per_second(run_bare_per_item(rt, work));
+        ratios.push(t / b.max(p));
+        topo.push(t);
+        batched.push(b);
+        per_item.push(p);
+    }
+    println!("\n{work:?} stages, {rounds} interleaved rounds of {MESSAGES} messages (medians):");
+    println!(
+        "  {:>10.0} acked/s   topology: acking, 5% store failures, retries (max_spout_pending {max_pending})",
+        median(topo)
+    );
+    println!(
+        "  {:>10.0} /s         bare tokio channels, batches of 256, no acking",
+        median(batched)
+    );
+    println!(
+        "  {:>10.0} /s         bare tokio channels, one send per message, no acking",
+        median(per_item)
+    );
+    println!(
+        "  ratio topology / faster bare pipeline: {:.2}  (target >= 0.50; absolute target >= 500000 acked/s)",
+        median(ratios)
+    );
 }
 
 fn main() {
@@ -361,48 +393,16 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(Config::default().max_spout_pending);
-    if let Ok(rounds) = std::env::var("BENCH_QUICK") {
-        // Interleaved runs without criterion, for quick comparisons while tuning.
-        let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-        for _ in 0..rounds.parse().unwrap_or(3) {
-            if only == "topology" {
-                let (a, t) = run_topology(&rt, max_pending);
-                println!("topology {:>9.0}/s", a as f64 / t.as_secs_f64());
-                continue;
-            }
-            if only == "bare" {
-                let (b, u) = run_bare_batched(&rt);
-                println!("bare batched {:>9.0}/s", b as f64 / u.as_secs_f64());
-                continue;
-            }
-            let (a, t) = run_topology(&rt, max_pending);
-            let (b, u) = run_bare_batched(&rt);
-            println!(
-                "topology {:>9.0}/s   bare batched {:>9.0}/s   ratio {:.2}",
-                a as f64 / t.as_secs_f64(),
-                b as f64 / u.as_secs_f64(),
-                (a as f64 / t.as_secs_f64()) / (b as f64 / u.as_secs_f64())
-            );
-        }
-        return;
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    if std::env::var("BENCH_SKIP_CRITERION").is_err() {
+        let mut c = Criterion::default().configure_from_args();
+        criterion_benches(&mut c, &rt, max_pending);
+        c.final_summary();
     }
-    let mut c = Criterion::default().configure_from_args();
-    let results = bench(&mut c, &rt, max_pending);
-    c.final_summary();
-
-    let medians: Vec<f64> = results.iter().map(|(_, s)| median(s)).collect();
-    println!("\nmedian messages acked (or through) per second, {MESSAGES} messages per run:");
-    for ((name, samples), m) in results.iter().zip(&medians) {
-        println!(
-            "  {m:>12.0}/s  {name}  ({} runs)",
-            samples.lock().unwrap().len()
-        );
-    }
-    let best_bare = medians[1].max(medians[2]);
-    if best_bare > 0.0 {
-        println!(
-            "  ratio topology / best bare pipeline: {:.2}  (target ≥ 0.50; absolute target ≥ 500000/s)",
-            medians[0] / best_bare
-        );
+    for work in [Work::Light, Work::Json] {
+        interleaved(&rt, work, max_pending, rounds);
     }
 }
