@@ -1,7 +1,9 @@
 //! The acker: Storm's XOR ledger, and the task that runs it.
 //!
-//! How it works, in one comment. Every root message gets a random 64-bit root id, and every
-//! delivered tuple (each copy to each task) a random 64-bit edge id. The ledger keeps, per
+//! How it works, in one comment. Every root message gets a 64-bit root id (random in its high
+//! 40 bits; the low 24 name the message's slot in its spout task's pending table, so the
+//! spout finds it without hashing), and every delivered tuple (each copy to each task) a
+//! random 64-bit edge id. The ledger keeps, per
 //! root, `xor`: the XOR of every edge id it has been told about. Each edge id is reported
 //! exactly twice — once when the tuple is created (in the spout's `init`, or in the ack of the
 //! parent that emitted it) and once when the tuple itself is acked — so the two cancel, and
