@@ -21,8 +21,13 @@ use rebound_runtime::fate::memory::FixedPolicy;
 use rebound_runtime::topology::*;
 use tokio::sync::mpsc;
 
-/// Messages per timed run.
-const MESSAGES: u64 = 200_000;
+/// Messages per timed run (`BENCH_MESSAGES` overrides, e.g. for a profiler).
+static MESSAGES: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000)
+});
 const PAYLOAD: &[u8] = br#"{"order":"A-1001","amount":1999,"currency":"EUR","items":3}"#;
 
 // ---- the work of each stage, shared by both pipelines ----
@@ -172,7 +177,7 @@ fn run_topology(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize) ->
         let spout_acked = acked.clone();
         b.spout("orders", 1, move |_| OrderSpout {
             next: 0,
-            total: MESSAGES,
+            total: *MESSAGES,
             biz: Arc::from("ORDER"),
             payload: Bytes::from_static(PAYLOAD),
             buf: String::new(),
@@ -224,7 +229,7 @@ fn run_bare_per_item(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration
                 Bytes::from_static(PAYLOAD),
                 String::new(),
             );
-            for n in 1..=MESSAGES {
+            for n in 1..=*MESSAGES {
                 if tx1
                     .send(new_message(&mut buf, n, &biz, &payload))
                     .await
@@ -277,9 +282,9 @@ fn run_bare_batched(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration)
                 String::new(),
             );
             let mut n = 0;
-            while n < MESSAGES {
+            while n < *MESSAGES {
                 let mut batch = Vec::with_capacity(BATCH);
-                while batch.len() < BATCH && n < MESSAGES {
+                while batch.len() < BATCH && n < *MESSAGES {
                     n += 1;
                     batch.push(new_message(&mut buf, n, &biz, &payload));
                 }
@@ -336,7 +341,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn criterion_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pending: usize) {
     let mut g = c.benchmark_group("pipeline");
-    g.throughput(Throughput::Elements(MESSAGES));
+    g.throughput(Throughput::Elements(*MESSAGES));
     g.sample_size(10);
     g.warm_up_time(Duration::from_secs(1));
     g.measurement_time(Duration::from_secs(6));
@@ -368,7 +373,10 @@ fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rou
         batched.push(b);
         per_item.push(p);
     }
-    println!("\n{work:?} stages, {rounds} interleaved rounds of {MESSAGES} messages (medians):");
+    println!(
+        "\n{work:?} stages, {rounds} interleaved rounds of {} messages (medians):",
+        *MESSAGES
+    );
     println!(
         "  {:>10.0} acked/s   topology: acking, 5% store failures, retries (max_spout_pending {max_pending})",
         median(topo)
@@ -402,7 +410,12 @@ fn main() {
         criterion_benches(&mut c, &rt, max_pending);
         c.final_summary();
     }
-    for work in [Work::Light, Work::Json] {
+    let works = match std::env::var("BENCH_WORK").as_deref() {
+        Ok("light") => vec![Work::Light],
+        Ok("json") => vec![Work::Json],
+        _ => vec![Work::Light, Work::Json],
+    };
+    for work in works {
         interleaved(&rt, work, max_pending, rounds);
     }
 }

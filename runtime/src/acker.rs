@@ -17,7 +17,6 @@
 //! oldest map is dropped and its decidable entries fail with code `TIMEOUT` — so a tree times
 //! out between `message_timeout` and `1.5 × message_timeout` after its first message.
 
-use std::collections::VecDeque;
 use std::collections::hash_map::{Entry as MapEntry, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -93,7 +92,8 @@ impl Terminal {
 
 /// The XOR ledger with rotating timeout buckets (see the module comment).
 pub struct Ledger {
-    buckets: VecDeque<IdMap<Entry>>,
+    /// Newest first.
+    buckets: Vec<IdMap<Entry>>,
 }
 
 impl Default for Ledger {
@@ -134,7 +134,7 @@ impl Ledger {
     /// Drops the oldest bucket, reporting its decidable trees as timed out, and starts a new
     /// one.
     pub fn rotate(&mut self, expired: &mut Vec<Terminal>) {
-        let mut oldest = self.buckets.pop_back().unwrap_or_default();
+        let mut oldest = self.buckets.pop().unwrap_or_default();
         for (root, entry) in oldest.drain() {
             if let Some(spout) = entry.spout {
                 expired.push(Terminal::Failed {
@@ -148,7 +148,7 @@ impl Ledger {
             }
         }
         // Reuse the drained map's allocation for the new bucket.
-        self.buckets.push_front(oldest);
+        self.buckets.insert(0, oldest);
     }
 
     /// Trees (and early entries) currently tracked.
@@ -162,18 +162,18 @@ impl Ledger {
     }
 
     fn update(&mut self, root: u64, apply: impl FnOnce(&mut Entry)) -> Option<Terminal> {
-        // Most messages find their tree in the newest bucket; look there first, then in the
+        // Most messages find their tree in the newest bucket: one lookup. Otherwise look in the
         // older ones, and create the entry in the newest if it is nowhere.
-        let at = if self.buckets[0].contains_key(&root) {
-            0
-        } else {
-            (1..self.buckets.len())
-                .find(|&i| self.buckets[i].contains_key(&root))
-                .unwrap_or(0)
-        };
-        let mut slot = match self.buckets[at].entry(root) {
+        let (newest, older) = self.buckets.split_first_mut()?;
+        let mut slot = match newest.entry(root) {
             MapEntry::Occupied(o) => o,
-            MapEntry::Vacant(v) => v.insert_entry(Entry::default()),
+            MapEntry::Vacant(v) => match older.iter_mut().find(|b| b.contains_key(&root)) {
+                Some(bucket) => match bucket.entry(root) {
+                    MapEntry::Occupied(o) => o,
+                    MapEntry::Vacant(v) => v.insert_entry(Entry::default()),
+                },
+                None => v.insert_entry(Entry::default()),
+            },
         };
         apply(slot.get_mut());
         let entry = slot.get();

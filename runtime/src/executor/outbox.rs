@@ -95,6 +95,15 @@ impl Outbox {
     /// The anchors of one delivered copy: a new edge id per parent, XORed into the parent's
     /// ack value and into the copy's entry for each of the parent's roots.
     fn anchor(&mut self, parents: &[&Anchors], ack_vals: &mut [u64]) -> Anchors {
+        // The common case — one parent in one tree — without the general loop.
+        if let ([Anchors::One { root, .. }], [ack_val]) = (parents, &mut *ack_vals) {
+            let edge = self.random_id();
+            *ack_val ^= edge;
+            return Anchors::One {
+                root: *root,
+                val: edge,
+            };
+        }
         let mut anchors = Anchors::empty();
         for (parent, ack_val) in parents.iter().zip(ack_vals.iter_mut()) {
             let edge = self.random_id();

@@ -340,6 +340,7 @@ impl<S: Spout> SpoutTask<S> {
     }
 
     fn on_terminals(&mut self, batch: Vec<Terminal>, now: Instant) {
+        let mut acked = 0;
         for t in batch {
             // The first fate of a root wins; anything later finds no entry and is ignored.
             let Some(flight) = self.pending.remove(t.root()) else {
@@ -347,19 +348,21 @@ impl<S: Spout> SpoutTask<S> {
             };
             match t {
                 Terminal::Acked { .. } => {
-                    self.fuse.record(now, 1, 0);
+                    acked += 1;
                     self.latency
                         .observe(now.saturating_duration_since(flight.emitted_at));
                     self.acked += 1;
                     self.tell_spout(|s| s.ack(&flight.msg.id));
                 }
                 Terminal::Failed { failure, .. } => {
+                    // Recorded before deciding, so the policy sees this failure in the rate.
                     self.fuse.record(now, 0, 1);
                     self.p.stats.failure(&failure.code);
                     self.decide(flight.msg, *failure, now);
                 }
             }
         }
+        self.fuse.record(now, acked, 0);
     }
 
     fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
