@@ -363,12 +363,14 @@ fn criterion_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pendin
 /// The ratio, measured in interleaved rounds (topology, then both bare pipelines) so that a
 /// change in the machine's load hits all of them alike.
 fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rounds: usize) {
-    let (mut topo, mut batched, mut per_item, mut ratios) = (vec![], vec![], vec![], vec![]);
+    let (mut topo, mut batched, mut per_item) = (vec![], vec![], vec![]);
+    let (mut vs_batched, mut vs_per_item) = (vec![], vec![]);
     for _ in 0..rounds {
         let t = per_second(run_topology(rt, work, max_pending));
         let b = per_second(run_bare_batched(rt, work));
         let p = per_second(run_bare_per_item(rt, work));
-        ratios.push(t / b.max(p));
+        vs_batched.push(t / b);
+        vs_per_item.push(t / p);
         topo.push(t);
         batched.push(b);
         per_item.push(p);
@@ -390,8 +392,12 @@ fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rou
         median(per_item)
     );
     println!(
-        "  ratio topology / faster bare pipeline: {:.2}  (target >= 0.50; absolute target >= 500000 acked/s)",
-        median(ratios)
+        "  ratio topology / bare batched:     {:.2}   (target >= 0.50)",
+        median(vs_batched)
+    );
+    println!(
+        "  ratio topology / bare per message: {:.2}   (target >= 0.50)",
+        median(vs_per_item)
     );
 }
 

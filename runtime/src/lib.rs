@@ -16,6 +16,7 @@
 //! At-least-once is the promise: every message a spout hands out ends either acked or
 //! dead-lettered (stored, then reported), never lost and never both.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod acker;
 mod executor;
