@@ -31,7 +31,7 @@ struct InFlight {
 }
 
 /// Bits of a root id that name its slot in the spout task's pending table.
-pub(crate) const SLOT_BITS: u32 = 24;
+const SLOT_BITS: u32 = 24;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 /// The trees in flight of one spout task, in a slab. A root id is random in its high 40 bits
