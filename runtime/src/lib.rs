@@ -1,7 +1,20 @@
-//! rebound-runtime: the Storm-style stream runtime (topology, acker, scheduler, store, admin API).
+//! rebound-runtime: the Storm-style stream runtime.
+//!
+//! At-least-once is the promise: every message a spout hands out ends either acked or
+//! dead-lettered (stored, then reported), never lost and never both.
 //!
 //! # Module map
 //!
+//! - [`topology`]: the API a user writes: `Spout`, `Bolt`, `DeferredBolt`, tuples, groupings,
+//!   the builder and the config.
+//! - [`acker`]: Storm's XOR ledger with rotating timeout buckets, and the acker task.
+//! - [`fate`]: the failure seam: `FailurePolicy` (retry or dead letter), `RetryQueue`,
+//!   `DeadLetterSink`, and in-memory implementations of each.
+//! - [`fairness`]: mixing due retries with new messages, and the retry fuse.
+//! - [`stats`]: counters and a latency histogram for the metrics exporter.
+//! - [`time_source`]: monotonic and wall-clock time (tokio's clock by default).
+//! - `executor` (private): the spout, bolt and acker tasks, and start/shutdown
+//!   ([`RunningTopology`]).
 //! - [`clock`]: `Timestamp` and the `Clock` trait (wall, scaled for `--time-scale`, manual for
 //!   tests). The only place that reads the system time.
 //! - [`scheduler`]: `RetryScheduler`, the delay queue of message ids by due time (cancel,
@@ -12,9 +25,19 @@
 //! - [`admin`]: the admin HTTP API (axum): rules, decide, health, metrics.
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+pub mod acker;
 pub mod admin;
 pub mod clock;
+mod executor;
+pub mod fairness;
+pub mod fate;
 pub mod metrics;
 pub mod scheduler;
+pub mod stats;
 pub mod store;
+pub mod time_source;
+pub mod topology;
+
+pub use executor::{RunningTopology, ShutdownReport};

@@ -1,0 +1,427 @@
+//! The cost of reliability: a three-stage topology (spout → parse → store) with acking on, 5%
+//! store failures and retries on, against the same three stages on bare tokio channels with
+//! no acking — in the same run, on a 2-worker tokio runtime.
+//!
+//! `cargo bench -p rebound-runtime --bench pipeline`
+//!
+//! Criterion times each variant; at the end the bench prints messages acked per second (for
+//! the bare pipelines: messages that got through all three stages) and the ratio against the
+//! faster bare pipeline. Two bare baselines: one channel send per message, and batches of up
+//! to 256 like the runtime's own channels.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput};
+use rebound_runtime::fate::Seams;
+use rebound_runtime::fate::memory::FixedPolicy;
+use rebound_runtime::topology::*;
+use tokio::sync::mpsc;
+
+/// Messages per timed run (`BENCH_MESSAGES` overrides, e.g. for a profiler).
+static MESSAGES: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000)
+});
+const PAYLOAD: &[u8] = br#"{"order":"A-1001","amount":1999,"currency":"EUR","items":3}"#;
+
+// ---- the work of each stage, shared by both pipelines ----
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x
+}
+
+/// What the parse stage does with the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    /// A checksum over the payload: almost no work, so the runtime's own cost dominates.
+    Light,
+    /// `serde_json` into a struct, as the bundled pipeline's parse bolt does.
+    Json,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct Order<'a> {
+    order: &'a str,
+    amount: i64,
+    currency: &'a str,
+    items: u32,
+}
+
+/// "Parse": the order number from the id, an amount from the payload.
+fn parse(work: Work, id: &str, payload: &[u8]) -> (u64, i64) {
+    let order = id.bytes().fold(0u64, |a, b| a * 10 + u64::from(b - b'0'));
+    let amount = match work {
+        Work::Light => {
+            let sum = payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+            });
+            (sum % 10_000) as i64
+        }
+        Work::Json => serde_json::from_slice::<Order<'_>>(payload).map_or(-1, |o| o.amount),
+    };
+    (order, amount)
+}
+
+/// "Store": an idempotent write into a table; fails for 5% of (order, attempt) pairs.
+fn store(table: &mut [i64], order: u64, amount: i64, attempt: i64) -> bool {
+    if mix(order ^ (attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % 20 == 0 {
+        return false;
+    }
+    let slot = (mix(order) as usize) % table.len();
+    table[slot] = amount;
+    true
+}
+
+fn id_for(buf: &mut String, n: u64) -> Arc<str> {
+    buf.clear();
+    let _ = write!(buf, "{n}");
+    Arc::from(buf.as_str())
+}
+
+// ---- the topology ----
+
+struct OrderSpout {
+    next: u64,
+    total: u64,
+    biz: Arc<str>,
+    payload: Bytes,
+    buf: String,
+    acked: Arc<AtomicU64>,
+}
+
+impl Spout for OrderSpout {
+    fn next(&mut self) -> NextMessage {
+        if self.next == self.total {
+            return NextMessage::Exhausted;
+        }
+        self.next += 1;
+        let id = id_for(&mut self.buf, self.next);
+        NextMessage::Ready(Message::new(id, self.biz.clone(), self.payload.clone()))
+    }
+    fn ack(&mut self, _: &MessageId) {
+        self.acked.fetch_add(1, Ordering::Relaxed);
+    }
+    fn dead_lettered(&mut self, _: &MessageId) {}
+}
+
+struct ParseBolt(Work);
+
+impl Bolt for ParseBolt {
+    fn execute(&mut self, input: &Tuple, out: &mut Emitter<'_>) -> Result<(), Failure> {
+        let id = input.str("id").unwrap_or_default();
+        let payload = input.bytes("payload").map(|b| &b[..]).unwrap_or_default();
+        let (order, amount) = parse(self.0, id, payload);
+        let attempt = input.int("attempt").unwrap_or(1);
+        out.emit((Value::Int(order as i64), amount, attempt));
+        Ok(())
+    }
+}
+
+struct StoreBolt {
+    table: Vec<i64>,
+}
+
+impl Bolt for StoreBolt {
+    fn execute(&mut self, input: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
+        let v = input.values();
+        let (order, amount, attempt) = (
+            v[0].as_int().unwrap_or(0) as u64,
+            v[1].as_int().unwrap_or(0),
+            v[2].as_int().unwrap_or(1),
+        );
+        if store(&mut self.table, order, amount, attempt) {
+            Ok(())
+        } else {
+            Err(Failure::new("DB_LOCK_WAIT", "injected"))
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    if std::env::var("BENCH_RT").as_deref() == Ok("current") {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// One run of the topology; returns (messages acked, elapsed).
+fn run_topology(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize) -> (u64, Duration) {
+    rt.block_on(async {
+        let acked = Arc::new(AtomicU64::new(0));
+        let mut b = TopologyBuilder::new("bench");
+        b.config(Config {
+            max_spout_pending: max_pending,
+            batch_size: std::env::var("BENCH_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(Config::default().batch_size),
+            ..Config::default()
+        });
+        let spout_acked = acked.clone();
+        b.spout("orders", 1, move |_| OrderSpout {
+            next: 0,
+            total: *MESSAGES,
+            biz: Arc::from("ORDER"),
+            payload: Bytes::from_static(PAYLOAD),
+            buf: String::new(),
+            acked: spout_acked.clone(),
+        });
+        b.bolt("parse", 1, move |_| ParseBolt(work))
+            .output(["order", "amount", "attempt"])
+            .shuffle("orders");
+        b.bolt("store", 1, |_| StoreBolt {
+            table: vec![0; 4096],
+        })
+        .shuffle("parse");
+        let topology = b.build().expect("valid topology");
+        let seams = Seams::in_memory().with_policy(FixedPolicy {
+            max_attempts: 10,
+            base_delay: Duration::from_millis(1),
+            ..FixedPolicy::default()
+        });
+        let start = Instant::now();
+        let running = topology.start(seams);
+        running.wait_quiescent().await;
+        let elapsed = start.elapsed();
+        running.shutdown(Duration::from_secs(5)).await;
+        (acked.load(Ordering::Relaxed), elapsed)
+    })
+}
+
+// ---- the bare pipelines ----
+
+struct Parsed {
+    order: u64,
+    amount: i64,
+    attempt: i64,
+}
+
+fn new_message(buf: &mut String, n: u64, biz: &Arc<str>, payload: &Bytes) -> Message {
+    Message::new(id_for(buf, n), biz.clone(), payload.clone())
+}
+
+/// Bare channels, one send per message; returns (messages through, elapsed).
+fn run_bare_per_item(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration) {
+    rt.block_on(async {
+        let start = Instant::now();
+        let (tx1, mut rx1) = mpsc::channel::<Message>(1024);
+        let (tx2, mut rx2) = mpsc::channel::<Parsed>(1024);
+        tokio::spawn(async move {
+            let (biz, payload, mut buf) = (
+                Arc::from("ORDER"),
+                Bytes::from_static(PAYLOAD),
+                String::new(),
+            );
+            for n in 1..=*MESSAGES {
+                if tx1
+                    .send(new_message(&mut buf, n, &biz, &payload))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(m) = rx1.recv().await {
+                let (order, amount) = parse(work, m.id.as_str(), &m.payload);
+                let p = Parsed {
+                    order,
+                    amount,
+                    attempt: 1,
+                };
+                if tx2.send(p).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let done = tokio::spawn(async move {
+            let mut table = vec![0i64; 4096];
+            let mut ok = 0u64;
+            while let Some(p) = rx2.recv().await {
+                if store(&mut table, p.order, p.amount, p.attempt) {
+                    ok += 1;
+                }
+            }
+            ok
+        });
+        let ok = done.await.expect("store stage");
+        (ok, start.elapsed())
+    })
+}
+
+/// Bare channels carrying batches of up to 256, flushed whenever a stage has handled what it
+/// had (the runtime's own batching); returns (messages through, elapsed).
+fn run_bare_batched(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration) {
+    const BATCH: usize = 256;
+    rt.block_on(async {
+        let start = Instant::now();
+        let (tx1, mut rx1) = mpsc::channel::<Vec<Message>>(64);
+        let (tx2, mut rx2) = mpsc::channel::<Vec<Parsed>>(64);
+        tokio::spawn(async move {
+            let (biz, payload, mut buf) = (
+                Arc::from("ORDER"),
+                Bytes::from_static(PAYLOAD),
+                String::new(),
+            );
+            let mut n = 0;
+            while n < *MESSAGES {
+                let mut batch = Vec::with_capacity(BATCH);
+                while batch.len() < BATCH && n < *MESSAGES {
+                    n += 1;
+                    batch.push(new_message(&mut buf, n, &biz, &payload));
+                }
+                if tx1.send(batch).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(batch) = rx1.recv().await {
+                let out: Vec<Parsed> = batch
+                    .iter()
+                    .map(|m| {
+                        let (order, amount) = parse(work, m.id.as_str(), &m.payload);
+                        Parsed {
+                            order,
+                            amount,
+                            attempt: 1,
+                        }
+                    })
+                    .collect();
+                if tx2.send(out).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let done = tokio::spawn(async move {
+            let mut table = vec![0i64; 4096];
+            let mut ok = 0u64;
+            while let Some(batch) = rx2.recv().await {
+                for p in batch {
+                    if store(&mut table, p.order, p.amount, p.attempt) {
+                        ok += 1;
+                    }
+                }
+            }
+            ok
+        });
+        let ok = done.await.expect("store stage");
+        (ok, start.elapsed())
+    })
+}
+
+// ---- measuring ----
+
+fn per_second((through, elapsed): (u64, Duration)) -> f64 {
+    through as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn criterion_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pending: usize) {
+    let mut g = c.benchmark_group("pipeline");
+    g.throughput(Throughput::Elements(*MESSAGES));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(6));
+    for work in [Work::Light, Work::Json] {
+        let name = format!("{work:?}").to_lowercase();
+        g.bench_function(format!("{name}/topology_acking"), |b| {
+            b.iter_custom(|n| (0..n).map(|_| run_topology(rt, work, max_pending).1).sum())
+        });
+        g.bench_function(format!("{name}/bare_batched"), |b| {
+            b.iter_custom(|n| (0..n).map(|_| run_bare_batched(rt, work).1).sum())
+        });
+    }
+    g.bench_function("light/bare_per_item", |b| {
+        b.iter_custom(|n| (0..n).map(|_| run_bare_per_item(rt, Work::Light).1).sum())
+    });
+    g.finish();
+}
+
+/// The ratio, measured in interleaved rounds (topology, then both bare pipelines) so that a
+/// change in the machine's load hits all of them alike.
+fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rounds: usize) {
+    let (mut topo, mut batched, mut per_item) = (vec![], vec![], vec![]);
+    let (mut vs_batched, mut vs_per_item) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let t = per_second(run_topology(rt, work, max_pending));
+        let b = per_second(run_bare_batched(rt, work));
+        let p = per_second(run_bare_per_item(rt, work));
+        vs_batched.push(t / b);
+        vs_per_item.push(t / p);
+        topo.push(t);
+        batched.push(b);
+        per_item.push(p);
+    }
+    println!(
+        "\n{work:?} stages, {rounds} interleaved rounds of {} messages (medians):",
+        *MESSAGES
+    );
+    println!(
+        "  {:>10.0} acked/s   topology: acking, 5% store failures, retries (max_spout_pending {max_pending})",
+        median(topo)
+    );
+    println!(
+        "  {:>10.0} /s         bare tokio channels, batches of 256, no acking",
+        median(batched)
+    );
+    println!(
+        "  {:>10.0} /s         bare tokio channels, one send per message, no acking",
+        median(per_item)
+    );
+    println!(
+        "  ratio topology / bare batched:     {:.2}   (target >= 0.50)",
+        median(vs_batched)
+    );
+    println!(
+        "  ratio topology / bare per message: {:.2}   (target >= 0.50)",
+        median(vs_per_item)
+    );
+}
+
+fn main() {
+    let rt = runtime();
+    let max_pending: usize = std::env::var("BENCH_MAX_PENDING")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(Config::default().max_spout_pending);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    if std::env::var("BENCH_SKIP_CRITERION").is_err() {
+        let mut c = Criterion::default().configure_from_args();
+        criterion_benches(&mut c, &rt, max_pending);
+        c.final_summary();
+    }
+    let works = match std::env::var("BENCH_WORK").as_deref() {
+        Ok("light") => vec![Work::Light],
+        Ok("json") => vec![Work::Json],
+        _ => vec![Work::Light, Work::Json],
+    };
+    for work in works {
+        interleaved(&rt, work, max_pending, rounds);
+    }
+}

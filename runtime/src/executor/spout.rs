@@ -1,0 +1,557 @@
+//! The spout task: emits deliveries (new messages mixed with due retries) under
+//! `max_spout_pending`, and turns each tree's terminal into the message's fate — `ack`, a
+//! retry, or a dead letter.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::{Control, SpoutStatus, panic_message};
+use crate::acker::Terminal;
+use crate::fairness::{Mixer, RetryFuse, Turn};
+use crate::fate::{
+    DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, RetryQueue, Signals,
+    Verdict,
+};
+use crate::stats::{Histogram, Stats};
+use crate::time_source::TimeSource;
+use crate::topology::{
+    Config, Failure, LastFailure, Message, MessageId, NextMessage, Spout, Value, Values,
+};
+
+use super::outbox::Outbox;
+
+struct InFlight {
+    root: u64,
+    msg: Message,
+    emitted_at: Instant,
+}
+
+/// Bits of a root id that name its slot in the spout task's pending table.
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// The trees in flight of one spout task, in a slab. A root id is random in its high 40 bits
+/// and carries its slot in the low 24, so a fate finds its message by indexing, with no
+/// hashing; the stored root is compared, so a stale or foreign id never matches.
+struct PendingTable {
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl PendingTable {
+    fn new() -> Self {
+        PendingTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// A slot for a new tree (fill it with `insert`).
+    fn next_slot(&mut self) -> u64 {
+        match self.free.last() {
+            Some(&slot) => u64::from(slot),
+            None => self.slots.len() as u64,
+        }
+    }
+
+    fn insert(&mut self, flight: InFlight) {
+        let slot = (flight.root & SLOT_MASK) as usize;
+        if self.free.last() == Some(&(slot as u32)) {
+            self.free.pop();
+        }
+        if slot == self.slots.len() {
+            self.slots.push(None);
+        }
+        self.slots[slot] = Some(flight);
+        self.len += 1;
+    }
+
+    fn remove(&mut self, root: u64) -> Option<InFlight> {
+        let slot = (root & SLOT_MASK) as usize;
+        let entry = self.slots.get_mut(slot)?;
+        if entry.as_ref().is_none_or(|f| f.root != root) {
+            return None;
+        }
+        self.len -= 1;
+        self.free.push(slot as u32);
+        entry.take()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Open,
+    Idle,
+    Exhausted,
+}
+
+/// Everything a spout task is wired to.
+pub(crate) struct SpoutParts {
+    pub(crate) global: u32,
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) outbox: Outbox,
+    pub(crate) fates: mpsc::Receiver<Vec<Terminal>>,
+    pub(crate) policy: Arc<dyn FailurePolicy>,
+    pub(crate) queue: Box<dyn RetryQueue>,
+    pub(crate) dead_letters: Arc<dyn DeadLetterSink>,
+    pub(crate) time: Arc<dyn TimeSource>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) control: watch::Receiver<Control>,
+    pub(crate) status: watch::Sender<SpoutStatus>,
+}
+
+pub(crate) struct SpoutTask<S: Spout> {
+    spout: S,
+    p: SpoutParts,
+    dl_tx: mpsc::Sender<DeadLetter>,
+    dl_done: mpsc::Receiver<Vec<(MessageId, String)>>,
+    dl_outbox: Vec<DeadLetter>,
+    dl_in_flight: usize,
+    pending: PendingTable,
+    source: Source,
+    mixer: Mixer,
+    fuse: RetryFuse,
+    // Published to the shared stats once per pass.
+    emitted: u64,
+    acked: u64,
+    latency: Histogram,
+    published_pending: usize,
+    published_queue: usize,
+    published_fuse: bool,
+}
+
+enum Event {
+    Fates(Vec<Terminal>),
+    Stored(Vec<(MessageId, String)>),
+    Control,
+    Timer,
+}
+
+impl<S: Spout> SpoutTask<S> {
+    pub(crate) fn new(spout: S, p: SpoutParts) -> (Self, DeadLetterWriter) {
+        // Dead letters being stored count as pending, so these channels never fill up.
+        let cap = p.cfg.max_spout_pending + 1;
+        let (dl_tx, dl_rx) = mpsc::channel(cap);
+        let (done_tx, dl_done) = mpsc::channel(cap);
+        let writer = DeadLetterWriter {
+            sink: p.dead_letters.clone(),
+            rx: dl_rx,
+            done: done_tx,
+        };
+        let now = p.time.now();
+        let task = SpoutTask {
+            spout,
+            dl_tx,
+            dl_done,
+            dl_outbox: Vec::new(),
+            dl_in_flight: 0,
+            pending: PendingTable::new(),
+            source: Source::Open,
+            mixer: Mixer::new(p.cfg.retry_mix),
+            fuse: RetryFuse::new(p.cfg.fuse, now),
+            emitted: 0,
+            acked: 0,
+            latency: Histogram::default(),
+            published_pending: 0,
+            published_queue: 0,
+            published_fuse: false,
+            p,
+        };
+        (task, writer)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.pending.len() + self.dl_in_flight
+    }
+
+    pub(crate) async fn run(mut self) {
+        loop {
+            let now = self.p.time.now();
+            let mut progressed = false;
+            for _ in 0..64 {
+                let Ok(batch) = self.p.fates.try_recv() else {
+                    break;
+                };
+                progressed = true;
+                self.on_terminals(batch, now);
+            }
+            while let Ok(ids) = self.dl_done.try_recv() {
+                progressed = true;
+                self.on_stored(ids);
+            }
+            let control = *self.p.control.borrow();
+            if control == Control::Stop {
+                break;
+            }
+            if control == Control::Run {
+                progressed |= self.emit(now) > 0;
+            }
+            for dl in self.dl_outbox.drain(..) {
+                let _ = self.dl_tx.send(dl).await;
+            }
+            self.p.outbox.flush().await;
+            self.publish(now);
+            if control == Control::Drain && self.in_flight() == 0 {
+                break;
+            }
+            if !progressed {
+                match self.wait(control).await {
+                    Event::Fates(batch) => {
+                        let now = self.p.time.now();
+                        self.on_terminals(batch, now);
+                    }
+                    Event::Stored(ids) => self.on_stored(ids),
+                    Event::Control | Event::Timer => {}
+                }
+            }
+        }
+        self.finish().await;
+    }
+
+    /// Sleeps until something can be done: a fate, a stored dead letter, a control change, a
+    /// retry coming due (or the fuse possibly closing), or time to ask an idle spout again.
+    async fn wait(&mut self, control: Control) -> Event {
+        let now = self.p.time.now();
+        let mut wake: Option<Instant> = None;
+        let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        if control == Control::Run && self.in_flight() < self.p.cfg.max_spout_pending {
+            if self.source == Source::Idle {
+                at(now + self.p.cfg.spout_idle_wait);
+            }
+            if !self.p.queue.is_empty() {
+                if self.fuse.is_open(now) {
+                    at(self.fuse.next_check());
+                } else if let Some(due) = self.p.queue.next_due() {
+                    at(due);
+                }
+            }
+        }
+        let sleep = async {
+            match wake {
+                Some(t) => tokio::time::sleep_until(t.max(now)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = self.p.control.changed() => {
+                if changed.is_err() {
+                    // The topology handle was dropped: stop.
+                    self.p.control = watch::channel(Control::Stop).1;
+                }
+                Event::Control
+            }
+            Some(batch) = self.p.fates.recv() => Event::Fates(batch),
+            Some(ids) = self.dl_done.recv() => Event::Stored(ids),
+            () = sleep => Event::Timer,
+        }
+    }
+
+    fn emit(&mut self, now: Instant) -> usize {
+        if self.source == Source::Idle {
+            self.source = Source::Open;
+        }
+        let retries_allowed = !self.fuse.is_open(now);
+        let wall = self.p.time.wall();
+        let mut n = 0;
+        while n < self.p.cfg.batch_size && self.in_flight() < self.p.cfg.max_spout_pending {
+            let mut next = None;
+            for turn in self.mixer.order() {
+                let msg = match turn {
+                    Turn::Retry if retries_allowed => self.p.queue.pop_due(now),
+                    Turn::Retry => None,
+                    Turn::New => self.next_new(),
+                };
+                if let Some(msg) = msg {
+                    self.mixer.took(turn);
+                    next = Some(msg);
+                    break;
+                }
+            }
+            let Some(msg) = next else { break };
+            self.deliver(msg, now, wall);
+            n += 1;
+        }
+        n
+    }
+
+    fn next_new(&mut self) -> Option<Message> {
+        if self.source != Source::Open {
+            return None;
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.spout.next())) {
+            Ok(NextMessage::Ready(m)) => Some(m),
+            Ok(NextMessage::Idle) => {
+                self.source = Source::Idle;
+                None
+            }
+            Ok(NextMessage::Exhausted) => {
+                self.source = Source::Exhausted;
+                None
+            }
+            Err(p) => {
+                tracing::error!(panic = %panic_message(&p), "spout panicked in next(); asking again later");
+                self.source = Source::Idle;
+                None
+            }
+        }
+    }
+
+    fn deliver(&mut self, mut msg: Message, now: Instant, wall: std::time::SystemTime) {
+        msg.retry.attempt += 1;
+        msg.retry.first_delivery.get_or_insert(wall);
+        let slot = self.pending.next_slot();
+        let root = loop {
+            let id = (self.p.outbox.random_id() & !SLOT_MASK) | slot;
+            if id != 0 {
+                break id;
+            }
+        };
+        let values = Values::from((
+            Value::Str(msg.id.shared()),
+            Value::Str(msg.biz.clone()),
+            Value::Bytes(msg.payload.clone()),
+            Value::Map(msg.headers.clone()),
+            Value::Int(msg.retry.attempt.into()),
+        ));
+        let xor = self.p.outbox.emit_root(values, root);
+        self.emitted += 1;
+        if xor == 0 {
+            // No bolt subscribes: the tree is complete as soon as it exists.
+            self.acked += 1;
+            self.tell_spout(|s| s.ack(&msg.id));
+            return;
+        }
+        self.p.outbox.init(root, xor, self.p.global);
+        self.pending.insert(InFlight {
+            root,
+            msg,
+            emitted_at: now,
+        });
+    }
+
+    fn on_terminals(&mut self, batch: Vec<Terminal>, now: Instant) {
+        let mut acked = 0;
+        for t in batch {
+            // The first fate of a root wins; anything later finds no entry and is ignored.
+            let Some(flight) = self.pending.remove(t.root()) else {
+                continue;
+            };
+            match t {
+                Terminal::Acked { .. } => {
+                    acked += 1;
+                    self.latency
+                        .observe(now.saturating_duration_since(flight.emitted_at));
+                    self.acked += 1;
+                    self.tell_spout(|s| s.ack(&flight.msg.id));
+                }
+                Terminal::Failed { failure, .. } => {
+                    // Recorded before deciding, so the policy sees this failure in the rate.
+                    self.fuse.record(now, 0, 1);
+                    self.p.stats.failure(&failure.code);
+                    self.decide(flight.msg, *failure, now);
+                }
+            }
+        }
+        self.fuse.record(now, acked, 0);
+    }
+
+    fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
+        let fuse_open = self.fuse.is_open(now);
+        let signals = Signals {
+            fail_rate: self.fuse.fail_rate(now),
+            retry_queue_depth: self.p.queue.len() as u64,
+            pending: self.in_flight() as u64,
+            fuse_open,
+        };
+        let wall = self.p.time.wall();
+        let elapsed = msg
+            .retry
+            .first_delivery
+            .and_then(|t| wall.duration_since(t).ok())
+            .unwrap_or_default();
+        let ctx = FailureContext {
+            message: &msg,
+            failure: &failure,
+            elapsed,
+            signals: &signals,
+        };
+        let verdict = catch_unwind(AssertUnwindSafe(|| self.p.policy.decide(&ctx)))
+            .unwrap_or_else(|p| {
+                tracing::error!(id = %msg.id, panic = %panic_message(&p), "failure policy panicked; dead-lettering");
+                Verdict::DeadLetter {
+                    label: "POLICY_ERROR".into(),
+                    reason: GiveUpReason::PolicyError,
+                    rule: "none".into(),
+                    version: "none".into(),
+                }
+            });
+        match verdict {
+            Verdict::Retry {
+                delay,
+                rule,
+                version,
+            } => {
+                tracing::debug!(
+                    id = %msg.id, rule = %rule, version = %version, attempt = msg.retry.attempt,
+                    delay_ms = delay.as_millis() as u64, code = %failure.code, "retry scheduled"
+                );
+                self.p.stats.retry(&rule.0);
+                msg.retry.last_failure = Some(Box::new(LastFailure {
+                    code: failure.code,
+                    message: failure.message,
+                    at: wall,
+                    delay,
+                    rule,
+                    version,
+                }));
+                self.p.queue.schedule(now + delay, msg);
+            }
+            Verdict::DeadLetter {
+                label,
+                reason,
+                rule,
+                version,
+            } => {
+                tracing::info!(
+                    id = %msg.id, label = %label, reason = %reason, rule = %rule,
+                    attempt = msg.retry.attempt, code = %failure.code, "dead letter"
+                );
+                self.dl_in_flight += 1;
+                self.dl_outbox.push(DeadLetter {
+                    first_at: msg.retry.first_delivery.unwrap_or(wall),
+                    id: msg.id,
+                    biz: msg.biz,
+                    payload: msg.payload,
+                    headers: msg.headers,
+                    label,
+                    reason,
+                    last_code: failure.code,
+                    last_message: failure.message,
+                    attrs: failure.attrs,
+                    attempts: msg.retry.attempt,
+                    last_at: wall,
+                    rule,
+                    version,
+                });
+            }
+        }
+    }
+
+    fn on_stored(&mut self, ids: Vec<(MessageId, String)>) {
+        for (id, label) in ids {
+            self.dl_in_flight -= 1;
+            self.p.stats.dead_letter(&label);
+            self.tell_spout(|s| s.dead_lettered(&id));
+        }
+    }
+
+    fn tell_spout(&mut self, f: impl FnOnce(&mut S)) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&mut self.spout))) {
+            tracing::error!(panic = %panic_message(&p), "spout panicked while told a fate");
+        }
+    }
+
+    fn publish(&mut self, now: Instant) {
+        let stats = &self.p.stats;
+        if self.emitted > 0 {
+            stats.add_emitted(std::mem::take(&mut self.emitted));
+        }
+        if self.acked > 0 {
+            stats.add_acked(std::mem::take(&mut self.acked));
+        }
+        stats.merge_latency(&mut self.latency);
+        let in_flight = self.in_flight();
+        if in_flight != self.published_pending {
+            stats.add_pending(in_flight as i64 - self.published_pending as i64);
+            stats.note_pending(in_flight as u64);
+            self.published_pending = in_flight;
+        }
+        let queued = self.p.queue.len();
+        if queued != self.published_queue {
+            stats.add_retry_queue_depth(queued as i64 - self.published_queue as i64);
+            self.published_queue = queued;
+        }
+        let fuse = self.fuse.is_open(now);
+        if fuse != self.published_fuse {
+            stats.add_fuse_open(if fuse { 1 } else { -1 });
+            self.published_fuse = fuse;
+        }
+        let status = SpoutStatus {
+            exhausted: self.source == Source::Exhausted,
+            in_flight,
+            queued,
+            exited: false,
+        };
+        self.p.status.send_if_modified(|s| {
+            let changed = *s != status;
+            *s = status;
+            changed
+        });
+    }
+
+    async fn finish(mut self) {
+        self.p.queue.flush().await;
+        let _ = catch_unwind(AssertUnwindSafe(|| self.spout.close()));
+        let now = self.p.time.now();
+        self.publish(now);
+        if self.published_fuse {
+            self.p.stats.add_fuse_open(-1);
+        }
+        let in_flight = self.in_flight();
+        if in_flight > 0 {
+            tracing::warn!(
+                in_flight,
+                "spout task stopped with trees in flight; their messages were not acked and will be redelivered by the source"
+            );
+        }
+        self.p.status.send_modify(|s| s.exited = true);
+    }
+}
+
+/// Stores dead letters in batches for one spout task, retrying a failed batch until it is
+/// stored, then reports the ids back so the spout can be told `dead_lettered`.
+pub(crate) struct DeadLetterWriter {
+    sink: Arc<dyn DeadLetterSink>,
+    rx: mpsc::Receiver<DeadLetter>,
+    done: mpsc::Sender<Vec<(MessageId, String)>>,
+}
+
+impl DeadLetterWriter {
+    pub(crate) async fn run(mut self) {
+        while let Some(first) = self.rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < 256 {
+                let Ok(dl) = self.rx.try_recv() else { break };
+                batch.push(dl);
+            }
+            let mut backoff = Duration::from_millis(10);
+            loop {
+                match self.sink.store(&batch).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        if self.done.is_closed() {
+                            return; // the spout task stopped; the source will redeliver
+                        }
+                        tracing::warn!(error = %e, letters = batch.len(), "storing dead letters failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            let ids = batch.into_iter().map(|d| (d.id, d.label)).collect();
+            if self.done.send(ids).await.is_err() {
+                return;
+            }
+        }
+    }
+}

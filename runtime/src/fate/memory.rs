@@ -1,0 +1,230 @@
+//! In-memory implementations of the failure seam: a fixed retry policy, a `BTreeMap` delay
+//! queue, and a dead-letter list. Good for tests, examples and benchmarks; nothing survives a
+//! restart.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{
+    BoxFuture, DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, RetryQueue,
+    SinkError, Verdict,
+};
+use crate::topology::{Message, PolicyVersion, RuleId};
+
+/// A fixed policy: exponential backoff (`base_delay * 2^(attempt-1)`, capped at `max_delay`,
+/// never shorter than the failure's `retry_after`) up to `max_attempts` deliveries, and codes
+/// in `give_up_codes` dead-lettered at once.
+#[derive(Clone, Debug)]
+pub struct FixedPolicy {
+    /// Deliveries allowed in all; the failure of the last one is dead-lettered.
+    pub max_attempts: u32,
+    /// The delay after the first failure.
+    pub base_delay: Duration,
+    /// The longest delay.
+    pub max_delay: Duration,
+    /// Codes never retried.
+    pub give_up_codes: BTreeSet<String>,
+    /// The dead-letter label.
+    pub label: String,
+}
+
+impl Default for FixedPolicy {
+    fn default() -> Self {
+        FixedPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(30),
+            give_up_codes: BTreeSet::new(),
+            label: "L1".into(),
+        }
+    }
+}
+
+impl FixedPolicy {
+    /// The rule id this policy reports.
+    pub const RULE: &'static str = "fixed";
+    /// The version this policy reports.
+    pub const VERSION: &'static str = "fixed-1";
+}
+
+impl FailurePolicy for FixedPolicy {
+    fn decide(&self, ctx: &FailureContext<'_>) -> Verdict {
+        let rule = RuleId::from(Self::RULE);
+        let version = PolicyVersion::from(Self::VERSION);
+        let give_up = |reason| Verdict::DeadLetter {
+            label: self.label.clone(),
+            reason,
+            rule: rule.clone(),
+            version: version.clone(),
+        };
+        if self.give_up_codes.contains(ctx.code()) {
+            return give_up(GiveUpReason::GiveUp);
+        }
+        if ctx.attempt() >= self.max_attempts {
+            return give_up(GiveUpReason::MaxRetries);
+        }
+        let exp = ctx.attempt().saturating_sub(1).min(31);
+        let backoff = self
+            .base_delay
+            .saturating_mul(1u32 << exp)
+            .min(self.max_delay);
+        let delay = backoff.max(ctx.failure.retry_after.unwrap_or_default());
+        Verdict::Retry {
+            delay,
+            rule,
+            version,
+        }
+    }
+}
+
+/// A delay queue in a `BTreeMap` keyed by (due time, sequence number): equal due times keep
+/// their insertion order, and nothing is ever dropped or returned twice.
+#[derive(Debug, Default)]
+pub struct MemoryRetryQueue {
+    entries: BTreeMap<(Instant, u64), Message>,
+    seq: u64,
+}
+
+impl MemoryRetryQueue {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl RetryQueue for MemoryRetryQueue {
+    fn schedule(&mut self, due: Instant, message: Message) {
+        self.seq += 1;
+        self.entries.insert((due, self.seq), message);
+    }
+
+    fn pop_due(&mut self, now: Instant) -> Option<Message> {
+        let entry = self.entries.first_entry()?;
+        if entry.key().0 > now {
+            return None;
+        }
+        Some(entry.remove())
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.entries.keys().next().map(|(due, _)| *due)
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// Dead letters kept in a shared list. Clones share the list.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryDeadLetters {
+    letters: Arc<Mutex<Vec<DeadLetter>>>,
+}
+
+impl MemoryDeadLetters {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of everything stored so far, in order.
+    pub fn letters(&self) -> Vec<DeadLetter> {
+        self.letters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// How many letters are stored.
+    pub fn len(&self) -> usize {
+        self.letters.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True when none are stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl DeadLetterSink for MemoryDeadLetters {
+    fn store<'a>(&'a self, batch: &'a [DeadLetter]) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            self.letters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(batch);
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fate::Signals;
+    use crate::topology::Failure;
+
+    fn decide(p: &FixedPolicy, attempt: u32, failure: &Failure) -> Verdict {
+        let mut m = Message::new("1", "ORDER", "x");
+        m.retry.attempt = attempt;
+        let signals = Signals::default();
+        p.decide(&FailureContext {
+            message: &m,
+            failure,
+            elapsed: Duration::ZERO,
+            signals: &signals,
+        })
+    }
+
+    #[test]
+    fn fixed_policy_backs_off_then_gives_up() {
+        let p = FixedPolicy {
+            max_attempts: 3,
+            give_up_codes: ["BAD_JSON".to_string()].into(),
+            ..FixedPolicy::default()
+        };
+        let f = Failure::new("DB", "x");
+        let delay = |v| match v {
+            Verdict::Retry { delay, .. } => delay,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(delay(decide(&p, 1, &f)), Duration::from_millis(100));
+        assert_eq!(delay(decide(&p, 2, &f)), Duration::from_millis(200));
+        let slow = f.clone().with_retry_after(Duration::from_secs(5));
+        assert_eq!(delay(decide(&p, 1, &slow)), Duration::from_secs(5));
+        assert!(matches!(
+            decide(&p, 3, &f),
+            Verdict::DeadLetter {
+                reason: GiveUpReason::MaxRetries,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&p, 1, &Failure::new("BAD_JSON", "")),
+            Verdict::DeadLetter {
+                reason: GiveUpReason::GiveUp,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn retry_queue_orders_by_due_then_insertion() {
+        let now = Instant::now();
+        let mut q = MemoryRetryQueue::new();
+        let later = now + Duration::from_secs(1);
+        q.schedule(later, Message::new("b", "X", ""));
+        q.schedule(now, Message::new("a1", "X", ""));
+        q.schedule(now, Message::new("a2", "X", ""));
+        assert_eq!(q.next_due(), Some(now));
+        assert_eq!(q.pop_due(now).map(|m| m.id.to_string()), Some("a1".into()));
+        assert_eq!(q.pop_due(now).map(|m| m.id.to_string()), Some("a2".into()));
+        assert_eq!(q.pop_due(now), None);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.pop_due(later).map(|m| m.id.to_string()), Some("b".into()));
+        assert!(q.is_empty());
+    }
+}

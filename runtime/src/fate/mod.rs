@@ -1,0 +1,270 @@
+//! The failure seam: what happens to a message after its tree fails.
+//!
+//! When a root fails (a bolt's `Err`, a panic, a timeout, a dropped handle), its spout task
+//! builds a [`FailureContext`] from the message's retry metadata, the [`Failure`] and the
+//! runtime's [`Signals`], and asks the [`FailurePolicy`]:
+//!
+//! - [`Verdict::Retry`] — the message goes into the task's [`RetryQueue`] at `now + delay`;
+//!   the spout task pulls it back out when it is due (mixed with new messages, and held back
+//!   while the retry fuse is open).
+//! - [`Verdict::DeadLetter`] — the record goes to the [`DeadLetterSink`]; only after the sink
+//!   stored it is the spout told `dead_lettered(id)`.
+//!
+//! The in-memory implementations in [`memory`] make the whole loop run and testable; the rule
+//! engine, the durable scheduler and the SQLite store plug into the same traits.
+
+pub mod memory;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::topology::{Failure, Headers, Message, MessageId, PolicyVersion, RuleId};
+
+/// A boxed, sendable future (the seams' async methods return one so they stay object safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The runtime's state, as the policy sees it when it decides. Values are per spout task.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Signals {
+    /// Failed trees / finished trees over the fuse window (0 when nothing finished).
+    pub fail_rate: f64,
+    /// Messages waiting in the retry queue.
+    pub retry_queue_depth: u64,
+    /// Trees in flight (and dead letters being stored).
+    pub pending: u64,
+    /// Whether the retry fuse is holding retries back.
+    pub fuse_open: bool,
+}
+
+impl Signals {
+    /// The signals by name, as numbers (`fuse_open` is 0 or 1), for a rule engine that takes
+    /// `name → f64`.
+    pub fn named(&self) -> [(&'static str, f64); 4] {
+        [
+            ("fail_rate", self.fail_rate),
+            ("retry_queue_depth", self.retry_queue_depth as f64),
+            ("pending", self.pending as f64),
+            ("fuse_open", if self.fuse_open { 1.0 } else { 0.0 }),
+        ]
+    }
+}
+
+/// Everything a policy may look at to decide one failure.
+#[derive(Debug)]
+pub struct FailureContext<'a> {
+    /// The message; `message.retry` is its metadata, with `attempt` = the attempt that just
+    /// failed (1-based) and `last_delay()` = the delay before it.
+    pub message: &'a Message,
+    /// Why it failed.
+    pub failure: &'a Failure,
+    /// Time since the first delivery began.
+    pub elapsed: Duration,
+    /// The runtime's signals.
+    pub signals: &'a Signals,
+}
+
+impl FailureContext<'_> {
+    /// The attempt that just failed, 1-based.
+    pub fn attempt(&self) -> u32 {
+        self.message.retry.attempt
+    }
+    /// The message's business type.
+    pub fn biz(&self) -> &str {
+        &self.message.biz
+    }
+    /// The failure code.
+    pub fn code(&self) -> &str {
+        &self.failure.code
+    }
+}
+
+/// Why a message was given up on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GiveUpReason {
+    /// A rule says this failure is not worth retrying.
+    GiveUp,
+    /// The rule's retry limit was reached.
+    MaxRetries,
+    /// The rule's time limit since the first delivery was reached.
+    MaxElapsed,
+    /// The policy itself failed (it panicked); the message is kept as a dead letter so it can
+    /// be replayed once the policy is fixed.
+    PolicyError,
+}
+
+impl fmt::Display for GiveUpReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GiveUpReason::GiveUp => "give_up",
+            GiveUpReason::MaxRetries => "max_retries",
+            GiveUpReason::MaxElapsed => "max_elapsed",
+            GiveUpReason::PolicyError => "policy_error",
+        })
+    }
+}
+
+/// A policy's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Deliver again after `delay`.
+    Retry {
+        /// How long to wait.
+        delay: Duration,
+        /// The deciding rule.
+        rule: RuleId,
+        /// The rule-set version that decided.
+        version: PolicyVersion,
+    },
+    /// Give up: store a dead letter.
+    DeadLetter {
+        /// The dead-letter label, e.g. `L1`.
+        label: String,
+        /// Why.
+        reason: GiveUpReason,
+        /// The deciding rule.
+        rule: RuleId,
+        /// The rule-set version that decided.
+        version: PolicyVersion,
+    },
+}
+
+/// Decides retry or dead letter for a failed message. Called on the spout task, so it must be
+/// quick and must not block (a rule-engine `decide` is). It should not panic; if it does, the
+/// message becomes a dead letter with [`GiveUpReason::PolicyError`].
+pub trait FailurePolicy: Send + Sync + 'static {
+    /// Decides one failure.
+    fn decide(&self, ctx: &FailureContext<'_>) -> Verdict;
+}
+
+/// Where retries wait until they are due: one queue per spout task, owned by that task (so no
+/// locks). Entries must never be lost, fire twice, or fire early.
+///
+/// Methods are called on the spout task and must not block: a durable implementation keeps
+/// the due order in memory and writes behind (and flushes in [`RetryQueue::flush`]).
+pub trait RetryQueue: Send + 'static {
+    /// Adds a message (its `retry` metadata already updated) to be delivered at `due`.
+    fn schedule(&mut self, due: Instant, message: Message);
+    /// Removes and returns one message whose due time is `<= now`, earliest first.
+    fn pop_due(&mut self, now: Instant) -> Option<Message>;
+    /// The earliest due time, if any.
+    fn next_due(&self) -> Option<Instant>;
+    /// The number of waiting messages.
+    fn len(&self) -> usize;
+    /// True when nothing waits.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Makes everything scheduled durable; called when the spout task stops.
+    fn flush(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// A message given up on, with everything an operator needs to understand and replay it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeadLetter {
+    /// The message id.
+    pub id: MessageId,
+    /// Its business type.
+    pub biz: std::sync::Arc<str>,
+    /// Its payload.
+    pub payload: Bytes,
+    /// Its headers.
+    pub headers: Headers,
+    /// The label from the deciding rule.
+    pub label: String,
+    /// Why it was given up on.
+    pub reason: GiveUpReason,
+    /// The last failure's code.
+    pub last_code: String,
+    /// The last failure's message.
+    pub last_message: String,
+    /// The last failure's attributes.
+    pub attrs: std::collections::BTreeMap<String, String>,
+    /// Deliveries made.
+    pub attempts: u32,
+    /// When the first delivery began.
+    pub first_at: SystemTime,
+    /// When it was given up on.
+    pub last_at: SystemTime,
+    /// The deciding rule.
+    pub rule: RuleId,
+    /// The rule-set version that decided.
+    pub version: PolicyVersion,
+}
+
+/// A dead-letter store failed to store a batch; the runtime retries the batch.
+#[derive(Debug, thiserror::Error)]
+#[error("dead-letter store failed: {0}")]
+pub struct SinkError(pub String);
+
+/// Stores dead letters durably. The runtime calls `dead_lettered(id)` on the spout only after
+/// `store` returned `Ok` for the batch holding `id`; on `Err` it logs, waits and tries the same
+/// batch again (it never drops one). Storing the same letter twice must be harmless.
+pub trait DeadLetterSink: Send + Sync + 'static {
+    /// Stores a batch durably.
+    fn store<'a>(&'a self, batch: &'a [DeadLetter]) -> BoxFuture<'a, Result<(), SinkError>>;
+}
+
+/// Makes the retry queue of one spout task.
+pub type RetryQueueFactory =
+    std::sync::Arc<dyn Fn(&crate::topology::TaskInfo) -> Box<dyn RetryQueue> + Send + Sync>;
+
+/// The parts a running topology plugs in for failures and time. [`Seams::in_memory`] gives
+/// working in-memory defaults; replace any part with its `with_*` method.
+#[derive(Clone)]
+pub struct Seams {
+    /// Decides retry vs dead letter.
+    pub policy: std::sync::Arc<dyn FailurePolicy>,
+    /// Stores dead letters.
+    pub dead_letters: std::sync::Arc<dyn DeadLetterSink>,
+    /// Makes the retry queue of each spout task.
+    pub retry_queues: RetryQueueFactory,
+    /// Monotonic and wall-clock time.
+    pub time: std::sync::Arc<dyn crate::time_source::TimeSource>,
+}
+
+impl Seams {
+    /// [`memory::FixedPolicy::default`], [`memory::MemoryDeadLetters`],
+    /// [`memory::MemoryRetryQueue`] and [`TokioTime`](crate::time_source::TokioTime).
+    pub fn in_memory() -> Seams {
+        Seams {
+            policy: std::sync::Arc::new(memory::FixedPolicy::default()),
+            dead_letters: std::sync::Arc::new(memory::MemoryDeadLetters::new()),
+            retry_queues: std::sync::Arc::new(|_| Box::new(memory::MemoryRetryQueue::new())),
+            time: std::sync::Arc::new(crate::time_source::TokioTime::new()),
+        }
+    }
+
+    /// The same seams with another policy.
+    pub fn with_policy(mut self, policy: impl FailurePolicy) -> Seams {
+        self.policy = std::sync::Arc::new(policy);
+        self
+    }
+
+    /// The same seams with another dead-letter sink.
+    pub fn with_dead_letters(mut self, sink: impl DeadLetterSink) -> Seams {
+        self.dead_letters = std::sync::Arc::new(sink);
+        self
+    }
+
+    /// The same seams with another retry-queue factory.
+    pub fn with_retry_queues(
+        mut self,
+        make: impl Fn(&crate::topology::TaskInfo) -> Box<dyn RetryQueue> + Send + Sync + 'static,
+    ) -> Seams {
+        self.retry_queues = std::sync::Arc::new(make);
+        self
+    }
+
+    /// The same seams with another time source.
+    pub fn with_time(mut self, time: impl crate::time_source::TimeSource) -> Seams {
+        self.time = std::sync::Arc::new(time);
+        self
+    }
+}

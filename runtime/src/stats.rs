@@ -1,0 +1,249 @@
+//! Counters for the metrics exporter: plain atomics for the hot counts, small locked maps for
+//! the per-label counts (touched only on failures), and a fixed-bucket latency histogram.
+//!
+//! Spout tasks add up locally and publish once per loop pass, so the hot path does not
+//! contend on these.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Upper bounds (inclusive) of the complete-latency histogram buckets; the last bucket is
+/// everything above.
+pub const LATENCY_BOUNDS: [Duration; 16] = [
+    Duration::from_micros(100),
+    Duration::from_micros(250),
+    Duration::from_micros(500),
+    Duration::from_millis(1),
+    Duration::from_micros(2500),
+    Duration::from_millis(5),
+    Duration::from_millis(10),
+    Duration::from_millis(25),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_millis(2500),
+    Duration::from_secs(10),
+    Duration::from_secs(30),
+];
+
+const HIST_LEN: usize = LATENCY_BOUNDS.len() + 1;
+
+/// The bounds in nanoseconds: comparing integers is cheaper on the hot path.
+const BOUND_NANOS: [u64; LATENCY_BOUNDS.len()] = {
+    let mut out = [0u64; LATENCY_BOUNDS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = LATENCY_BOUNDS[i].as_nanos() as u64;
+        i += 1;
+    }
+    out
+};
+
+/// A latency histogram (non-cumulative bucket counts, plus sum and count).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    /// Counts per bucket of [`LATENCY_BOUNDS`], then the overflow bucket.
+    pub buckets: [u64; HIST_LEN],
+    /// Sum of observations.
+    pub sum: Duration,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&mut self, d: Duration) {
+        let nanos = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let i = BOUND_NANOS.partition_point(|b| *b < nanos);
+        self.buckets[i] += 1;
+        self.sum += d;
+        self.count += 1;
+    }
+
+    /// An estimate of quantile `q` (0..=1): the upper bound of the bucket it falls in.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(LATENCY_BOUNDS.get(i).copied().unwrap_or(Duration::MAX));
+            }
+        }
+        None
+    }
+}
+
+#[derive(Default)]
+struct AtomicHistogram {
+    buckets: [AtomicU64; HIST_LEN],
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+}
+
+/// The runtime's live counters, shared by every task of a topology.
+#[derive(Default)]
+pub struct Stats {
+    emitted: AtomicU64,
+    acked: AtomicU64,
+    retries: AtomicU64,
+    dead_lettered: AtomicU64,
+    panics: AtomicU64,
+    pending: AtomicI64,
+    retry_queue_depth: AtomicI64,
+    fuse_open_tasks: AtomicI64,
+    pending_high_water: AtomicU64,
+    failures_by_code: Mutex<BTreeMap<String, u64>>,
+    retries_by_rule: Mutex<BTreeMap<String, u64>>,
+    dead_letters_by_label: Mutex<BTreeMap<String, u64>>,
+    complete_latency: AtomicHistogram,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Deliveries (new messages and retries) emitted by spouts.
+    pub emitted: u64,
+    /// Messages whose tree completed (the spout was told `ack`).
+    pub acked: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Dead letters stored (the spout was told `dead_lettered`).
+    pub dead_lettered: u64,
+    /// Bolt panics (each restarted its task).
+    pub panics: u64,
+    /// Trees in flight now, over all spout tasks (plus dead letters being stored).
+    pub pending: u64,
+    /// The most trees one spout task ever had in flight.
+    pub pending_high_water: u64,
+    /// Messages waiting in retry queues now.
+    pub retry_queue_depth: u64,
+    /// Whether any spout task's retry fuse is open.
+    pub fuse_open: bool,
+    /// Failed trees by failure code (including `TIMEOUT`, `PANIC`, `UNACKED`).
+    pub failures_by_code: BTreeMap<String, u64>,
+    /// Retries scheduled, by deciding rule.
+    pub retries_by_rule: BTreeMap<String, u64>,
+    /// Dead letters stored, by label.
+    pub dead_letters_by_label: BTreeMap<String, u64>,
+    /// Time from a delivery's emit to its tree's completion, for acked deliveries.
+    pub complete_latency: Histogram,
+}
+
+fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    match map.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(key.to_owned(), 1);
+        }
+    }
+}
+
+impl Stats {
+    /// A copy of every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let h = &self.complete_latency;
+        let mut complete_latency = Histogram::default();
+        for (i, b) in h.buckets.iter().enumerate() {
+            complete_latency.buckets[i] = b.load(Relaxed);
+        }
+        complete_latency.sum = Duration::from_nanos(h.sum_nanos.load(Relaxed));
+        complete_latency.count = h.count.load(Relaxed);
+        let map =
+            |m: &Mutex<BTreeMap<String, u64>>| m.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        StatsSnapshot {
+            emitted: self.emitted.load(Relaxed),
+            acked: self.acked.load(Relaxed),
+            retries: self.retries.load(Relaxed),
+            dead_lettered: self.dead_lettered.load(Relaxed),
+            panics: self.panics.load(Relaxed),
+            pending: self.pending.load(Relaxed).max(0) as u64,
+            pending_high_water: self.pending_high_water.load(Relaxed),
+            retry_queue_depth: self.retry_queue_depth.load(Relaxed).max(0) as u64,
+            fuse_open: self.fuse_open_tasks.load(Relaxed) > 0,
+            failures_by_code: map(&self.failures_by_code),
+            retries_by_rule: map(&self.retries_by_rule),
+            dead_letters_by_label: map(&self.dead_letters_by_label),
+            complete_latency,
+        }
+    }
+
+    pub(crate) fn add_emitted(&self, n: u64) {
+        self.emitted.fetch_add(n, Relaxed);
+    }
+    pub(crate) fn add_acked(&self, n: u64) {
+        self.acked.fetch_add(n, Relaxed);
+    }
+    pub(crate) fn add_pending(&self, delta: i64) {
+        self.pending.fetch_add(delta, Relaxed);
+    }
+    pub(crate) fn add_retry_queue_depth(&self, delta: i64) {
+        self.retry_queue_depth.fetch_add(delta, Relaxed);
+    }
+    pub(crate) fn add_fuse_open(&self, delta: i64) {
+        self.fuse_open_tasks.fetch_add(delta, Relaxed);
+    }
+    pub(crate) fn note_pending(&self, pending: u64) {
+        self.pending_high_water.fetch_max(pending, Relaxed);
+    }
+    pub(crate) fn panic(&self) {
+        self.panics.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn failure(&self, code: &str) {
+        bump(&self.failures_by_code, code);
+    }
+    pub(crate) fn retry(&self, rule: &str) {
+        self.retries.fetch_add(1, Relaxed);
+        bump(&self.retries_by_rule, rule);
+    }
+    pub(crate) fn dead_letter(&self, label: &str) {
+        self.dead_lettered.fetch_add(1, Relaxed);
+        bump(&self.dead_letters_by_label, label);
+    }
+    /// Adds a task-local histogram and clears it.
+    pub(crate) fn merge_latency(&self, local: &mut Histogram) {
+        if local.count == 0 {
+            return;
+        }
+        let h = &self.complete_latency;
+        for (i, c) in local.buckets.iter().enumerate() {
+            if *c > 0 {
+                h.buckets[i].fetch_add(*c, Relaxed);
+            }
+        }
+        h.sum_nanos
+            .fetch_add(local.sum.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+        h.count.fetch_add(local.count, Relaxed);
+        *local = Histogram::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_and_quantiles() {
+        let mut h = Histogram::default();
+        for _ in 0..90 {
+            h.observe(Duration::from_micros(50));
+        }
+        for _ in 0..10 {
+            h.observe(Duration::from_millis(3));
+        }
+        assert_eq!(h.quantile(0.5), Some(Duration::from_micros(100)));
+        assert_eq!(h.quantile(0.99), Some(Duration::from_millis(5)));
+        let s = Stats::default();
+        s.merge_latency(&mut h);
+        assert_eq!(h.count, 0);
+        assert_eq!(s.snapshot().complete_latency.count, 100);
+    }
+}

@@ -1,0 +1,84 @@
+//! [`Config`]: timeouts, pending limits, acker count, retry mix and retry fuse.
+
+use std::time::Duration;
+
+/// The runtime settings of a topology. `Config::default()` gives the spec's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// A tuple tree not completed within this time fails with code `TIMEOUT` (default 30 s).
+    pub message_timeout: Duration,
+    /// At most this many trees in flight per spout task (default 1000). A message whose dead
+    /// letter is being stored still counts, so slow storage slows the spout instead of piling
+    /// up.
+    pub max_spout_pending: usize,
+    /// Acker tasks; root ids are partitioned across them (default 1).
+    pub ackers: usize,
+    /// How due retries and new messages are mixed (default: at most 3 retries per new one).
+    pub retry_mix: RetryMix,
+    /// When retries are held back because too much is failing.
+    pub fuse: FuseConfig,
+    /// Capacity of each task's input channel, in batches (default 64).
+    pub channel_capacity: usize,
+    /// Most tuples sent to one task in one batch (default 256). Batches are sent as soon as a
+    /// task has handled what it had, so a small load gives small batches, not waiting.
+    pub batch_size: usize,
+    /// How long a spout task waits after its spout said [`Idle`](crate::topology::NextMessage::Idle)
+    /// before asking again, unless something else wakes it first (default 1 ms).
+    pub spout_idle_wait: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            message_timeout: Duration::from_secs(30),
+            max_spout_pending: 1000,
+            ackers: 1,
+            retry_mix: RetryMix::default(),
+            fuse: FuseConfig::default(),
+            channel_capacity: 64,
+            batch_size: 256,
+            spout_idle_wait: Duration::from_millis(1),
+        }
+    }
+}
+
+/// The mix of due retries and new messages when both are available.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryMix {
+    /// At most this many retries per new message (default 3). Retries also never wait behind
+    /// more than one new message in a row, so neither side starves. 0 means new messages
+    /// always go first.
+    pub retries_per_new: u32,
+}
+
+impl Default for RetryMix {
+    fn default() -> Self {
+        RetryMix { retries_per_new: 3 }
+    }
+}
+
+/// The retry fuse: while the share of failed trees among finished trees over `window` is at
+/// least `threshold` (and at least `min_samples` trees finished in it), due retries stay in
+/// the retry queue — held, not dropped — and new messages still flow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FuseConfig {
+    /// Set to false to never hold retries back (default true).
+    pub enabled: bool,
+    /// The sliding window the failure rate is measured over (default 10 s).
+    pub window: Duration,
+    /// The failure rate, in `0.0..=1.0`, at which the fuse opens (default 0.5).
+    pub threshold: f64,
+    /// Fewer finished trees than this in the window never open the fuse (default 20).
+    pub min_samples: u64,
+}
+
+impl Default for FuseConfig {
+    fn default() -> Self {
+        FuseConfig {
+            enabled: true,
+            window: Duration::from_secs(10),
+            threshold: 0.5,
+            min_samples: 20,
+        }
+    }
+}

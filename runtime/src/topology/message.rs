@@ -1,0 +1,186 @@
+//! What a spout produces: a [`Message`] with a stable id, its business type, payload, headers,
+//! and the retry metadata that travels with it from delivery to delivery.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::tuple::Headers;
+
+/// A message's stable id, given by its source (an offset, an order number…).
+///
+/// It is how the spout is told the message's fate, and how a redelivery is recognised.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(Arc<str>);
+
+impl MessageId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    pub(crate) fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
+}
+
+impl From<&str> for MessageId {
+    fn from(s: &str) -> Self {
+        MessageId(s.into())
+    }
+}
+impl From<String> for MessageId {
+    fn from(s: String) -> Self {
+        MessageId(s.into())
+    }
+}
+impl From<Arc<str>> for MessageId {
+    fn from(s: Arc<str>) -> Self {
+        MessageId(s)
+    }
+}
+impl fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Which rule decided a retry or a dead letter (an id from the rule set).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct RuleId(pub Arc<str>);
+
+impl From<&str> for RuleId {
+    fn from(s: &str) -> Self {
+        RuleId(s.into())
+    }
+}
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The version of the rule set that made a decision.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct PolicyVersion(pub Arc<str>);
+
+impl From<&str> for PolicyVersion {
+    fn from(s: &str) -> Self {
+        PolicyVersion(s.into())
+    }
+}
+impl fmt::Display for PolicyVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a message carries from one delivery to the next.
+///
+/// A spout hands out new messages with `RetryMeta::default()`; the runtime fills it in. A
+/// source that restores a scheduled retry after a restart hands the message back with the
+/// metadata it had. (Kept small — the last failure is boxed and absent until the first
+/// retry — because a message is moved several times per delivery.)
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RetryMeta {
+    /// Deliveries so far. 0 until the first delivery; during delivery `n` it is `n`.
+    pub attempt: u32,
+    /// When the first delivery began (wall clock, so it survives a restart).
+    pub first_delivery: Option<SystemTime>,
+    /// The last failure and the retry decided for it; `None` before the first retry.
+    pub last_failure: Option<Box<LastFailure>>,
+}
+
+impl RetryMeta {
+    /// The delay chosen after the last failure (zero before the first retry).
+    pub fn last_delay(&self) -> Duration {
+        self.last_failure
+            .as_ref()
+            .map_or(Duration::ZERO, |f| f.delay)
+    }
+}
+
+/// The last failure of a message and the retry decision it got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastFailure {
+    /// The failure's code.
+    pub code: String,
+    /// The failure's message.
+    pub message: String,
+    /// When it was handled (wall clock).
+    pub at: SystemTime,
+    /// The delay chosen.
+    pub delay: Duration,
+    /// The rule that decided the retry.
+    pub rule: RuleId,
+    /// The rule-set version that decided it.
+    pub version: PolicyVersion,
+}
+
+/// A message from a spout.
+///
+/// The spout owns its identity (`id`, from the source) and content; the runtime owns `retry`.
+/// Cloning is cheap: the id, biz and payload are shared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    /// The stable id from the source.
+    pub id: MessageId,
+    /// The business type, e.g. `ORDER`; rules match on it.
+    pub biz: Arc<str>,
+    /// The payload.
+    pub payload: Bytes,
+    /// Headers from the source.
+    pub headers: Headers,
+    /// Retry metadata, carried across deliveries.
+    pub retry: RetryMeta,
+}
+
+impl Message {
+    /// A new message that has not been delivered yet.
+    ///
+    /// `biz` may be a `&str` or a shared `Arc<str>` (cloning one avoids an allocation per
+    /// message).
+    pub fn new(
+        id: impl Into<MessageId>,
+        biz: impl Into<Arc<str>>,
+        payload: impl Into<Bytes>,
+    ) -> Message {
+        Message {
+            id: id.into(),
+            biz: biz.into(),
+            payload: payload.into(),
+            headers: Headers::new(),
+            retry: RetryMeta::default(),
+        }
+    }
+
+    /// The same message with a header set.
+    pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Message {
+        self.headers.insert(key, value);
+        self
+    }
+}
+
+/// The fields of the root tuple a spout emits for each delivery of a message.
+pub const ROOT_FIELDS: [&str; 5] = ["id", "biz", "payload", "headers", "attempt"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_stays_small_to_move() {
+        // Messages are moved several times per delivery (spout → pending map → retry queue).
+        assert!(
+            std::mem::size_of::<Message>() <= 112,
+            "{}",
+            std::mem::size_of::<Message>()
+        );
+    }
+}

@@ -1,0 +1,46 @@
+//! The [`Spout`] trait: where messages come from, and where their fates are reported.
+
+use super::message::{Message, MessageId};
+
+/// What [`Spout::next`] found.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // returned by value once per message; boxing would allocate
+pub enum NextMessage {
+    /// A new message to deliver.
+    Ready(Message),
+    /// Nothing right now; the runtime asks again shortly (after `Config::spout_idle_wait`, or
+    /// sooner when a fate arrives).
+    Idle,
+    /// The source is finished: no new messages will ever come. Retries of messages already
+    /// delivered still flow, and fates are still reported.
+    Exhausted,
+}
+
+/// A source of messages.
+///
+/// The runtime calls `next` only when the task has room under `max_spout_pending` and the
+/// retry mix wants a new message, so a spout never needs its own buffering or throttling.
+/// Every message handed out gets exactly one final fate, and the spout is told it:
+///
+/// - [`Spout::ack`] once the whole tuple tree completed;
+/// - [`Spout::dead_lettered`] once the dead letter is durably stored.
+///
+/// Only then may a durable source commit its position past the message. Failures in between
+/// are the runtime's business: the message is retried from the runtime's retry queue, not
+/// handed back to the spout.
+///
+/// Methods are called from one task at a time and must not block for long: the same task
+/// also handles fates and retries.
+pub trait Spout: Send + 'static {
+    /// The next new message, if there is one now.
+    fn next(&mut self) -> NextMessage;
+
+    /// The message's tree completed: it is done.
+    fn ack(&mut self, id: &MessageId);
+
+    /// The message was given up on, and its dead letter is durably stored.
+    fn dead_lettered(&mut self, id: &MessageId);
+
+    /// Called once when the task stops (after a graceful drain, or at its timeout).
+    fn close(&mut self) {}
+}
