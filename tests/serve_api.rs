@@ -544,7 +544,9 @@ fn start_up_errors_exit_with_the_documented_codes() {
 #[test]
 fn sigterm_stops_gracefully_with_exit_0() {
     let dir = rules_dir_with("fast");
-    let server = Server::start(dir.path(), &["--data", "unused-data", "--time-scale", "10"]);
+    let data = tempfile::tempdir().unwrap();
+    let data_arg = data.path().to_str().unwrap();
+    let server = Server::start(dir.path(), &["--data", data_arg, "--time-scale", "10"]);
     assert_eq!(server.payment_delay_ms(), Some(100));
     let (status, stderr) = server.terminate();
     assert_eq!(status.code(), Some(0), "{stderr}");
