@@ -63,20 +63,23 @@ impl TimeScale {
         self.0
     }
 
-    /// A duration in the rules' time, as real time (divided by F).
+    /// A duration in the rules' time, as real time (divided by F, to the nearest nanosecond).
     pub fn to_real(self, rules: Duration) -> Duration {
-        if self.0 == 1.0 {
-            return rules;
-        }
-        Duration::try_from_secs_f64(rules.as_secs_f64() / self.0).unwrap_or(Duration::MAX)
+        Self::nanos(rules.as_nanos() as f64 / self.0)
     }
 
-    /// A real duration, in the rules' time (multiplied by F).
+    /// A real duration, in the rules' time (multiplied by F, to the nearest nanosecond).
     pub fn to_rules(self, real: Duration) -> Duration {
-        if self.0 == 1.0 {
-            return real;
+        Self::nanos(real.as_nanos() as f64 * self.0)
+    }
+
+    fn nanos(n: f64) -> Duration {
+        // Integer nanoseconds, so that 100 ms at 100× is exactly 1 ms.
+        if n >= u64::MAX as f64 {
+            Duration::MAX
+        } else {
+            Duration::from_nanos(n.round() as u64)
         }
-        Duration::try_from_secs_f64(real.as_secs_f64() * self.0).unwrap_or(Duration::MAX)
     }
 }
 

@@ -217,6 +217,23 @@ impl PipelineDb {
         })
     }
 
+    /// Opens an existing `pipeline.db` in `dir` read-only: for an observer (a test, a
+    /// dashboard) while a run writes it.
+    pub fn open_read_only(dir: &Path) -> Result<PipelineDb, DbError> {
+        let path = dir.join(PIPELINE_DB);
+        let err = |source| DbError {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(err)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
+        Ok(PipelineDb {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
