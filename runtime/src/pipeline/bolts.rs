@@ -1,6 +1,7 @@
 //! The pipeline's bolts: `parse` (payload → order fields, or `BAD_JSON` / `VALIDATION_FAILED`)
 //! and `store` (an idempotent write into `pipeline.db`, with the injected [faults](super::faults)).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -82,10 +83,57 @@ pub(crate) struct Write {
     pub(crate) handle: PendingTuple,
 }
 
+enum ToWriter {
+    Write(Write),
+    /// Answered once everything sent before it is written (or failed).
+    Drained(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The way to the orders writer thread. Once [`OrdersWriter::close`]d, nothing more is
+/// written: a slow write still sleeping when the run stops must not change the orders or the
+/// duplicates after the report was taken.
+#[derive(Clone)]
+pub(crate) struct OrdersWriter {
+    tx: mpsc::Sender<ToWriter>,
+    closed: Arc<AtomicBool>,
+}
+
+impl OrdersWriter {
+    /// Starts the writer thread on `conn`.
+    pub(crate) fn spawn(
+        conn: Connection,
+        time: Arc<dyn TimeSource>,
+    ) -> std::io::Result<OrdersWriter> {
+        let (tx, rx) = mpsc::channel();
+        let closed = Arc::new(AtomicBool::new(false));
+        let thread_closed = closed.clone();
+        std::thread::Builder::new()
+            .name("rebound-orders".into())
+            .spawn(move || run_writer(conn, rx, time, &thread_closed))?;
+        Ok(OrdersWriter { tx, closed })
+    }
+
+    fn send(&self, w: Write) {
+        if self.closed.load(Ordering::SeqCst) {
+            return; // dropped: the tuple fails (UNACKED), and the run is over anyway
+        }
+        let _ = self.tx.send(ToWriter::Write(w));
+    }
+
+    /// Stops writing, and waits until the thread has handled everything sent before.
+    pub(crate) async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let (done, drained) = tokio::sync::oneshot::channel();
+        if self.tx.send(ToWriter::Drained(done)).is_ok() {
+            let _ = drained.await;
+        }
+    }
+}
+
 /// Writes orders idempotently (by order id) through the writer thread, or fails them the way
 /// the [fault model](super::faults) says.
 pub struct StoreBolt {
-    pub(crate) writer: mpsc::Sender<Write>,
+    pub(crate) writer: OrdersWriter,
     pub(crate) faults: Arc<Faults>,
     /// How long a slow write takes: longer than the message timeout.
     pub(crate) slow: Duration,
@@ -119,9 +167,7 @@ impl DeferredBolt for StoreBolt {
         let n = position_of(&row.id).unwrap_or(0);
         let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
         match self.faults.roll(n, &row.biz, attempt) {
-            Fault::None => {
-                let _ = self.writer.send(Write { row, handle: input });
-            }
+            Fault::None => self.writer.send(Write { row, handle: input }),
             Fault::Fail(failure) => input.fail(failure),
             Fault::Slow => {
                 // The write lands after the tree has timed out; its late ack is ignored, and
@@ -130,7 +176,7 @@ impl DeferredBolt for StoreBolt {
                 let slow = self.slow;
                 tokio::spawn(async move {
                     tokio::time::sleep(slow).await;
-                    let _ = writer.send(Write { row, handle: input });
+                    writer.send(Write { row, handle: input });
                 });
             }
             Fault::Panic => panic!("injected fault: the order writer crashed on {}", row.id),
@@ -144,32 +190,45 @@ const MAX_BATCH: usize = 512;
 /// The orders writer: takes what queued up while the last commit ran, writes it in one
 /// transaction, then acks each tuple (after the commit, so an ack means the order is durable).
 /// A failed transaction fails its tuples with `DB_LOCK_WAIT`, and the rules retry them. Runs
-/// until every sender is gone.
-pub(crate) fn run_writer(
+/// until every sender is gone; once `closed`, it writes nothing more.
+fn run_writer(
     mut conn: Connection,
-    rx: mpsc::Receiver<Write>,
+    rx: mpsc::Receiver<ToWriter>,
     time: Arc<dyn TimeSource>,
+    closed: &AtomicBool,
 ) {
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_BATCH);
+    let mut drained = Vec::new();
     let mut rows: Vec<OrderRow> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = rx.recv() {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(w) => batch.push(w),
-                Err(_) => break,
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                ToWriter::Write(w) => batch.push(w),
+                ToWriter::Drained(done) => drained.push(done),
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
             }
         }
-        rows.clear();
-        rows.extend(batch.iter().map(|w| w.row.clone()));
-        match write_orders(&mut conn, &rows, wall_ms(time.wall())) {
-            Ok(_) => batch.drain(..).for_each(|w| w.handle.ack()),
-            Err(e) => {
-                tracing::warn!(error = %e, orders = batch.len(), "writing orders failed");
-                let failure = Failure::new("DB_LOCK_WAIT", format!("writing orders failed: {e}"))
-                    .with_attr("table", "orders");
-                PendingTuple::fail_batch(batch.drain(..).map(|w| w.handle), failure);
+        if closed.load(Ordering::SeqCst) {
+            batch.clear(); // the handles fail as UNACKED; nobody waits for them any more
+        } else if !batch.is_empty() {
+            rows.clear();
+            rows.extend(batch.iter().map(|w| w.row.clone()));
+            match write_orders(&mut conn, &rows, wall_ms(time.wall())) {
+                Ok(_) => batch.drain(..).for_each(|w| w.handle.ack()),
+                Err(e) => {
+                    tracing::warn!(error = %e, orders = batch.len(), "writing orders failed");
+                    let failure =
+                        Failure::new("DB_LOCK_WAIT", format!("writing orders failed: {e}"))
+                            .with_attr("table", "orders");
+                    PendingTuple::fail_batch(batch.drain(..).map(|w| w.handle), failure);
+                }
             }
+        }
+        for done in drained.drain(..) {
+            let _ = done.send(());
         }
     }
 }

@@ -42,7 +42,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rebound_engine::PolicyHandle;
@@ -58,7 +58,7 @@ use crate::stats::Stats;
 use crate::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
 use crate::time_source::{TimeSource, TokioTime};
 use crate::topology::{BuildError, Config, TopologyBuilder};
-use bolts::{PARSED_FIELDS, ParseBolt, StoreBolt, run_writer};
+use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
 use orders::{OrderGen, SOURCE, order_id, position_of};
 use spout::{OrderSpout, Pacer};
 
@@ -261,6 +261,7 @@ pub struct RunningPipeline {
     handle: PipelineHandle,
     topology: Option<RunningTopology>,
     session: Option<Session>,
+    writer: Option<OrdersWriter>,
 }
 
 impl std::fmt::Debug for RunningPipeline {
@@ -411,6 +412,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             handle,
             topology: None,
             session: None,
+            writer: None,
         });
     };
     live.settled
@@ -429,11 +431,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
 
     // The orders writer: its own connection to pipeline.db, its own thread.
     let conn = db::connect(&options.data_dir)?;
-    let (writer_tx, writer_rx) = mpsc::channel();
-    let writer_time = time.clone();
-    std::thread::Builder::new()
-        .name("rebound-orders".into())
-        .spawn(move || run_writer(conn, writer_rx, writer_time))
+    let writer = OrdersWriter::spawn(conn, time.clone())
         .map_err(|e| PipelineError::Task(format!("cannot start the orders writer: {e}")))?;
 
     let faults = Arc::new(options.faults.clone());
@@ -460,8 +458,9 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         .output(PARSED_FIELDS)
         .shuffle("orders");
     let bolt_faults = faults.clone();
+    let bolt_writer = writer.clone();
     b.deferred_bolt("store", 1, move |_| StoreBolt {
-        writer: writer_tx.clone(),
+        writer: bolt_writer.clone(),
         faults: bolt_faults.clone(),
         slow,
     })
@@ -499,6 +498,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             stop,
             checkpoints,
         }),
+        writer: Some(writer),
     })
 }
 
@@ -605,20 +605,21 @@ impl RunningPipeline {
                 "stopped with trees in flight; their messages are delivered again by the next run"
             );
         }
+        // A slow write still sleeping must not land after the report.
+        if let Some(w) = self.writer.take() {
+            w.close().await;
+        }
         if let Some(d) = &handle.shared.durable {
             d.journal().flush().await;
         }
-        let session = self.session.take();
-        let elapsed = session.as_ref().map(|s| s.started.elapsed());
-        if let Some(s) = &session {
+        let mut session_id = None;
+        let mut elapsed = None;
+        if let Some(s) = self.session.take() {
+            elapsed = Some(s.started.elapsed());
+            session_id = Some(s.id);
             let _ = s.stop.send(true);
+            let _ = s.checkpoints.await;
         }
-        if let Some(s) = session.as_ref().map(|s| &s.checkpoints) {
-            while !s.is_finished() {
-                tokio::task::yield_now().await;
-            }
-        }
-        let session_id = session.map(|s| s.id);
         blocking(move || {
             let s = &handle.shared;
             let reached_end = s
