@@ -43,9 +43,9 @@ impl ProgressView {
         };
         let bar = ProgressBar::with_draw_target(total, target);
         let template = if total.is_some() {
-            "{spinner} {elapsed_precise} [{bar:32}] {pos}/{len} settled · {msg}"
+            "{spinner} {elapsed:>4} [{bar:20}] {pos}/{len} · {msg}"
         } else {
-            "{spinner} {elapsed_precise} {pos} settled · {msg}"
+            "{spinner} {elapsed:>4} {pos} settled · {msg}"
         };
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
@@ -69,10 +69,9 @@ impl ProgressView {
     /// Shows `p`.
     pub fn update(&self, p: &Progress) {
         self.bar.set_position(p.settled);
-        self.bar.set_message(format!(
-            "{} acked · {} dead-lettered · {} retries ({} waiting) · {} in flight",
-            p.acked, p.dead_lettered, p.retries, p.retry_queue, p.pending
-        ));
+        // Short enough for 80 columns.
+        self.bar
+            .set_message(format!("{} dead · {} retries", p.dead_lettered, p.retries));
     }
 
     /// Runs `f` with the bar cleared (to print something), then draws it again.

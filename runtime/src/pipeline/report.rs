@@ -260,7 +260,8 @@ impl Report {
                 .join(" · ")
         };
         let mut line = |name: &str, value: String, detail: String| {
-            let _ = writeln!(out, "  {name:<14} {value:>8}   {detail}");
+            let text = format!("  {name:<14} {value:>8}   {detail}");
+            let _ = writeln!(out, "{}", text.trim_end());
         };
         line("emitted", self.emitted.to_string(), String::new());
         line("acked", self.acked.to_string(), String::new());
