@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Run the bundled order pipeline to the end and report.
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  \
+#[command(after_help = "Example:\n  \
     rebound run                                   # 50,000 orders at 100× speed, then the report\n  \
     rebound run --messages 20000 --json           # one JSON document on stdout\n  \
     rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n\n\
