@@ -42,7 +42,7 @@
 
 pub mod convert;
 mod dead_letters;
-mod journal;
+pub mod journal;
 mod queue;
 mod source;
 
