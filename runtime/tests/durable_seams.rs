@@ -249,7 +249,14 @@ async fn the_spout_hears_dead_lettered_only_after_the_commit() {
 
     let (t, acked, dead) = topology(20, &durable, Arc::new(AtomicBool::new(true)));
     let running = t.start(durable.seams(give_up_poison()));
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Wait until all 20 failed (and were decided), then a little more.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while running.stats().failures_by_code.get("POISON") != Some(&20)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         dead.lock().unwrap().is_empty(),
         "told dead_lettered before the letters were committed"
