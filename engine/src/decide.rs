@@ -59,6 +59,44 @@ impl<'a> FailureContext<'a> {
     }
 }
 
+/// A failure that owns its names and maps; [`context`](Self::context) borrows it as a
+/// [`FailureContext`]. Handy where a failure is built, stored or generated before deciding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OwnedFailure {
+    /// Business type.
+    pub biz: String,
+    /// Error code.
+    pub code: String,
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// Time since the first delivery began.
+    pub elapsed: Duration,
+    /// A delay the failure asks for.
+    pub retry_after: Option<Duration>,
+    /// The delay chosen before the previous attempt.
+    pub last_delay: Duration,
+    /// String attributes.
+    pub attrs: Attrs,
+    /// Runtime signals.
+    pub signals: Signals,
+}
+
+impl OwnedFailure {
+    /// The failure as the engine takes it.
+    pub fn context(&self) -> FailureContext<'_> {
+        FailureContext {
+            biz: &self.biz,
+            code: &self.code,
+            attempt: self.attempt,
+            elapsed: self.elapsed,
+            retry_after: self.retry_after,
+            last_delay: self.last_delay,
+            attrs: &self.attrs,
+            signals: &self.signals,
+        }
+    }
+}
+
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 type Map<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
 
 /// Prefix or suffix lengths probed per lookup; globs with rarer lengths go to "any".
-const MAX_AFFIX_LENGTHS: usize = 4;
+const MAX_AFFIX_LENGTHS: usize = 3;
 /// Buckets one lookup can collect: two biz levels of exact, affixes and any.
 const MAX_LISTS: usize = 2 * (2 + 2 * MAX_AFFIX_LENGTHS);
 
@@ -223,6 +223,12 @@ impl Iterator for Candidates<'_> {
 
     fn next(&mut self) -> Option<usize> {
         let lists = &mut self.lists.items[..self.lists.len];
+        if let [only] = lists {
+            // One bucket (the common case): no merge needed.
+            let (&head, rest) = only.split_first()?;
+            *only = rest;
+            return Some(head as usize);
+        }
         let mut best: Option<(usize, u32)> = None;
         for (i, list) in lists.iter().enumerate() {
             if let Some(&head) = list.first()

@@ -46,8 +46,8 @@ pub mod testing;
 
 pub use compile::compile;
 pub use decide::{
-    Attrs, Decided, Decision, DecisionReport, FailureContext, GiveUpReason, Label, RuleId, RuleRef,
-    Signals, Version,
+    Attrs, Decided, Decision, DecisionReport, FailureContext, GiveUpReason, Label, OwnedFailure,
+    RuleId, RuleRef, Signals, Version,
 };
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;

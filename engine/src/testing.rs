@@ -216,43 +216,8 @@ pub fn simulate_path(
     }
 }
 
-/// A failure that owns its names and maps; [`context`](Self::context) borrows it as a
-/// [`FailureContext`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    /// Business type.
-    pub biz: String,
-    /// Error code.
-    pub code: String,
-    /// The attempt that failed.
-    pub attempt: u32,
-    /// Time since the first delivery began.
-    pub elapsed: Duration,
-    /// A delay the failure asks for.
-    pub retry_after: Option<Duration>,
-    /// The delay chosen before the previous attempt.
-    pub last_delay: Duration,
-    /// String attributes.
-    pub attrs: Attrs,
-    /// Runtime signals.
-    pub signals: Signals,
-}
-
-impl Failure {
-    /// The failure as the engine takes it.
-    pub fn context(&self) -> FailureContext<'_> {
-        FailureContext {
-            biz: &self.biz,
-            code: &self.code,
-            attempt: self.attempt,
-            elapsed: self.elapsed,
-            retry_after: self.retry_after,
-            last_delay: self.last_delay,
-            attrs: &self.attrs,
-            signals: &self.signals,
-        }
-    }
-}
+/// A failure that owns its names and maps (the engine's [`OwnedFailure`](crate::decide::OwnedFailure)).
+pub use crate::decide::OwnedFailure as Failure;
 
 /// The names a set talks about: what its conditions and expressions mention.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,8 +6,11 @@ use rebound_engine::duration::parse_duration;
 use rebound_engine::reload::pull::{PullOptions, Puller};
 use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
 use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
+use rebound_runtime::admin::dead_letters::{DeadLetterDesk, StoreDesk};
 use rebound_runtime::admin::{self, AdminState};
+use rebound_runtime::clock::{SharedClock, WallClock};
 use rebound_runtime::metrics::Metrics;
+use rebound_runtime::store::{SqliteStore, Store};
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -28,7 +31,7 @@ pub struct Args {
     /// bound address is printed). A non-loopback address needs a token.
     #[arg(long, value_name = "ADDR")]
     admin: String,
-    /// The data directory (used once the runtime joins `serve`).
+    /// The data directory: the embedded SQLite store (dead letters, scheduled retries).
     #[arg(long, default_value = "rebound-data")]
     data: PathBuf,
     /// Delays and timeouts run this many times faster (used once the runtime joins).
@@ -57,7 +60,6 @@ pub fn run(args: Args) -> Outcome {
         );
         return Outcome::Trouble;
     }
-    let _ = &args.data;
     let token = match Token::configured(args.token_file.as_deref()) {
         Ok(t) => t,
         Err(e) => {
@@ -152,6 +154,22 @@ async fn serve(
             }
         }
     };
+    // The store opens only once everything else is in place: a failed start leaves no data.
+    let clock: SharedClock = match WallClock::scaled(args.time_scale) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("error: --time-scale: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    let store: Arc<dyn Store> = match SqliteStore::open(&args.data, clock) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    let desk: Arc<dyn DeadLetterDesk> = Arc::new(StoreDesk(store));
     let shutdown = match shutdown_signal() {
         Ok(s) => s,
         Err(e) => {
@@ -174,6 +192,7 @@ async fn serve(
         reloader,
         metrics,
         token,
+        dead_letters: Some(desk),
     };
     let served = admin::serve(listener, state, shutdown).await;
     watcher.stop();

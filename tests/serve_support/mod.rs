@@ -55,6 +55,8 @@ pub struct Server {
     /// Everything the server wrote to stderr so far.
     stderr: Arc<Mutex<String>>,
     stderr_reader: Option<std::thread::JoinHandle<()>>,
+    /// The data directory, when the test did not pass `--data` itself.
+    pub data: Option<tempfile::TempDir>,
 }
 
 /// The `rebound` command.
@@ -76,8 +78,14 @@ impl Server {
             .arg("--rules")
             .arg(rules)
             .args(["--admin", "127.0.0.1:0"])
-            .args(extra)
-            .env_remove("REBOUND_ADMIN_TOKEN")
+            .args(extra);
+        // Never let a test's store land in the working directory.
+        let data =
+            (!extra.contains(&"--data")).then(|| tempfile::tempdir().expect("a temp data dir"));
+        if let Some(d) = &data {
+            cmd.arg("--data").arg(d.path());
+        }
+        cmd.env_remove("REBOUND_ADMIN_TOKEN")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -119,6 +127,7 @@ impl Server {
             client,
             stderr,
             stderr_reader: Some(stderr_reader),
+            data,
         }
     }
 

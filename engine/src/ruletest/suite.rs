@@ -3,7 +3,7 @@
 //! rule files are.
 
 use super::model::{ActionSpec, CaseExpectSpec, GivenSpec, PathExpectSpec, ReasonSpec, TestFile};
-use crate::decide::{Attrs, FailureContext, GiveUpReason, Signals};
+use crate::decide::{GiveUpReason, OwnedFailure};
 use crate::diag::{Diagnostic, Pos, did_you_mean};
 use crate::load::{SourceFile, parse_yaml, utf8_text};
 use crate::model::Scalar;
@@ -53,42 +53,20 @@ pub enum TestKind {
     Path(PathTest),
 }
 
-/// A failure with every default filled in.
+/// A failure with every default filled in, and the seed a test may pin.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Given {
-    /// Business type.
-    pub biz: String,
-    /// Error code.
-    pub code: String,
-    /// The attempt that failed (a path's first).
-    pub attempt: u32,
-    /// Time since the first delivery began (where a path starts).
-    pub elapsed: Duration,
-    /// A delay the failure asks for.
-    pub retry_after: Option<Duration>,
-    /// The delay chosen before the previous attempt.
-    pub last_delay: Duration,
-    /// String attributes.
-    pub attrs: Attrs,
-    /// Runtime signals.
-    pub signals: Signals,
+    /// The failure (a path's first).
+    pub failure: OwnedFailure,
     /// A pinned seed.
     pub seed: Option<u64>,
 }
 
-impl Given {
-    /// The failure context, borrowing the names and maps.
-    pub fn context(&self) -> FailureContext<'_> {
-        FailureContext {
-            biz: &self.biz,
-            code: &self.code,
-            attempt: self.attempt,
-            elapsed: self.elapsed,
-            retry_after: self.retry_after,
-            last_delay: self.last_delay,
-            attrs: &self.attrs,
-            signals: &self.signals,
-        }
+impl std::ops::Deref for Given {
+    type Target = OwnedFailure;
+
+    fn deref(&self) -> &OwnedFailure {
+        &self.failure
     }
 }
 
@@ -290,7 +268,7 @@ impl Loader<'_> {
             v.as_ref()
                 .map(|v| self.duration(f, &format!("{path}.{key}"), v))
         };
-        Given {
+        let failure = OwnedFailure {
             biz: spec.biz.clone().unwrap_or_default(),
             code: spec.code.clone().unwrap_or_default(),
             attempt: attempt.max(1),
@@ -299,6 +277,9 @@ impl Loader<'_> {
             last_delay: dur("last_delay", &spec.last_delay).unwrap_or_default(),
             attrs: spec.attrs.clone().unwrap_or_default(),
             signals: spec.signals.clone().unwrap_or_default(),
+        };
+        Given {
+            failure,
             seed: spec.seed,
         }
     }
@@ -494,8 +475,11 @@ mod tests {
         assert_eq!(
             case.given,
             Given {
-                attempt: 1,
-                ..Given::default()
+                failure: OwnedFailure {
+                    attempt: 1,
+                    ..OwnedFailure::default()
+                },
+                seed: None,
             }
         );
         assert_eq!(suite.tests[0].at(), "tests/t.yaml:3:5");

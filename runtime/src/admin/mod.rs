@@ -4,14 +4,16 @@
 //! |---|---|
 //! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history` | [`rules`] |
 //! | `POST /v1/decide` | [`decide`] |
+//! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
 //! | `GET /healthz`, `GET /metrics` | [`status`] |
 //!
 //! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
 //! is configured ([`auth`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
-//! every error is JSON too ([`error`]). The dead-letter routes join when the store exists.
+//! every error is JSON too ([`error`]).
 
 pub mod auth;
 pub mod body;
+pub mod dead_letters;
 pub mod decide;
 pub mod error;
 pub mod rules;
@@ -41,6 +43,8 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     /// The token writes need, if one is configured.
     pub token: Option<Token>,
+    /// The dead letters, when a store is open in this process.
+    pub dead_letters: Option<Arc<dyn dead_letters::DeadLetterDesk>>,
 }
 
 /// The admin API's routes.
@@ -51,6 +55,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/rules/rollback", post(rules::rollback))
         .route("/v1/rules/history", get(rules::history))
         .route("/v1/decide", post(decide::decide))
+        .route("/v1/dead-letters", get(dead_letters::list))
+        .route("/v1/dead-letters/{id}/replay", post(dead_letters::replay))
+        .route("/v1/dead-letters/{id}/skip", post(dead_letters::skip))
         .route("/healthz", get(status::healthz))
         .route("/metrics", get(status::metrics))
         .fallback(not_found)

@@ -28,6 +28,7 @@ use std::time::Duration;
 use crate::clock::Timestamp;
 use crate::scheduler::RetryScheduler;
 
+mod rows;
 pub mod schema;
 pub mod sqlite;
 pub mod writer;

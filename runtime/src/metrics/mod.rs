@@ -1,10 +1,10 @@
 //! The Prometheus registry and the spec's metric names (`spec/runtime.md`, "Metrics").
 //!
 //! Metrics come in groups, one struct per part of the system, each registering its own
-//! families into the one [`Registry`]. Only the rule-set group exists so far:
-//! `rebound_rules_reloads_total{result}` and `rebound_rules_version_info{version}`. The
-//! runtime's groups (messages, retries, dead letters, latencies) join [`Metrics::new`] the
-//! same way.
+//! families into the one [`Registry`]: the rule-set group (`rebound_rules_reloads_total{result}`,
+//! `rebound_rules_version_info{version}`) and the runtime group ([`runtime`]: messages,
+//! failures, retries, dead letters, pending, queue depth, fuse, latencies), which reads the
+//! topology's live counters at each scrape.
 //!
 //! `GET /metrics` serves the OpenMetrics text to a scraper that asks for it, and the classic
 //! Prometheus text format (0.0.4) otherwise; see [`Metrics::encode`].
@@ -15,7 +15,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use rebound_engine::reload::{HistoryEntry, Outcome};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub mod runtime;
+pub use runtime::RuntimeMetrics;
 
 /// Every metric of the process.
 #[derive(Debug)]
@@ -23,6 +26,8 @@ pub struct Metrics {
     registry: Registry,
     /// The rule-set reload metrics.
     pub rules: RuleMetrics,
+    /// The runtime's metrics; attach a running topology's stats to fill them.
+    pub runtime: Arc<RuntimeMetrics>,
 }
 
 impl Default for Metrics {
@@ -36,7 +41,13 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("rebound");
         let rules = RuleMetrics::register(&mut registry);
-        Metrics { registry, rules }
+        let runtime = Arc::new(RuntimeMetrics::default());
+        registry.register_collector(Box::new(runtime.clone()));
+        Metrics {
+            registry,
+            rules,
+            runtime,
+        }
     }
 
     /// The exposition: OpenMetrics text when `openmetrics`, else Prometheus text 0.0.4.

@@ -1,0 +1,260 @@
+//! The runtime's metrics, read from the topology's live [`Stats`] at each scrape.
+//!
+//! The executors already count everything in `Stats` (atomics on the hot path); copying
+//! those counts into a second set of Prometheus counters would put work on every ack. So the
+//! runtime group is a [`Collector`]: a scrape takes one snapshot and encodes it. Before a
+//! topology is attached (or in a process without one), every metric reads zero, so scrapers
+//! and dashboards see the names from the start.
+
+use crate::stats::{Histogram, LATENCY_BOUNDS, Stats, StatsSnapshot};
+use arc_swap::ArcSwapOption;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The topology whose counters `/metrics` reports, attached once it runs.
+#[derive(Default)]
+pub struct RuntimeMetrics {
+    stats: ArcSwapOption<Stats>,
+}
+
+impl std::fmt::Debug for RuntimeMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeMetrics")
+            .field("attached", &self.stats.load().is_some())
+            .finish()
+    }
+}
+
+impl RuntimeMetrics {
+    /// Reports `stats` from now on.
+    pub fn attach(&self, stats: Arc<Stats>) {
+        self.stats.store(Some(stats));
+    }
+
+    fn snapshot(&self) -> StatsSnapshot {
+        self.stats
+            .load()
+            .as_ref()
+            .map(|s| s.snapshot())
+            .unwrap_or_default()
+    }
+}
+
+/// A counter or gauge value as one sample.
+#[derive(Debug)]
+struct Value(MetricType, u64);
+
+impl EncodeMetric for Value {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        match self.0 {
+            MetricType::Counter => encoder.encode_counter::<NoLabelSet, _, u64>(&self.1, None),
+            _ => encoder.encode_gauge(&i64::try_from(self.1).unwrap_or(i64::MAX)),
+        }
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0
+    }
+}
+
+/// A histogram snapshot with the stats' bucket bounds, in seconds.
+#[derive(Debug)]
+struct Seconds<'a>(&'a Histogram);
+
+impl EncodeMetric for Seconds<'_> {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let mut cumulative = 0;
+        let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(self.0.buckets.len());
+        for (i, count) in self.0.buckets.iter().enumerate() {
+            cumulative += count;
+            let bound = LATENCY_BOUNDS
+                .get(i)
+                .map_or(f64::INFINITY, |b| b.as_secs_f64());
+            buckets.push((bound, cumulative));
+        }
+        encoder.encode_histogram::<NoLabelSet>(
+            self.0.sum.as_secs_f64(),
+            self.0.count,
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Code {
+    code: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Rule {
+    rule: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Label {
+    label: String,
+}
+
+fn single(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric: &impl EncodeMetric,
+) -> std::fmt::Result {
+    let e = encoder.encode_descriptor(name, help, None, metric.metric_type())?;
+    metric.encode(e)
+}
+
+fn by_label<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    counts: &BTreeMap<String, u64>,
+    label: impl Fn(String) -> L,
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (key, count) in counts {
+        let labels = label(key.clone());
+        Value(MetricType::Counter, *count).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for RuntimeMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.snapshot();
+        let counter = |v: u64| Value(MetricType::Counter, v);
+        let gauge = |v: u64| Value(MetricType::Gauge, v);
+        let e = &mut encoder;
+        single(
+            e,
+            "messages_emitted",
+            "Deliveries emitted by spouts (new messages and retries).",
+            &counter(s.emitted),
+        )?;
+        single(
+            e,
+            "messages_acked",
+            "Messages whose whole tuple tree completed.",
+            &counter(s.acked),
+        )?;
+        single(
+            e,
+            "retry_fuse_open",
+            "1 while the retry fuse holds retries back, else 0.",
+            &gauge(u64::from(s.fuse_open)),
+        )?;
+        by_label(
+            e,
+            "failures",
+            "Failed tuple trees, by failure code.",
+            &s.failures_by_code,
+            |code| Code { code },
+        )?;
+        by_label(
+            e,
+            "retries_scheduled",
+            "Retries scheduled, by deciding rule.",
+            &s.retries_by_rule,
+            |rule| Rule { rule },
+        )?;
+        by_label(
+            e,
+            "dead_letters",
+            "Dead letters stored, by label.",
+            &s.dead_letters_by_label,
+            |label| Label { label },
+        )?;
+        single(
+            e,
+            "pending",
+            "Tuple trees in flight now.",
+            &gauge(s.pending),
+        )?;
+        single(
+            e,
+            "retry_queue_depth",
+            "Messages waiting for their retry now.",
+            &gauge(s.retry_queue_depth),
+        )?;
+        single(
+            e,
+            "complete_latency_seconds",
+            "Time from a delivery's emit to its tree's completion.",
+            &Seconds(&s.complete_latency),
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::metrics::Metrics;
+    use crate::stats::Stats;
+    use std::sync::Arc;
+
+    /// Every runtime metric name of the spec, as a Prometheus scraper sees it.
+    const NAMES: [&str; 9] = [
+        "rebound_messages_emitted_total",
+        "rebound_messages_acked_total",
+        "rebound_retry_fuse_open",
+        "rebound_pending",
+        "rebound_retry_queue_depth",
+        "rebound_complete_latency_seconds_bucket",
+        "rebound_complete_latency_seconds_count",
+        "# TYPE rebound_failures_total counter",
+        "# TYPE rebound_dead_letters_total counter",
+    ];
+
+    #[test]
+    fn every_runtime_metric_is_there_before_a_topology_runs() {
+        let text = Metrics::new().encode(false);
+        for name in NAMES {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+        assert!(
+            text.contains("rebound_messages_emitted_total 0\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn attached_stats_show_up_with_their_labels() {
+        let metrics = Metrics::new();
+        let stats = Arc::new(Stats::default());
+        stats.add_emitted(7);
+        stats.add_acked(5);
+        stats.failure("DB_LOCK_WAIT");
+        stats.retry("db-lock");
+        stats.dead_letter("L3");
+        metrics.runtime.attach(stats);
+        let text = metrics.encode(false);
+        assert!(
+            text.contains("rebound_messages_emitted_total 7\n"),
+            "{text}"
+        );
+        assert!(text.contains("rebound_messages_acked_total 5\n"), "{text}");
+        assert!(
+            text.contains("rebound_failures_total{code=\"DB_LOCK_WAIT\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rebound_retries_scheduled_total{rule=\"db-lock\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rebound_dead_letters_total{label=\"L3\"} 1\n"),
+            "{text}"
+        );
+    }
+}
