@@ -252,9 +252,11 @@ impl Stats {
     pub(crate) fn failure(&self, code: &str) {
         bump(&self.failures_by_code, code);
     }
-    pub(crate) fn retry(&self, rule: &str, delay: Duration) {
+    pub(crate) fn retry(&self, rule: &str) {
         self.retries.fetch_add(1, Relaxed);
         bump(&self.retries_by_rule, rule);
+    }
+    pub(crate) fn retry_delay(&self, delay: Duration) {
         let nanos = delay.as_nanos().min(u128::from(u64::MAX)) as u64;
         let h = &self.retry_delay;
         h.buckets[DELAY_BOUND_NANOS.partition_point(|b| *b < nanos)].fetch_add(1, Relaxed);
@@ -307,9 +309,14 @@ mod tests {
     #[test]
     fn retry_delays_land_in_their_own_buckets() {
         let s = Stats::default();
-        s.retry("db-lock", Duration::from_millis(40));
-        s.retry("db-lock", Duration::from_secs(90));
-        s.retry("stock", Duration::from_secs(7200));
+        for (rule, delay) in [
+            ("db-lock", Duration::from_millis(40)),
+            ("db-lock", Duration::from_secs(90)),
+            ("stock", Duration::from_secs(7200)),
+        ] {
+            s.retry(rule);
+            s.retry_delay(delay);
+        }
         let snap = s.snapshot();
         assert_eq!(snap.retries, 3);
         assert_eq!(snap.retries_by_rule["db-lock"], 2);

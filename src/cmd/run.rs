@@ -186,6 +186,7 @@ async fn run_pipeline(
                 reloader: Arc::clone(&reloader),
                 metrics,
                 token,
+                dead_letters: None, // serve_admin makes the pipeline the desk
             };
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(pipeline::serve_admin(

@@ -420,7 +420,8 @@ impl<S: Spout> SpoutTask<S> {
                 );
                 let _entered = span.enter();
                 tracing::debug!("retry scheduled");
-                self.p.stats.retry(&rule.0, delay);
+                self.p.stats.retry(&rule.0);
+                self.p.stats.retry_delay(delay);
                 msg.retry.last_failure = Some(Box::new(LastFailure {
                     code: failure.code,
                     message: failure.message,

@@ -643,15 +643,45 @@ impl RunningPipeline {
     }
 }
 
+/// A running pipeline is the admin API's dead-letter desk: listing reads the store, and a
+/// replay also puts the message into the live retry queue at once.
+impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
+    fn list(
+        &self,
+        filter: &crate::store::DeadLetterFilter,
+    ) -> Result<crate::store::Page<StoredDeadLetter, crate::store::DeadLetterId>, StoreError> {
+        self.shared.store.dead_letters(filter)
+    }
+
+    fn replay(
+        &self,
+        id: &crate::store::MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        PipelineHandle::replay(self, &id.0, operator, reason)
+    }
+
+    fn skip(
+        &self,
+        id: &crate::store::MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<StoredDeadLetter, StoreError> {
+        PipelineHandle::skip(self, &id.0, operator, reason)
+    }
+}
+
 /// Serves the admin API on `listener` next to the running pipeline until `shutdown`
-/// completes. (For now the routes of [`admin::router`](crate::admin::router); the dead-letter
-/// routes and the runtime metrics join here, through `pipeline`.)
+/// completes: the pipeline's live counters join the metrics, and it is the dead-letter desk
+/// (a replay goes straight back into its retry queue).
 pub async fn serve_admin(
     listener: tokio::net::TcpListener,
-    state: crate::admin::AdminState,
+    mut state: crate::admin::AdminState,
     pipeline: PipelineHandle,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let _ = pipeline;
+    state.metrics.runtime.attach(pipeline.stats());
+    state.dead_letters = Some(Arc::new(pipeline));
     crate::admin::serve(listener, state, shutdown).await
 }
