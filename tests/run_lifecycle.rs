@@ -123,3 +123,77 @@ fn bad_flags_are_usage_errors_and_broken_rules_exit_1() {
     let out = run_cmd(&data, &broken, 10, 1000.0).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
+
+#[test]
+fn the_admin_api_next_to_a_run_shows_its_metrics_and_replays_into_it() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut cmd = run_cmd(&data, &shipped_rules(), 40_000, 100.0);
+    cmd.args(["--admin", "127.0.0.1:0"]);
+    let mut child = Running::spawn(cmd);
+    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://") {
+                let _ = tx.send(line[at..].trim().to_owned());
+            }
+        }
+    });
+    let base = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the admin address on stderr");
+    let http = reqwest::blocking::Client::new();
+    let get = |path: &str| http.get(format!("{base}{path}")).send().unwrap();
+
+    // The live counters are on /metrics.
+    assert!(wait_until(Duration::from_secs(60), || {
+        get("/metrics")
+            .text()
+            .unwrap()
+            .contains("rebound_dead_letters_total{label=\"L3\"}")
+    }));
+    // A malformed order's dead letter, replayed: it goes back into the running pipeline and,
+    // still malformed, is dead-lettered again.
+    let letters: serde_json::Value = get("/v1/dead-letters?code=BAD_JSON&limit=1")
+        .json()
+        .unwrap();
+    let id = letters["dead_letters"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let replayed = http
+        .post(format!("{base}/v1/dead-letters/{id}/replay"))
+        .body(r#"{"operator":"ops","reason":"after the parser fix"}"#)
+        .send()
+        .unwrap();
+    assert_eq!(replayed.status(), 200, "{:?}", replayed.text());
+    let rows = || -> Vec<String> {
+        let all: serde_json::Value = get("/v1/dead-letters?code=BAD_JSON&limit=1000")
+            .json()
+            .unwrap();
+        all["dead_letters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["id"] == id.as_str())
+            .map(|d| d["status"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || rows().len() == 2),
+        "{:?}",
+        rows()
+    );
+    assert_eq!(rows(), ["dead", "replayed"]);
+
+    let out = child.wait();
+    assert_eq!(out.status.code(), Some(0));
+    let report = report(&out);
+    assert_eq!(report["lost"], 0, "{report:#}");
+    assert_eq!(
+        report["acked"].as_u64().unwrap() + report["dead_lettered"].as_u64().unwrap(),
+        40_000
+    );
+}
