@@ -8,6 +8,13 @@
 //! the bare pipelines: messages that got through all three stages) and the ratio against the
 //! faster bare pipeline. Two bare baselines: one channel send per message, and batches of up
 //! to 256 like the runtime's own channels.
+//!
+//! The cost of durability: the same topology at a 10% failure rate, with in-memory retries
+//! against durable ones (the `durable` seams over SQLite: every retry written behind to the
+//! store, its row dropped with the message's acked fate, dead letters committed before the
+//! spout hears of them). A third variant also records an acked fate for every message, as the
+//! bundled pipeline does for its durable source. Timed until every message has its fate *and*
+//! the journal has committed everything. `BENCH_DURABLE_ONLY=1` runs only this part.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -16,8 +23,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput};
+use rebound_runtime::clock::WallClock;
+use rebound_runtime::durable::{Durable, DurableOptions, Fates};
 use rebound_runtime::fate::Seams;
 use rebound_runtime::fate::memory::FixedPolicy;
+use rebound_runtime::store::SqliteStore;
+use rebound_runtime::time_source::TokioTime;
 use rebound_runtime::topology::*;
 use tokio::sync::mpsc;
 
@@ -72,9 +83,10 @@ fn parse(work: Work, id: &str, payload: &[u8]) -> (u64, i64) {
     (order, amount)
 }
 
-/// "Store": an idempotent write into a table; fails for 5% of (order, attempt) pairs.
-fn store(table: &mut [i64], order: u64, amount: i64, attempt: i64) -> bool {
-    if mix(order ^ (attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % 20 == 0 {
+/// "Store": an idempotent write into a table; fails for one in `fail_one_in` (order, attempt)
+/// pairs (20: 5%).
+fn store(table: &mut [i64], order: u64, amount: i64, attempt: i64, fail_one_in: u64) -> bool {
+    if mix(order ^ (attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % fail_one_in == 0 {
         return false;
     }
     let slot = (mix(order) as usize) % table.len();
@@ -97,6 +109,7 @@ struct OrderSpout {
     payload: Bytes,
     buf: String,
     acked: Arc<AtomicU64>,
+    fates: Option<Fates>,
 }
 
 impl Spout for OrderSpout {
@@ -108,7 +121,10 @@ impl Spout for OrderSpout {
         let id = id_for(&mut self.buf, self.next);
         NextMessage::Ready(Message::new(id, self.biz.clone(), self.payload.clone()))
     }
-    fn ack(&mut self, _: &MessageId) {
+    fn ack(&mut self, id: &MessageId) {
+        if let Some(f) = &self.fates {
+            f.acked(id);
+        }
         self.acked.fetch_add(1, Ordering::Relaxed);
     }
     fn dead_lettered(&mut self, _: &MessageId) {}
@@ -129,6 +145,7 @@ impl Bolt for ParseBolt {
 
 struct StoreBolt {
     table: Vec<i64>,
+    fail_one_in: u64,
 }
 
 impl Bolt for StoreBolt {
@@ -139,7 +156,7 @@ impl Bolt for StoreBolt {
             v[1].as_int().unwrap_or(0),
             v[2].as_int().unwrap_or(1),
         );
-        if store(&mut self.table, order, amount, attempt) {
+        if store(&mut self.table, order, amount, attempt, self.fail_one_in) {
             Ok(())
         } else {
             Err(Failure::new("DB_LOCK_WAIT", "injected"))
@@ -161,10 +178,45 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// One run of the topology; returns (messages acked, elapsed).
+/// Where retries (and dead letters) go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retries {
+    /// The in-memory seams.
+    InMemory,
+    /// The durable seams over SQLite; acked fates only for messages that were retried.
+    Durable,
+    /// The durable seams, and an acked fate for every message (a durable source).
+    DurableEveryAck,
+}
+
+/// One run of the topology (5% failures, in-memory retries); returns (acked, elapsed).
 fn run_topology(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize) -> (u64, Duration) {
+    run_topology_with(rt, work, max_pending, 20, Retries::InMemory)
+}
+
+/// One run of the topology; returns (messages acked, elapsed). With durable retries the time
+/// runs until the journal has committed everything.
+fn run_topology_with(
+    rt: &tokio::runtime::Runtime,
+    work: Work,
+    max_pending: usize,
+    fail_one_in: u64,
+    retries: Retries,
+) -> (u64, Duration) {
+    let dir = tempfile::tempdir().expect("temp dir");
     rt.block_on(async {
         let acked = Arc::new(AtomicU64::new(0));
+        let durable = (retries != Retries::InMemory).then(|| {
+            let store = SqliteStore::open(dir.path(), Arc::new(WallClock::real())).expect("store");
+            Durable::new(
+                Arc::new(store),
+                Arc::new(TokioTime::new()),
+                DurableOptions {
+                    record_every_ack: retries == Retries::DurableEveryAck,
+                    ..DurableOptions::default()
+                },
+            )
+        });
         let mut b = TopologyBuilder::new("bench");
         b.config(Config {
             max_spout_pending: max_pending,
@@ -175,6 +227,7 @@ fn run_topology(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize) ->
             ..Config::default()
         });
         let spout_acked = acked.clone();
+        let fates = durable.as_ref().map(Durable::fates);
         b.spout("orders", 1, move |_| OrderSpout {
             next: 0,
             total: *MESSAGES,
@@ -182,23 +235,32 @@ fn run_topology(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize) ->
             payload: Bytes::from_static(PAYLOAD),
             buf: String::new(),
             acked: spout_acked.clone(),
+            fates: fates.clone(),
         });
         b.bolt("parse", 1, move |_| ParseBolt(work))
             .output(["order", "amount", "attempt"])
             .shuffle("orders");
-        b.bolt("store", 1, |_| StoreBolt {
+        b.bolt("store", 1, move |_| StoreBolt {
             table: vec![0; 4096],
+            fail_one_in,
         })
         .shuffle("parse");
         let topology = b.build().expect("valid topology");
-        let seams = Seams::in_memory().with_policy(FixedPolicy {
+        let policy = FixedPolicy {
             max_attempts: 10,
             base_delay: Duration::from_millis(1),
             ..FixedPolicy::default()
-        });
+        };
+        let seams = match &durable {
+            Some(d) => d.seams(policy),
+            None => Seams::in_memory().with_policy(policy),
+        };
         let start = Instant::now();
         let running = topology.start(seams);
         running.wait_quiescent().await;
+        if let Some(d) = &durable {
+            d.journal().flush().await;
+        }
         let elapsed = start.elapsed();
         running.shutdown(Duration::from_secs(5)).await;
         (acked.load(Ordering::Relaxed), elapsed)
@@ -256,7 +318,7 @@ fn run_bare_per_item(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration
             let mut table = vec![0i64; 4096];
             let mut ok = 0u64;
             while let Some(p) = rx2.recv().await {
-                if store(&mut table, p.order, p.amount, p.attempt) {
+                if store(&mut table, p.order, p.amount, p.attempt, 20) {
                     ok += 1;
                 }
             }
@@ -316,7 +378,7 @@ fn run_bare_batched(rt: &tokio::runtime::Runtime, work: Work) -> (u64, Duration)
             let mut ok = 0u64;
             while let Some(batch) = rx2.recv().await {
                 for p in batch {
-                    if store(&mut table, p.order, p.amount, p.attempt) {
+                    if store(&mut table, p.order, p.amount, p.attempt, 20) {
                         ok += 1;
                     }
                 }
@@ -358,6 +420,87 @@ fn criterion_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pendin
         b.iter_custom(|n| (0..n).map(|_| run_bare_per_item(rt, Work::Light).1).sum())
     });
     g.finish();
+}
+
+fn criterion_durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pending: usize) {
+    let mut g = c.benchmark_group("durable");
+    g.throughput(Throughput::Elements(*MESSAGES));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(6));
+    for (name, retries) in [
+        ("json_10pct/in_memory_retries", Retries::InMemory),
+        ("json_10pct/sqlite_retries", Retries::Durable),
+        (
+            "json_10pct/sqlite_retries_every_ack",
+            Retries::DurableEveryAck,
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|n| {
+                (0..n)
+                    .map(|_| run_topology_with(rt, Work::Json, max_pending, 10, retries).1)
+                    .sum()
+            })
+        });
+    }
+    g.finish();
+}
+
+/// In-memory against durable retries at a 10% failure rate, json stages, in interleaved
+/// rounds.
+fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds: usize) {
+    let (mut mem, mut dur, mut every) = (vec![], vec![], vec![]);
+    let (mut r_dur, mut r_every) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let m = per_second(run_topology_with(
+            rt,
+            Work::Json,
+            max_pending,
+            10,
+            Retries::InMemory,
+        ));
+        let d = per_second(run_topology_with(
+            rt,
+            Work::Json,
+            max_pending,
+            10,
+            Retries::Durable,
+        ));
+        let e = per_second(run_topology_with(
+            rt,
+            Work::Json,
+            max_pending,
+            10,
+            Retries::DurableEveryAck,
+        ));
+        r_dur.push(d / m);
+        r_every.push(e / m);
+        mem.push(m);
+        dur.push(d);
+        every.push(e);
+    }
+    println!(
+        "\nDurable retries, json stages, 10% failures, {rounds} interleaved rounds of {} messages (medians):",
+        *MESSAGES
+    );
+    println!("  {:>10.0} acked/s   in-memory retries", median(mem));
+    println!(
+        "  {:>10.0} acked/s   SQLite retries (durable seams, write-behind journal)",
+        median(dur)
+    );
+    println!(
+        "  {:>10.0} acked/s   SQLite retries and an acked fate for every message",
+        median(every)
+    );
+    println!(
+        "  ratio SQLite / in-memory:                 {:.2}   (target >= 0.75: costs at most 25%)",
+        median(r_dur)
+    );
+    println!(
+        "  ratio SQLite every ack / in-memory:       {:.2}",
+        median(r_every)
+    );
 }
 
 /// The ratio, measured in interleaved rounds (topology, then both bare pipelines) so that a
@@ -411,10 +554,18 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
+    let durable_only = std::env::var("BENCH_DURABLE_ONLY").is_ok();
     if std::env::var("BENCH_SKIP_CRITERION").is_err() {
         let mut c = Criterion::default().configure_from_args();
-        criterion_benches(&mut c, &rt, max_pending);
+        if !durable_only {
+            criterion_benches(&mut c, &rt, max_pending);
+        }
+        criterion_durable(&mut c, &rt, max_pending);
         c.final_summary();
+    }
+    interleaved_durable(&rt, max_pending, rounds);
+    if durable_only {
+        return;
     }
     let works = match std::env::var("BENCH_WORK").as_deref() {
         Ok("light") => vec![Work::Light],

@@ -22,6 +22,12 @@
 //! - [`store`]: the `Store` trait (scheduled retries, dead letters, audit log, message fates,
 //!   source positions), its embedded SQLite implementation, a group-commit `BatchWriter`, and
 //!   `recover` to refill a scheduler after a restart.
+//! - [`policy`]: the rule engine as the failure policy (`RulePolicy` over the live
+//!   `PolicyHandle`), and `TimeScale` for `--time-scale`.
+//! - [`durable`]: the failure seam backed by the store: a write-behind journal, durable retry
+//!   queues (recovered after a restart), the dead-letter sink, acked fates and source positions.
+//! - [`pipeline`]: the bundled order pipeline behind `rebound run` (order spout, parse bolt,
+//!   idempotent store bolt with injected faults) and its report from the durable state.
 //! - [`admin`]: the admin HTTP API (axum): rules, decide, health, metrics.
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
 #![forbid(unsafe_code)]
@@ -30,10 +36,13 @@
 pub mod acker;
 pub mod admin;
 pub mod clock;
+pub mod durable;
 mod executor;
 pub mod fairness;
 pub mod fate;
 pub mod metrics;
+pub mod pipeline;
+pub mod policy;
 pub mod scheduler;
 pub mod stats;
 pub mod store;

@@ -1,5 +1,6 @@
 //! Counters for the metrics exporter: plain atomics for the hot counts, small locked maps for
-//! the per-label counts (touched only on failures), and a fixed-bucket latency histogram.
+//! the per-label counts (touched only on failures), and two fixed-bucket histograms: the
+//! complete latency of acked deliveries, and the delays of scheduled retries.
 //!
 //! Spout tasks add up locally and publish once per loop pass, so the hot path does not
 //! contend on these.
@@ -30,20 +31,47 @@ pub const LATENCY_BOUNDS: [Duration; 16] = [
     Duration::from_secs(30),
 ];
 
+/// Upper bounds (inclusive) of the retry-delay histogram buckets (the real time a retry waits,
+/// from 10 ms to an hour); the last bucket is everything above. As many bounds as
+/// [`LATENCY_BOUNDS`], so both histograms share the [`Histogram`] type.
+pub const RETRY_DELAY_BOUNDS: [Duration; 16] = [
+    Duration::from_millis(10),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_millis(2500),
+    Duration::from_secs(5),
+    Duration::from_secs(10),
+    Duration::from_secs(30),
+    Duration::from_secs(60),
+    Duration::from_secs(120),
+    Duration::from_secs(300),
+    Duration::from_secs(600),
+    Duration::from_secs(1800),
+    Duration::from_secs(3600),
+];
+
 const HIST_LEN: usize = LATENCY_BOUNDS.len() + 1;
 
-/// The bounds in nanoseconds: comparing integers is cheaper on the hot path.
-const BOUND_NANOS: [u64; LATENCY_BOUNDS.len()] = {
-    let mut out = [0u64; LATENCY_BOUNDS.len()];
+const fn nanos(bounds: [Duration; HIST_LEN - 1]) -> [u64; HIST_LEN - 1] {
+    let mut out = [0u64; HIST_LEN - 1];
     let mut i = 0;
     while i < out.len() {
-        out[i] = LATENCY_BOUNDS[i].as_nanos() as u64;
+        out[i] = bounds[i].as_nanos() as u64;
         i += 1;
     }
     out
-};
+}
 
-/// A latency histogram (non-cumulative bucket counts, plus sum and count).
+/// The bounds in nanoseconds: comparing integers is cheaper on the hot path.
+const BOUND_NANOS: [u64; HIST_LEN - 1] = nanos(LATENCY_BOUNDS);
+const DELAY_BOUND_NANOS: [u64; HIST_LEN - 1] = nanos(RETRY_DELAY_BOUNDS);
+
+/// A histogram of durations: non-cumulative bucket counts, plus sum and count. The buckets are
+/// those of [`LATENCY_BOUNDS`] unless said otherwise (the retry-delay histogram uses
+/// [`RETRY_DELAY_BOUNDS`]; read it with [`Histogram::quantile_in`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Histogram {
     /// Counts per bucket of [`LATENCY_BOUNDS`], then the overflow bucket.
@@ -55,7 +83,7 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    /// Records one observation.
+    /// Records one observation (in the [`LATENCY_BOUNDS`] buckets).
     pub fn observe(&mut self, d: Duration) {
         let nanos = d.as_nanos().min(u128::from(u64::MAX)) as u64;
         let i = BOUND_NANOS.partition_point(|b| *b < nanos);
@@ -66,6 +94,11 @@ impl Histogram {
 
     /// An estimate of quantile `q` (0..=1): the upper bound of the bucket it falls in.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
+        self.quantile_in(q, &LATENCY_BOUNDS)
+    }
+
+    /// [`Histogram::quantile`] for a histogram bucketed by `bounds`.
+    pub fn quantile_in(&self, q: f64, bounds: &[Duration; 16]) -> Option<Duration> {
         if self.count == 0 {
             return None;
         }
@@ -74,10 +107,19 @@ impl Histogram {
         for (i, c) in self.buckets.iter().enumerate() {
             seen += c;
             if seen >= rank {
-                return Some(LATENCY_BOUNDS.get(i).copied().unwrap_or(Duration::MAX));
+                return Some(bounds.get(i).copied().unwrap_or(Duration::MAX));
             }
         }
         None
+    }
+
+    /// Adds another histogram with the same buckets.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
     }
 }
 
@@ -86,6 +128,18 @@ struct AtomicHistogram {
     buckets: [AtomicU64; HIST_LEN],
     sum_nanos: AtomicU64,
     count: AtomicU64,
+}
+
+impl AtomicHistogram {
+    fn snapshot(&self) -> Histogram {
+        let mut out = Histogram::default();
+        for (i, b) in self.buckets.iter().enumerate() {
+            out.buckets[i] = b.load(Relaxed);
+        }
+        out.sum = Duration::from_nanos(self.sum_nanos.load(Relaxed));
+        out.count = self.count.load(Relaxed);
+        out
+    }
 }
 
 /// The runtime's live counters, shared by every task of a topology.
@@ -104,6 +158,7 @@ pub struct Stats {
     retries_by_rule: Mutex<BTreeMap<String, u64>>,
     dead_letters_by_label: Mutex<BTreeMap<String, u64>>,
     complete_latency: AtomicHistogram,
+    retry_delay: AtomicHistogram,
 }
 
 /// A copy of the counters at one moment.
@@ -135,6 +190,9 @@ pub struct StatsSnapshot {
     pub dead_letters_by_label: BTreeMap<String, u64>,
     /// Time from a delivery's emit to its tree's completion, for acked deliveries.
     pub complete_latency: Histogram,
+    /// The delay of each scheduled retry (the real time it waits), bucketed by
+    /// [`RETRY_DELAY_BOUNDS`].
+    pub retry_delay: Histogram,
 }
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
@@ -150,13 +208,6 @@ fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
 impl Stats {
     /// A copy of every counter.
     pub fn snapshot(&self) -> StatsSnapshot {
-        let h = &self.complete_latency;
-        let mut complete_latency = Histogram::default();
-        for (i, b) in h.buckets.iter().enumerate() {
-            complete_latency.buckets[i] = b.load(Relaxed);
-        }
-        complete_latency.sum = Duration::from_nanos(h.sum_nanos.load(Relaxed));
-        complete_latency.count = h.count.load(Relaxed);
         let map =
             |m: &Mutex<BTreeMap<String, u64>>| m.lock().unwrap_or_else(|e| e.into_inner()).clone();
         StatsSnapshot {
@@ -172,7 +223,8 @@ impl Stats {
             failures_by_code: map(&self.failures_by_code),
             retries_by_rule: map(&self.retries_by_rule),
             dead_letters_by_label: map(&self.dead_letters_by_label),
-            complete_latency,
+            complete_latency: self.complete_latency.snapshot(),
+            retry_delay: self.retry_delay.snapshot(),
         }
     }
 
@@ -203,6 +255,13 @@ impl Stats {
     pub(crate) fn retry(&self, rule: &str) {
         self.retries.fetch_add(1, Relaxed);
         bump(&self.retries_by_rule, rule);
+    }
+    pub(crate) fn retry_delay(&self, delay: Duration) {
+        let nanos = delay.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let h = &self.retry_delay;
+        h.buckets[DELAY_BOUND_NANOS.partition_point(|b| *b < nanos)].fetch_add(1, Relaxed);
+        h.sum_nanos.fetch_add(nanos, Relaxed);
+        h.count.fetch_add(1, Relaxed);
     }
     pub(crate) fn dead_letter(&self, label: &str) {
         self.dead_lettered.fetch_add(1, Relaxed);
@@ -245,5 +304,30 @@ mod tests {
         s.merge_latency(&mut h);
         assert_eq!(h.count, 0);
         assert_eq!(s.snapshot().complete_latency.count, 100);
+    }
+
+    #[test]
+    fn retry_delays_land_in_their_own_buckets() {
+        let s = Stats::default();
+        for (rule, delay) in [
+            ("db-lock", Duration::from_millis(40)),
+            ("db-lock", Duration::from_secs(90)),
+            ("stock", Duration::from_secs(7200)),
+        ] {
+            s.retry(rule);
+            s.retry_delay(delay);
+        }
+        let snap = s.snapshot();
+        assert_eq!(snap.retries, 3);
+        assert_eq!(snap.retries_by_rule["db-lock"], 2);
+        let h = &snap.retry_delay;
+        assert_eq!(h.count, 3);
+        assert_eq!(h.buckets[1], 1); // <= 50 ms
+        assert_eq!(h.buckets[11], 1); // <= 2 min
+        assert_eq!(h.buckets[16], 1); // above an hour
+        assert_eq!(
+            h.quantile_in(0.5, &RETRY_DELAY_BOUNDS),
+            Some(Duration::from_secs(120))
+        );
     }
 }

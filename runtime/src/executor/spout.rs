@@ -118,6 +118,8 @@ pub(crate) struct SpoutTask<S: Spout> {
     dl_outbox: Vec<DeadLetter>,
     dl_in_flight: usize,
     pending: PendingTable,
+    /// Wakes the task when the queue is filled from outside (see `RetryQueue::notifier`).
+    queue_notify: Option<Arc<tokio::sync::Notify>>,
     source: Source,
     mixer: Mixer,
     fuse: RetryFuse,
@@ -149,8 +151,10 @@ impl<S: Spout> SpoutTask<S> {
             done: done_tx,
         };
         let now = p.time.now();
+        let queue_notify = p.queue.notifier();
         let task = SpoutTask {
             spout,
+            queue_notify,
             dl_tx,
             dl_done,
             dl_outbox: Vec::new(),
@@ -242,6 +246,12 @@ impl<S: Spout> SpoutTask<S> {
                 None => std::future::pending().await,
             }
         };
+        let filled = async {
+            match &self.queue_notify {
+                Some(n) => n.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             changed = self.p.control.changed() => {
                 if changed.is_err() {
@@ -253,6 +263,7 @@ impl<S: Spout> SpoutTask<S> {
             Some(batch) = self.p.fates.recv() => Event::Fates(batch),
             Some(ids) = self.dl_done.recv() => Event::Stored(ids),
             () = sleep => Event::Timer,
+            () = filled => Event::Timer,
         }
     }
 
@@ -401,11 +412,16 @@ impl<S: Spout> SpoutTask<S> {
                 rule,
                 version,
             } => {
-                tracing::debug!(
-                    id = %msg.id, rule = %rule, version = %version, attempt = msg.retry.attempt,
-                    delay_ms = delay.as_millis() as u64, code = %failure.code, "retry scheduled"
+                // One span per retry: the scheduling (and a durable queue's write) runs in it.
+                let span = tracing::info_span!(
+                    "retry", id = %msg.id, rule = %rule, version = %version,
+                    attempt = msg.retry.attempt, delay_ms = delay.as_millis() as u64,
+                    code = %failure.code,
                 );
+                let _entered = span.enter();
+                tracing::debug!("retry scheduled");
                 self.p.stats.retry(&rule.0);
+                self.p.stats.retry_delay(delay);
                 msg.retry.last_failure = Some(Box::new(LastFailure {
                     code: failure.code,
                     message: failure.message,

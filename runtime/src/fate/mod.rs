@@ -163,6 +163,12 @@ pub trait RetryQueue: Send + 'static {
     fn flush(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+    /// A handle the queue notifies when a message is added from outside the spout task (an
+    /// operator's replay, for one), so that the task wakes up to deliver it. `None`, the
+    /// default, for a queue that only its task fills. Asked once, when the task starts.
+    fn notifier(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// A message given up on, with everything an operator needs to understand and replay it.

@@ -1,0 +1,175 @@
+//! [`SourcePosition`]: a durable source's committed position, and which messages above it need
+//! not be delivered again.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::Journal;
+use crate::store::{self, Result, Store, WriteOp};
+
+/// How far ahead of what it hands out a source reserves positions (see
+/// [`SourcePosition::handing_out`]).
+const RESERVE_STEP: u64 = 4096;
+
+/// How far the low-water mark moves before it is queued to the journal on its own; the rest is
+/// written at [`SourcePosition::sync`].
+const COMMIT_STEP: u64 = 256;
+
+/// The position of a source whose messages are numbered `1, 2, 3…` (an offset, a sequence).
+///
+/// - The **committed position** is the low-water mark: every message at or below it has its
+///   fate (acked, or its dead letter stored). It is written to the store (through the journal,
+///   after the fates it covers), so a restart resumes from it.
+/// - Messages above it may have fates too (a slow retry holds the mark back while later messages
+///   finish). Those, and those waiting in a retry queue, must not be delivered again: after a
+///   restart, [`SourcePosition::load`] asks the store for the fates above the mark, and
+///   [`SourcePosition::should_skip`] says which positions to pass over ("one fate per message").
+/// - To bound that question, the source reserves positions ahead of what it hands out (a
+///   second position, `SOURCE.reserved`, queued before any message beyond the previous
+///   reservation is handed out): no message above the committed reservation can have a fate.
+#[derive(Debug)]
+pub struct SourcePosition {
+    source: String,
+    reserved_source: String,
+    journal: Journal,
+    committed: u64,
+    queued: u64,
+    settled_above: BTreeSet<u64>,
+    skip: HashSet<u64>,
+    reserved: u64,
+    high: u64,
+    known_at_start: u64,
+}
+
+impl SourcePosition {
+    /// Loads the committed position of `source` and the fates above it. `id_of` names the
+    /// message at a position; `owned` are positions whose messages wait in a retry queue
+    /// (recovered retries): they are skipped too, and settle when their fate comes.
+    ///
+    /// Blocking: call it before the topology starts (it reads the store).
+    pub fn load(
+        store: &dyn Store,
+        journal: Journal,
+        source: &str,
+        id_of: impl Fn(u64) -> String,
+        owned: impl IntoIterator<Item = u64>,
+    ) -> Result<SourcePosition> {
+        let reserved_source = format!("{source}.reserved");
+        let committed = store.position(source)?.unwrap_or(0);
+        let reserved = store
+            .position(&reserved_source)?
+            .unwrap_or(0)
+            .max(committed);
+        let mut pos = SourcePosition {
+            source: source.to_owned(),
+            reserved_source,
+            journal,
+            committed,
+            queued: committed,
+            settled_above: BTreeSet::new(),
+            skip: HashSet::new(),
+            reserved,
+            high: committed,
+            known_at_start: 0,
+        };
+        let mut n = committed + 1;
+        while n <= reserved {
+            let end = (n + 511).min(reserved);
+            let chunk: HashMap<String, u64> = (n..=end).map(|i| (id_of(i), i)).collect();
+            let ids: Vec<store::MessageId> = chunk
+                .keys()
+                .map(|id| store::MessageId(id.clone()))
+                .collect();
+            for (id, _) in store.known_fates(&ids)? {
+                if let Some(&i) = chunk.get(&id.0) {
+                    pos.settled_above.insert(i);
+                    pos.skip.insert(i);
+                }
+            }
+            n = end + 1;
+        }
+        pos.known_at_start = pos.settled_above.len() as u64;
+        pos.skip
+            .extend(owned.into_iter().filter(|&i| i > committed));
+        pos.high = pos
+            .skip
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(committed)
+            .max(committed);
+        pos.advance();
+        Ok(pos)
+    }
+
+    /// The committed low-water mark (as this process knows it; the store may lag a little).
+    pub fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    /// Positions above the mark that have their fate (the mark waits for a lower one).
+    pub fn settled_above(&self) -> u64 {
+        self.settled_above.len() as u64
+    }
+
+    /// Positions above the mark whose fate was already known when the source was loaded.
+    pub fn known_at_start(&self) -> u64 {
+        self.known_at_start
+    }
+
+    /// The highest position handed out (or known to have been, before a restart).
+    pub fn high(&self) -> u64 {
+        self.high
+    }
+
+    /// True if the message at `n` must not be handed out again: it has a fate, or it waits in
+    /// a retry queue.
+    pub fn should_skip(&self, n: u64) -> bool {
+        n <= self.committed || self.skip.contains(&n)
+    }
+
+    /// Call before handing out the message at `n`.
+    pub fn handing_out(&mut self, n: u64) {
+        self.high = self.high.max(n);
+        if n > self.reserved {
+            self.reserved = n + RESERVE_STEP;
+            self.journal.submit(WriteOp::Position {
+                source: self.reserved_source.clone(),
+                position: self.reserved,
+            });
+        }
+    }
+
+    /// The message at `n` got its fate (its fate is queued to the journal, or committed).
+    /// Returns true if the committed position moved.
+    pub fn settled(&mut self, n: u64) -> bool {
+        self.skip.remove(&n);
+        if n <= self.committed {
+            return false; // a replayed message: the position is already past it
+        }
+        self.settled_above.insert(n);
+        self.advance()
+    }
+
+    fn advance(&mut self) -> bool {
+        let before = self.committed;
+        while self.settled_above.first() == Some(&(self.committed + 1)) {
+            self.settled_above.pop_first();
+            self.committed += 1;
+        }
+        if self.committed >= self.queued + COMMIT_STEP {
+            self.sync();
+        }
+        self.committed > before
+    }
+
+    /// Queues the committed position to the journal if it moved since last queued.
+    pub fn sync(&mut self) {
+        if self.committed > self.queued {
+            self.queued = self.committed;
+            self.journal.submit(WriteOp::Position {
+                source: self.source.clone(),
+                position: self.committed,
+            });
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The faults the store bolt injects, decided per order and attempt by a seeded hash, so a run
+//! is reproducible: the same order fails the same way at the same attempt, run after run.
+//!
+//! Two kinds:
+//!
+//! - **Per order** (the same at every attempt): a poison order that crashes the writer
+//!   (`PANIC`, every time), and an `INVENTORY` order whose stock never arrives
+//!   (`STOCK_INSUFFICIENT`, every time). The rules give both up after their retries.
+//! - **Per attempt** (transient): `DB_LOCK_WAIT`, `NET_TIMEOUT`, `RATE_LIMITED` (with a
+//!   `retry_after` of 1–5 s), `PAY_PROCESSING` for `PAYMENT`, late stock for `INVENTORY`, a slow
+//!   write that outlasts the message timeout (the tree fails with `TIMEOUT`; the write still
+//!   lands later, so the retry's write is a duplicate the idempotent store absorbs), and a rare
+//!   crash (`PANIC`).
+//!
+//! With the default rates most messages succeed at once, about one in seven is retried, and
+//! about 1.5% end as dead letters (malformed and invalid payloads, poison orders, stock that
+//! never came, payments still processing after their retries).
+
+use std::time::Duration;
+
+use super::orders::unit;
+use crate::topology::Failure;
+
+/// Fault rates (probabilities, 0 to 1) and the seed that makes them reproducible.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Seeds every roll (and the orders' content).
+    pub seed: u64,
+    /// Orders whose payload is not JSON (`BAD_JSON` at the parse bolt).
+    pub malformed: f64,
+    /// Orders that are JSON but invalid (`VALIDATION_FAILED` at the parse bolt).
+    pub invalid: f64,
+    /// Orders that crash the store bolt at every attempt (`PANIC`).
+    pub poison: f64,
+    /// `INVENTORY` orders whose stock never arrives (`STOCK_INSUFFICIENT` at every attempt).
+    pub out_of_stock: f64,
+    /// Per attempt: a lock wait (`DB_LOCK_WAIT`).
+    pub db_lock: f64,
+    /// Per attempt: a network timeout (`NET_TIMEOUT`).
+    pub net_timeout: f64,
+    /// Per attempt: rate limited (`RATE_LIMITED`, with a `retry_after`).
+    pub rate_limited: f64,
+    /// Per attempt, `PAYMENT` only: the gateway is still processing (`PAY_PROCESSING`).
+    pub pay_processing: f64,
+    /// Per attempt, `INVENTORY` only: stock not there yet (`STOCK_INSUFFICIENT`).
+    pub stock_late: f64,
+    /// Per attempt: a write so slow that the tree times out (`TIMEOUT`).
+    pub slow_write: f64,
+    /// Per attempt: the store bolt crashes (`PANIC`).
+    pub panic: f64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            seed: 0x5EED_F00D,
+            malformed: 0.004,
+            invalid: 0.003,
+            poison: 0.0002,
+            out_of_stock: 0.03,
+            db_lock: 0.03,
+            net_timeout: 0.02,
+            rate_limited: 0.015,
+            pay_processing: 0.25,
+            stock_late: 0.10,
+            slow_write: 0.002,
+            panic: 0.0005,
+        }
+    }
+}
+
+impl Faults {
+    /// No faults at all (every order is written at its first attempt).
+    pub fn none() -> Faults {
+        Faults {
+            seed: Faults::default().seed,
+            malformed: 0.0,
+            invalid: 0.0,
+            poison: 0.0,
+            out_of_stock: 0.0,
+            db_lock: 0.0,
+            net_timeout: 0.0,
+            rate_limited: 0.0,
+            pay_processing: 0.0,
+            stock_late: 0.0,
+            slow_write: 0.0,
+            panic: 0.0,
+        }
+    }
+
+    /// What happens when order `n` of type `biz` is written at `attempt`.
+    pub fn roll(&self, n: u64, biz: &str, attempt: u32) -> Fault {
+        if unit(self.seed, n, 10) < self.poison {
+            return Fault::Panic;
+        }
+        if biz == "INVENTORY" && unit(self.seed, n, 11) < self.out_of_stock {
+            return Fault::Fail(
+                Failure::new("STOCK_INSUFFICIENT", "the item is out of stock")
+                    .with_attr("warehouse", "central"),
+            );
+        }
+        let salt = 100 + u64::from(attempt);
+        let u = unit(self.seed, n, salt);
+        let mut edge = 0.0;
+        let mut next = |p: f64| {
+            edge += p;
+            u < edge
+        };
+        if next(self.panic) {
+            return Fault::Panic;
+        }
+        if next(self.slow_write) {
+            return Fault::Slow;
+        }
+        if next(self.db_lock) {
+            return Fault::Fail(
+                Failure::new("DB_LOCK_WAIT", "lock wait timeout exceeded on table orders")
+                    .with_attr("table", "orders"),
+            );
+        }
+        if next(self.net_timeout) {
+            return Fault::Fail(Failure::new(
+                "NET_TIMEOUT",
+                "no answer from the order service",
+            ));
+        }
+        if next(self.rate_limited) {
+            let secs = 1 + (unit(self.seed, n, salt + 50) * 5.0) as u64;
+            return Fault::Fail(
+                Failure::new("RATE_LIMITED", "429 Too Many Requests")
+                    .with_retry_after(Duration::from_secs(secs))
+                    .with_attr("http_status", "429"),
+            );
+        }
+        if biz == "PAYMENT" && next(self.pay_processing) {
+            return Fault::Fail(Failure::new(
+                "PAY_PROCESSING",
+                "the payment gateway is still processing",
+            ));
+        }
+        if biz == "INVENTORY" && next(self.stock_late) {
+            return Fault::Fail(
+                Failure::new("STOCK_INSUFFICIENT", "stock not yet replenished")
+                    .with_attr("warehouse", "central"),
+            );
+        }
+        Fault::None
+    }
+}
+
+/// The outcome of a roll.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// Write the order.
+    None,
+    /// Fail at once with this failure.
+    Fail(Failure),
+    /// Write it, but so slowly that the tree times out first.
+    Slow,
+    /// Crash the bolt.
+    Panic,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rolls_are_reproducible_and_near_their_rates() {
+        let f = Faults::default();
+        let mut fails = 0;
+        let mut slow = 0;
+        for n in 1..=100_000u64 {
+            let a = f.roll(n, "ORDER", 1);
+            assert_eq!(a, f.roll(n, "ORDER", 1));
+            match a {
+                Fault::Fail(_) => fails += 1,
+                Fault::Slow => slow += 1,
+                _ => {}
+            }
+        }
+        // db_lock + net_timeout + rate_limited = 6.5%
+        assert!((6_000..7_000).contains(&fails), "{fails}");
+        assert!((150..250).contains(&slow), "{slow}");
+        assert_eq!(Faults::none().roll(5, "PAYMENT", 1), Fault::None);
+    }
+
+    #[test]
+    fn out_of_stock_is_per_order_and_late_stock_per_attempt() {
+        let f = Faults {
+            out_of_stock: 1.0,
+            ..Faults::none()
+        };
+        for attempt in 1..5 {
+            assert!(
+                matches!(f.roll(9, "INVENTORY", attempt), Fault::Fail(x) if x.code == "STOCK_INSUFFICIENT")
+            );
+        }
+        assert_eq!(f.roll(9, "ORDER", 1), Fault::None);
+    }
+}

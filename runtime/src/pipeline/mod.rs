@@ -1,0 +1,687 @@
+//! The bundled order pipeline: the topology behind `rebound run` (and `rebound serve`).
+//!
+//! ```text
+//!  orders (spout, 1) ──shuffle──▶ parse (2) ──fields(id)──▶ store (1, deferred) ──▶ pipeline.db
+//!     │ order-000001…N, durable position            BAD_JSON,                 idempotent writes,
+//!     │ (committed after ack / dead letter)          VALIDATION_FAILED         injected faults
+//!     └── failures ──▶ rules (hot-reloaded) ──▶ retry queue (SQLite) / dead letters (SQLite)
+//! ```
+//!
+//! - [`orders`]: the generated orders; [`faults`]: what the store bolt injects.
+//! - [`bolts`]: `parse` and `store`; [`db`]: `pipeline.db` (orders, duplicates, the run and its
+//!   sessions).
+//! - [`report`]: the final report, from the durable state; [`progress`]: the progress bar.
+//!
+//! [`start`] opens (or resumes) the run in the data directory and returns a
+//! [`RunningPipeline`]. Everything that must survive a `kill -9` is durable before it counts:
+//! fates, dead letters and scheduled retries in the store (through the
+//! [journal](crate::durable::Journal)), the spout's position after the fates it covers, orders
+//! and duplicates in `pipeline.db`. A restart resumes from the position, skips the messages
+//! that already have a fate, recovers the scheduled retries, and the report covers the whole
+//! run. A run that already finished is not started again: its report is read back.
+//!
+//! With `--time-scale F`, the rules' delays, the message timeout and the retry fuse's window
+//! run F times faster (see [`policy`](crate::policy)); the timeout never drops below
+//! [`MIN_MESSAGE_TIMEOUT`] of real time, so a loaded machine does not time out healthy trees.
+
+pub mod bolts;
+pub mod db;
+pub mod faults;
+pub mod orders;
+pub mod progress;
+pub mod report;
+mod spout;
+
+pub use db::{DbError, PipelineDb, RunRecord};
+pub use faults::{Fault, Faults};
+pub use progress::{Progress, ProgressView};
+pub use report::Report;
+pub use spout::Live;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rebound_engine::PolicyHandle;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::RunningTopology;
+use crate::clock::{Clock, WallClock};
+use crate::durable::{Durable, DurableOptions, SourcePosition};
+use crate::policy::{RulePolicy, TimeScale};
+use crate::stats::Stats;
+use crate::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
+use crate::time_source::{TimeSource, TokioTime};
+use crate::topology::{BuildError, Config, TopologyBuilder};
+use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
+use orders::{OrderGen, SOURCE, order_id, position_of};
+use spout::{OrderSpout, Pacer};
+
+/// The shortest message timeout, whatever the time scale.
+pub const MIN_MESSAGE_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// The shortest retry-fuse window, whatever the time scale.
+pub const MIN_FUSE_WINDOW: Duration = Duration::from_millis(50);
+
+/// Why the pipeline could not start, stop or report.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `pipeline.db` failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The data directory holds another run.
+    #[error(
+        "{dir} holds a run of {found} at time scale {found_scale}, not {asked} at {asked_scale}: \
+         run it again with the same settings to continue it, or pass another --data for a new run"
+    )]
+    OtherRun {
+        /// The data directory.
+        dir: PathBuf,
+        /// Its run's messages.
+        found: String,
+        /// Its run's time scale.
+        found_scale: f64,
+        /// The messages asked for.
+        asked: String,
+        /// The time scale asked for.
+        asked_scale: f64,
+    },
+    /// The topology could not be built (a bug in the pipeline's own settings).
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// A blocking task panicked or was cancelled.
+    #[error("a background task failed: {0}")]
+    Task(String),
+}
+
+/// How to run the pipeline. [`PipelineOptions::new`] gives `run`'s defaults except the time
+/// scale (1, as for `serve`).
+#[derive(Clone, Debug)]
+pub struct PipelineOptions {
+    /// The rules, through the live handle (give the reloader's, so edits take effect).
+    pub rules: Arc<PolicyHandle>,
+    /// The data directory (`rebound.db` and `pipeline.db`).
+    pub data_dir: PathBuf,
+    /// Orders in the run; `None` generates orders until stopped.
+    pub messages: Option<u64>,
+    /// `--time-scale`.
+    pub time_scale: TimeScale,
+    /// New orders per second at most (`None`: as fast as the pipeline takes them).
+    pub rate: Option<f64>,
+    /// The injected faults.
+    pub faults: Faults,
+    /// The topology's config; its `message_timeout` is in the rules' time (it gets scaled).
+    pub config: Config,
+    /// Where the admin API is served next to the pipeline, if anywhere (see [`serve_admin`]).
+    pub admin: Option<SocketAddr>,
+    /// How often the session's counters are checkpointed.
+    pub checkpoint_every: Duration,
+}
+
+impl PipelineOptions {
+    /// 50,000 messages at time scale 1 in `data_dir`, default faults and config.
+    pub fn new(rules: Arc<PolicyHandle>, data_dir: impl Into<PathBuf>) -> PipelineOptions {
+        PipelineOptions {
+            rules,
+            data_dir: data_dir.into(),
+            messages: Some(50_000),
+            time_scale: TimeScale::REAL,
+            rate: None,
+            faults: Faults::default(),
+            config: Config::default(),
+            admin: None,
+            checkpoint_every: Duration::from_millis(250),
+        }
+    }
+}
+
+struct Shared {
+    store: Arc<SqliteStore>,
+    db: Arc<PipelineDb>,
+    durable: Option<Durable>,
+    stats: Arc<Stats>,
+    live: Arc<Live>,
+    run: RunRecord,
+}
+
+/// A cheap, cloneable handle on a running (or finished) pipeline: its counters, its store,
+/// and the operators' dead-letter actions. This is what the admin API holds.
+#[derive(Clone)]
+pub struct PipelineHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PipelineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineHandle")
+            .field("run", &self.shared.run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PipelineHandle {
+    /// The live counters: emitted, acked, retries (by rule, with a delay histogram), dead
+    /// letters (by label), failures (by code), pending, retry queue depth, fuse, complete
+    /// latency.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.shared.stats.clone()
+    }
+
+    /// The store (dead letters, audit log, fates, scheduled retries).
+    pub fn store(&self) -> Arc<SqliteStore> {
+        self.shared.store.clone()
+    }
+
+    /// The run this pipeline works on.
+    pub fn run(&self) -> &RunRecord {
+        &self.shared.run
+    }
+
+    /// Replays a dead letter: marked `replayed` and audited in the store, its fate cleared,
+    /// and the message back in the live retry queue, due now, to be delivered as a fresh
+    /// delivery (attempt 1). Blocking (one store transaction): call it from
+    /// `spawn_blocking` in async code.
+    pub fn replay(
+        &self,
+        id: &str,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        match &self.shared.durable {
+            Some(d) => d.replay(id, operator, reason),
+            None => {
+                self.shared
+                    .store
+                    .replay(&crate::store::MessageId(id.to_owned()), operator, reason)
+            }
+        }
+    }
+
+    /// Marks a dead letter `skipped` (handled), audited. Blocking.
+    pub fn skip(
+        &self,
+        id: &str,
+        operator: &str,
+        reason: &str,
+    ) -> Result<StoredDeadLetter, StoreError> {
+        self.shared
+            .store
+            .skip(&crate::store::MessageId(id.to_owned()), operator, reason)
+    }
+
+    /// Where the run stands now.
+    pub fn progress(&self) -> Progress {
+        let s = self.shared.stats.snapshot();
+        let live = &self.shared.live;
+        Progress {
+            total: self.shared.run.messages,
+            settled: live.settled.load(Relaxed),
+            acked: live.acked.load(Relaxed),
+            dead_lettered: live.dead_lettered.load(Relaxed),
+            retries: s.retries,
+            retry_queue: s.retry_queue_depth,
+            pending: s.pending,
+            journal_backlog: self
+                .shared
+                .durable
+                .as_ref()
+                .map_or(0, |d| d.journal().backlog() as u64),
+        }
+    }
+
+    /// The report from the durable state (as of the last commit). Blocking.
+    pub fn report(&self) -> Result<Report, PipelineError> {
+        let run = self
+            .shared
+            .db
+            .run()?
+            .unwrap_or_else(|| self.shared.run.clone());
+        Report::load(self.shared.store.as_ref(), &self.shared.db, &run)
+    }
+}
+
+struct Session {
+    id: i64,
+    started: Instant,
+    stop: watch::Sender<bool>,
+    checkpoints: JoinHandle<()>,
+}
+
+/// A running pipeline. Stop it with [`RunningPipeline::stop`], which drains, persists and
+/// reports; dropping it stops the topology at once (safe, like a crash: nothing is lost).
+pub struct RunningPipeline {
+    handle: PipelineHandle,
+    topology: Option<RunningTopology>,
+    session: Option<Session>,
+    writer: Option<OrdersWriter>,
+}
+
+impl std::fmt::Debug for RunningPipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningPipeline")
+            .field("handle", &self.handle)
+            .field("running", &self.topology.is_some())
+            .finish()
+    }
+}
+
+fn now_ms() -> u64 {
+    WallClock::real().now().as_millis()
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, PipelineError> + Send + 'static,
+) -> Result<T, PipelineError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| PipelineError::Task(e.to_string()))?
+}
+
+fn describe(messages: Option<u64>) -> String {
+    messages.map_or_else(
+        || "unbounded orders".to_owned(),
+        |n| format!("{n} messages"),
+    )
+}
+
+struct Prepared {
+    store: Arc<SqliteStore>,
+    db: Arc<PipelineDb>,
+    run: RunRecord,
+    resume: Option<Resume>,
+}
+
+struct Resume {
+    durable: Durable,
+    position: SourcePosition,
+    session: i64,
+}
+
+/// Opens the store and `pipeline.db`, finds or creates the run, and (unless it finished)
+/// recovers the retries and the source position. Blocking.
+fn prepare(
+    options: &PipelineOptions,
+    time: Arc<dyn TimeSource>,
+) -> Result<Prepared, PipelineError> {
+    let dir = &options.data_dir;
+    let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real()))?);
+    let db = Arc::new(PipelineDb::open(dir)?);
+    let scale = options.time_scale.factor();
+    let run = match db.run()? {
+        Some(run) => {
+            if run.messages != options.messages || (run.time_scale - scale).abs() > 1e-9 {
+                return Err(PipelineError::OtherRun {
+                    dir: dir.clone(),
+                    found: describe(run.messages),
+                    found_scale: run.time_scale,
+                    asked: describe(options.messages),
+                    asked_scale: scale,
+                });
+            }
+            run
+        }
+        None => {
+            db.create_run(options.messages, scale, now_ms())?;
+            db.run()?
+                .ok_or_else(|| PipelineError::Task("the run record vanished".into()))?
+        }
+    };
+    if run.finished_ms.is_some() {
+        return Ok(Prepared {
+            store,
+            db,
+            run,
+            resume: None,
+        });
+    }
+    let durable = Durable::new(store.clone(), time, DurableOptions::default());
+    let recovered = durable.recover()?;
+    let owned: Vec<u64> = recovered
+        .iter()
+        .filter_map(|id| position_of(id.as_str()))
+        .collect();
+    let position = SourcePosition::load(
+        store.as_ref(),
+        durable.journal().clone(),
+        SOURCE,
+        order_id,
+        owned,
+    )?;
+    let session = db.begin_session(now_ms(), position.high())?;
+    if !recovered.is_empty() || position.committed() > 0 {
+        tracing::info!(
+            position = position.committed(),
+            known_above = position.known_at_start(),
+            recovered_retries = recovered.len(),
+            "resuming the run"
+        );
+    }
+    Ok(Prepared {
+        store,
+        db,
+        run,
+        resume: Some(Resume {
+            durable,
+            position,
+            session,
+        }),
+    })
+}
+
+/// Starts (or resumes) the pipeline's run in `options.data_dir`. A run that already finished
+/// is not started again: the returned pipeline only reports.
+///
+/// Must be called inside a tokio runtime (it spawns the topology's tasks).
+pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, PipelineError> {
+    let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
+    let prep_options = options.clone();
+    let prep_time = time.clone();
+    let prepared = blocking(move || prepare(&prep_options, prep_time)).await?;
+    let Prepared {
+        store,
+        db,
+        run,
+        resume,
+    } = prepared;
+    let live = Arc::new(Live::default());
+    let Some(Resume {
+        durable,
+        position,
+        session,
+    }) = resume
+    else {
+        let handle = PipelineHandle {
+            shared: Arc::new(Shared {
+                store,
+                db,
+                durable: None,
+                stats: Arc::new(Stats::default()),
+                live,
+                run,
+            }),
+        };
+        return Ok(RunningPipeline {
+            handle,
+            topology: None,
+            session: None,
+            writer: None,
+        });
+    };
+    live.settled
+        .store(position.committed() + position.settled_above(), Relaxed);
+    live.high.store(position.high(), Relaxed);
+
+    let scale = options.time_scale;
+    let mut config = options.config.clone();
+    config.message_timeout = scale
+        .to_real(config.message_timeout)
+        .max(MIN_MESSAGE_TIMEOUT);
+    // The fuse's window is time too: unscaled, a tail of failing retries (all that is left
+    // near the end of a run) would hold the fuse open for its full real window.
+    config.fuse.window = scale.to_real(config.fuse.window).max(MIN_FUSE_WINDOW);
+    let slow = config.message_timeout * 2;
+
+    // The orders writer: its own connection to pipeline.db, its own thread.
+    let conn = db::connect(&options.data_dir)?;
+    let writer = OrdersWriter::spawn(conn, time.clone())
+        .map_err(|e| PipelineError::Task(format!("cannot start the orders writer: {e}")))?;
+
+    let faults = Arc::new(options.faults.clone());
+    let spout = Mutex::new(Some(OrderSpout {
+        orders: OrderGen::new(faults.seed, faults.malformed, faults.invalid),
+        next: position.committed() + 1,
+        end: options.messages,
+        position,
+        fates: durable.fates(),
+        journal: durable.journal().clone(),
+        live: live.clone(),
+        pacer: options.rate.map(|r| Pacer::new(r, time.now())),
+    }));
+    let mut b = TopologyBuilder::new("orders");
+    b.config(config);
+    b.spout("orders", 1, move |_| {
+        spout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .expect("the order spout has one task, made once")
+    });
+    b.bolt("parse", 2, |_| ParseBolt)
+        .output(PARSED_FIELDS)
+        .shuffle("orders");
+    let bolt_faults = faults.clone();
+    let bolt_writer = writer.clone();
+    b.deferred_bolt("store", 1, move |_| StoreBolt {
+        writer: bolt_writer.clone(),
+        faults: bolt_faults.clone(),
+        slow,
+    })
+    .fields("parse", ["id"]);
+    let topology = b.build()?;
+    let seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
+    let running = topology.start(seams);
+    let stats = running.stats_handle();
+
+    let handle = PipelineHandle {
+        shared: Arc::new(Shared {
+            store,
+            db,
+            durable: Some(durable),
+            stats,
+            live,
+            run,
+        }),
+    };
+    let started = Instant::now();
+    let (stop, stop_rx) = watch::channel(false);
+    let checkpoints = tokio::spawn(checkpoint_loop(
+        handle.clone(),
+        session,
+        started,
+        options.checkpoint_every,
+        stop_rx,
+    ));
+    Ok(RunningPipeline {
+        handle,
+        topology: Some(running),
+        session: Some(Session {
+            id: session,
+            started,
+            stop,
+            checkpoints,
+        }),
+        writer: Some(writer),
+    })
+}
+
+async fn checkpoint_loop(
+    handle: PipelineHandle,
+    session: i64,
+    started: Instant,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let h = handle.clone();
+        let elapsed = started.elapsed();
+        let result = blocking(move || {
+            let s = &h.shared;
+            let stats = (&s.stats.snapshot()).into();
+            Ok(s.db.checkpoint(session, elapsed, s.live.high.load(Relaxed), &stats, None)?)
+        })
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "checkpointing the session failed");
+        }
+    }
+}
+
+impl RunningPipeline {
+    /// A handle for the admin API and the metrics.
+    pub fn handle(&self) -> PipelineHandle {
+        self.handle.clone()
+    }
+
+    /// The live counters.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.handle.stats()
+    }
+
+    /// The store.
+    pub fn store(&self) -> Arc<SqliteStore> {
+        self.handle.store()
+    }
+
+    /// See [`PipelineHandle::replay`].
+    pub fn replay(
+        &self,
+        id: &str,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        self.handle.replay(id, operator, reason)
+    }
+
+    /// See [`PipelineHandle::skip`].
+    pub fn skip(
+        &self,
+        id: &str,
+        operator: &str,
+        reason: &str,
+    ) -> Result<StoredDeadLetter, StoreError> {
+        self.handle.skip(id, operator, reason)
+    }
+
+    /// Where the run stands now.
+    pub fn progress(&self) -> Progress {
+        self.handle.progress()
+    }
+
+    /// True if the run had finished before this process started (nothing runs; [`stop`]
+    /// returns the stored report).
+    ///
+    /// [`stop`]: RunningPipeline::stop
+    pub fn already_finished(&self) -> bool {
+        self.topology.is_none()
+    }
+
+    /// Completes when every message of the run has its fate and nothing waits to be retried.
+    /// Never completes for an unbounded run.
+    pub async fn finished(&self) {
+        match &self.topology {
+            None => {}
+            Some(_) if self.handle.shared.run.messages.is_none() => std::future::pending().await,
+            Some(t) => t.wait_quiescent().await,
+        }
+    }
+
+    /// Stops the pipeline gracefully and reports: the spout stops, trees in flight finish (up
+    /// to `drain_timeout`; their failures are still decided and persisted), the journal is
+    /// flushed, the session's counters are written, and the report is computed from the
+    /// durable state. A run whose messages all have their fate is marked finished.
+    pub async fn stop(mut self, drain_timeout: Duration) -> Result<Report, PipelineError> {
+        let handle = self.handle.clone();
+        let Some(topology) = self.topology.take() else {
+            return blocking(move || handle.report()).await;
+        };
+        let shutdown = topology.shutdown(drain_timeout).await;
+        if !shutdown.drained {
+            tracing::warn!(
+                abandoned = shutdown.abandoned,
+                "stopped with trees in flight; their messages are delivered again by the next run"
+            );
+        }
+        // A slow write still sleeping must not land after the report.
+        if let Some(w) = self.writer.take() {
+            w.close().await;
+        }
+        if let Some(d) = &handle.shared.durable {
+            d.journal().flush().await;
+        }
+        let mut session_id = None;
+        let mut elapsed = None;
+        if let Some(s) = self.session.take() {
+            elapsed = Some(s.started.elapsed());
+            session_id = Some(s.id);
+            let _ = s.stop.send(true);
+            let _ = s.checkpoints.await;
+        }
+        blocking(move || {
+            let s = &handle.shared;
+            let reached_end = s
+                .run
+                .messages
+                .is_some_and(|n| s.live.settled.load(Relaxed) >= n);
+            let mut report = handle.report()?;
+            let finished = reached_end || report.complete;
+            if let (Some(id), Some(elapsed)) = (session_id, elapsed) {
+                let stats = (&s.stats.snapshot()).into();
+                let ended = if finished { "finished" } else { "interrupted" };
+                s.db.checkpoint(id, elapsed, s.live.high.load(Relaxed), &stats, Some(ended))?;
+            }
+            if finished {
+                s.db.finish_run(now_ms())?;
+            }
+            report = handle.report()?;
+            Ok(report)
+        })
+        .await
+    }
+}
+
+/// A running pipeline is the admin API's dead-letter desk: listing reads the store, and a
+/// replay also puts the message into the live retry queue at once.
+impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
+    fn list(
+        &self,
+        filter: &crate::store::DeadLetterFilter,
+    ) -> Result<crate::store::Page<StoredDeadLetter, crate::store::DeadLetterId>, StoreError> {
+        self.shared.store.dead_letters(filter)
+    }
+
+    fn replay(
+        &self,
+        id: &crate::store::MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        PipelineHandle::replay(self, &id.0, operator, reason)
+    }
+
+    fn skip(
+        &self,
+        id: &crate::store::MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<StoredDeadLetter, StoreError> {
+        PipelineHandle::skip(self, &id.0, operator, reason)
+    }
+}
+
+/// Serves the admin API on `listener` next to the running pipeline until `shutdown`
+/// completes: the pipeline's live counters join the metrics, and it is the dead-letter desk
+/// (a replay goes straight back into its retry queue).
+pub async fn serve_admin(
+    listener: tokio::net::TcpListener,
+    mut state: crate::admin::AdminState,
+    pipeline: PipelineHandle,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    state.metrics.runtime.attach(pipeline.stats());
+    state.dead_letters = Some(Arc::new(pipeline));
+    crate::admin::serve(listener, state, shutdown).await
+}

@@ -1,0 +1,341 @@
+//! The run's report, computed from the durable state, so that a run restarted after a crash
+//! reports all of its messages, and a finished run reports the same thing every time it is
+//! asked.
+//!
+//! | key | from |
+//! |---|---|
+//! | `acked`, `dead_lettered`, `lost` | the store's fates of `order-000001…order-N` |
+//! | `dead_letters_by_label` | the store's dead letters (open or skipped; replayed ones are history) |
+//! | `duplicates` | `pipeline.db`'s counter, written with the orders |
+//! | `retries`, `retries_by_rule`, `latency_ms`, `failures_by_code` | the sessions' checkpointed counters |
+//! | `elapsed_s`, `throughput_per_s` | the sessions' running times |
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::PipelineError;
+use super::db::{PipelineDb, RunRecord, SessionStats};
+use super::orders::{order_id, position_of};
+use crate::stats::{Histogram, LATENCY_BOUNDS};
+use crate::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, Store};
+
+/// Two latency percentiles, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+/// The report of a run. The first ten fields are the keys `spec/runtime.md` requires of
+/// `rebound run --json`; the rest are extra.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// Distinct messages handed out (all N once the run is complete).
+    pub emitted: u64,
+    /// Messages whose tree completed.
+    pub acked: u64,
+    /// Messages whose dead letter is stored.
+    pub dead_lettered: u64,
+    /// Messages that ended neither acked nor dead-lettered (must be 0). Counted once the run
+    /// is complete; an interrupted run has `outstanding` messages instead.
+    pub lost: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Deliveries the idempotent store absorbed (the order was already written).
+    pub duplicates: u64,
+    /// Dead letters by label.
+    pub dead_letters_by_label: BTreeMap<String, u64>,
+    /// Retries by deciding rule.
+    pub retries_by_rule: BTreeMap<String, u64>,
+    /// Messages settled (acked or dead-lettered) per second of running time.
+    pub throughput_per_s: f64,
+    /// Complete latency of acked deliveries (real time, emit to ack).
+    pub latency_ms: Latency,
+    /// The messages of the run (`null` when unbounded).
+    pub messages: Option<u64>,
+    /// The time scale of the run.
+    pub time_scale: f64,
+    /// Running time over every session, in seconds.
+    pub elapsed_s: f64,
+    /// True once every message has its fate and nothing waits to be retried.
+    pub complete: bool,
+    /// Messages without a fate yet, in an incomplete run (a restart continues them).
+    pub outstanding: u64,
+    /// Retries waiting in the store.
+    pub scheduled_retries: u64,
+    /// Deliveries in all (first deliveries and retries).
+    pub deliveries: u64,
+    /// Failed trees by failure code.
+    pub failures_by_code: BTreeMap<String, u64>,
+    /// Processes that worked on the run (1 unless it was restarted).
+    pub sessions: u64,
+}
+
+/// Quantile `q` of `h`, interpolated linearly inside its bucket (the overflow bucket reports
+/// its lower bound).
+pub fn quantile(h: &Histogram, q: f64, bounds: &[Duration; 16]) -> Option<Duration> {
+    if h.count == 0 {
+        return None;
+    }
+    let rank = (q * h.count as f64).max(f64::MIN_POSITIVE);
+    let mut seen = 0.0;
+    for (i, &c) in h.buckets.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        let next = seen + c as f64;
+        if next >= rank {
+            let lo = if i == 0 {
+                Duration::ZERO
+            } else {
+                bounds[i - 1]
+            };
+            let Some(&hi) = bounds.get(i) else {
+                return Some(lo);
+            };
+            let frac = (rank - seen) / c as f64;
+            return Some(lo + (hi - lo).mul_f64(frac.clamp(0.0, 1.0)));
+        }
+        seen = next;
+    }
+    bounds.last().copied()
+}
+
+fn ms(d: Option<Duration>) -> f64 {
+    d.map_or(0.0, |d| (d.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+fn add_all(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+impl Report {
+    /// Computes the report of the run in `store` and `db`. Blocking (reads both databases).
+    pub fn load(
+        store: &dyn Store,
+        db: &PipelineDb,
+        run: &RunRecord,
+    ) -> Result<Report, PipelineError> {
+        let sessions = db.sessions()?;
+        let high = sessions.iter().map(|s| s.emitted_high).max().unwrap_or(0);
+        let n = run.messages.unwrap_or(high);
+
+        let (mut acked, mut dead_lettered) = (0u64, 0u64);
+        let mut i = 1;
+        while i <= n {
+            let end = (i + 511).min(n);
+            let ids: Vec<store::MessageId> =
+                (i..=end).map(|k| store::MessageId(order_id(k))).collect();
+            for (_, fate) in store.known_fates(&ids)? {
+                match fate {
+                    Fate::Acked => acked += 1,
+                    Fate::DeadLettered => dead_lettered += 1,
+                }
+            }
+            i = end + 1;
+        }
+        let in_run = |id: &str| position_of(id).is_some_and(|k| k >= 1 && k <= n);
+        let scheduled_retries = store
+            .scheduled()?
+            .iter()
+            .filter(|(id, _)| in_run(&id.0))
+            .count() as u64;
+
+        let mut dead_letters_by_label = BTreeMap::new();
+        for status in [DeadLetterStatus::Dead, DeadLetterStatus::Skipped] {
+            let mut filter = DeadLetterFilter {
+                status: Some(status),
+                limit: store::MAX_PAGE,
+                ..DeadLetterFilter::default()
+            };
+            loop {
+                let page = store.dead_letters(&filter)?;
+                for d in &page.items {
+                    if in_run(&d.letter.message.id.0) {
+                        *dead_letters_by_label
+                            .entry(d.letter.label.clone())
+                            .or_default() += 1;
+                    }
+                }
+                match page.next {
+                    Some(next) => filter.before = Some(next),
+                    None => break,
+                }
+            }
+        }
+
+        let mut stats = SessionStats::default();
+        let mut latency = Histogram::default();
+        let mut elapsed = Duration::ZERO;
+        for s in &sessions {
+            elapsed += s.elapsed;
+            stats.deliveries += s.stats.deliveries;
+            stats.retries += s.stats.retries;
+            add_all(&mut stats.retries_by_rule, &s.stats.retries_by_rule);
+            add_all(&mut stats.failures_by_code, &s.stats.failures_by_code);
+            latency.merge(&s.stats.latency.histogram());
+        }
+
+        let settled = acked + dead_lettered;
+        let state_complete = run.messages.is_some() && settled == n && scheduled_retries == 0;
+        let complete = state_complete || run.finished_ms.is_some();
+        let elapsed_s = (elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+        let throughput_per_s = if elapsed_s > 0.0 {
+            (settled as f64 / elapsed_s * 10.0).round() / 10.0
+        } else {
+            0.0
+        };
+        Ok(Report {
+            emitted: if complete {
+                n
+            } else {
+                high.max(settled + scheduled_retries)
+            },
+            acked,
+            dead_lettered,
+            lost: if complete { n - settled.min(n) } else { 0 },
+            retries: stats.retries,
+            duplicates: db.duplicates()?,
+            dead_letters_by_label,
+            retries_by_rule: stats.retries_by_rule,
+            throughput_per_s,
+            latency_ms: Latency {
+                p50: ms(quantile(&latency, 0.5, &LATENCY_BOUNDS)),
+                p99: ms(quantile(&latency, 0.99, &LATENCY_BOUNDS)),
+            },
+            messages: run.messages,
+            time_scale: run.time_scale,
+            elapsed_s,
+            complete,
+            outstanding: if complete {
+                0
+            } else {
+                n.saturating_sub(settled)
+            },
+            scheduled_retries,
+            deliveries: stats.deliveries,
+            failures_by_code: stats.failures_by_code,
+            sessions: sessions.len() as u64,
+        })
+    }
+
+    /// The report as one JSON document.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// The report as text, for a terminal.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let total = match self.messages {
+            Some(n) => format!("{n} messages"),
+            None => "unbounded".to_owned(),
+        };
+        let state = if self.complete {
+            "complete".to_owned()
+        } else {
+            format!(
+                "interrupted: {} outstanding, {} of them scheduled for retry; run it again with the same --data to finish",
+                self.outstanding, self.scheduled_retries
+            )
+        };
+        let _ = writeln!(
+            out,
+            "rebound run: {total}, time scale {}× ({state})",
+            self.time_scale
+        );
+        let list = |m: &BTreeMap<String, u64>| {
+            let mut v: Vec<_> = m.iter().collect();
+            v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            v.iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(" · ")
+        };
+        let mut line = |name: &str, value: String, detail: String| {
+            let text = format!("  {name:<14} {value:>8}   {detail}");
+            let _ = writeln!(out, "{}", text.trim_end());
+        };
+        line("emitted", self.emitted.to_string(), String::new());
+        line("acked", self.acked.to_string(), String::new());
+        line(
+            "dead-lettered",
+            self.dead_lettered.to_string(),
+            list(&self.dead_letters_by_label),
+        );
+        line(
+            "lost",
+            self.lost.to_string(),
+            if self.complete {
+                String::new()
+            } else {
+                "(counted once complete)".into()
+            },
+        );
+        line(
+            "retries",
+            self.retries.to_string(),
+            list(&self.retries_by_rule),
+        );
+        line(
+            "duplicates",
+            self.duplicates.to_string(),
+            "absorbed by the idempotent store".into(),
+        );
+        line(
+            "failures",
+            self.failures_by_code.values().sum::<u64>().to_string(),
+            list(&self.failures_by_code),
+        );
+        line(
+            "latency",
+            format!("{:.1} ms", self.latency_ms.p50),
+            format!(
+                "p50 · p99 {:.1} ms (emit to ack, real time)",
+                self.latency_ms.p99
+            ),
+        );
+        line(
+            "throughput",
+            format!("{:.0}/s", self.throughput_per_s),
+            format!(
+                "{} deliveries in {:.1} s{}",
+                self.deliveries,
+                self.elapsed_s,
+                match self.sessions {
+                    0 | 1 => String::new(),
+                    n => format!(" over {n} sessions"),
+                }
+            ),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_inside_the_bucket() {
+        let mut h = Histogram::default();
+        for _ in 0..100 {
+            h.observe(Duration::from_millis(3)); // the (2.5 ms, 5 ms] bucket
+        }
+        let p50 = quantile(&h, 0.5, &LATENCY_BOUNDS).unwrap();
+        assert_eq!(p50, Duration::from_micros(3750));
+        assert_eq!(quantile(&Histogram::default(), 0.5, &LATENCY_BOUNDS), None);
+        h.observe(Duration::from_secs(60)); // overflow: reported at the last bound
+        assert_eq!(
+            quantile(&h, 1.0, &LATENCY_BOUNDS),
+            Some(Duration::from_secs(30))
+        );
+    }
+}

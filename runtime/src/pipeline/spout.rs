@@ -1,0 +1,117 @@
+//! The order spout: hands out orders `1..=N` (or forever), skipping those that already have a
+//! fate or wait in the retry queue, and records each fate it is told: the acked fate (through
+//! the journal) and the source position (the low-water mark).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use tokio::time::Instant;
+
+use super::orders::{OrderGen, position_of};
+use crate::durable::{Fates, Journal, SourcePosition};
+use crate::topology::{MessageId, NextMessage, Spout};
+
+/// Above this many writes waiting in the journal, the spout pauses (says `Idle`): the disk sets
+/// the pace instead of the journal's memory growing.
+const BACKLOG_LIMIT: usize = 64 * 1024;
+
+/// What the spout shares with the outside while it runs.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Orders (of this run) with a fate, including those known at start.
+    pub settled: AtomicU64,
+    /// The highest order number handed out.
+    pub high: AtomicU64,
+    /// Orders acked in this session.
+    pub acked: AtomicU64,
+    /// Orders dead-lettered in this session.
+    pub dead_lettered: AtomicU64,
+}
+
+/// Paces new orders at a fixed rate (for a long-running `serve`).
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    per_second: f64,
+    started: Instant,
+    handed: u64,
+}
+
+impl Pacer {
+    pub(crate) fn new(per_second: f64, now: Instant) -> Pacer {
+        Pacer {
+            per_second,
+            started: now,
+            handed: 0,
+        }
+    }
+}
+
+pub(crate) struct OrderSpout {
+    pub(crate) orders: OrderGen,
+    pub(crate) next: u64,
+    pub(crate) end: Option<u64>,
+    pub(crate) position: SourcePosition,
+    pub(crate) fates: Fates,
+    pub(crate) journal: Journal,
+    pub(crate) live: Arc<Live>,
+    pub(crate) pacer: Option<Pacer>,
+}
+
+impl OrderSpout {
+    fn settled(&mut self, n: u64) {
+        self.position.settled(n);
+        let settled = self.position.committed() + self.position.settled_above();
+        self.live.settled.store(settled, Relaxed);
+    }
+}
+
+impl Spout for OrderSpout {
+    fn next(&mut self) -> NextMessage {
+        if self.journal.backlog() > BACKLOG_LIMIT {
+            return NextMessage::Idle;
+        }
+        if let Some(p) = &self.pacer {
+            let allowed = p.started.elapsed().as_secs_f64() * p.per_second;
+            if p.handed as f64 >= allowed.floor() + 1.0 {
+                return NextMessage::Idle;
+            }
+        }
+        let n = loop {
+            let n = self.next;
+            if self.end.is_some_and(|end| n > end) {
+                return NextMessage::Exhausted;
+            }
+            self.next += 1;
+            if !self.position.should_skip(n) {
+                break n;
+            }
+        };
+        if let Some(p) = &mut self.pacer {
+            p.handed += 1;
+        }
+        self.position.handing_out(n);
+        self.live.high.fetch_max(n, Relaxed);
+        NextMessage::Ready(self.orders.message(n))
+    }
+
+    fn ack(&mut self, id: &MessageId) {
+        // The fate is queued before the position that covers it: the journal keeps the order.
+        self.fates.acked(id);
+        self.live.acked.fetch_add(1, Relaxed);
+        if let Some(n) = position_of(id.as_str()) {
+            self.settled(n);
+        }
+    }
+
+    fn dead_lettered(&mut self, id: &MessageId) {
+        // The dead letter (and with it the fate) is committed already.
+        self.live.dead_lettered.fetch_add(1, Relaxed);
+        if let Some(n) = position_of(id.as_str()) {
+            self.settled(n);
+        }
+    }
+
+    fn close(&mut self) {
+        self.position.sync();
+    }
+}

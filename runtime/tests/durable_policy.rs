@@ -1,0 +1,163 @@
+//! The rule engine deciding a live topology's failures through the durable seams, with the
+//! shipped rules (`rules/` at the workspace root): a `give_up` code is dead-lettered at its
+//! first failure under its rule's label, and `RATE_LIMITED` waits at least its `retry_after`
+//! (scaled by the time scale). What the store keeps carries the deciding rule and version.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rebound_engine::PolicyHandle;
+use rebound_runtime::clock::WallClock;
+use rebound_runtime::durable::{Durable, DurableOptions};
+use rebound_runtime::policy::{RulePolicy, TimeScale};
+use rebound_runtime::store::{self, Fate, SqliteStore, Store};
+use rebound_runtime::time_source::TokioTime;
+use rebound_runtime::topology::*;
+use tokio::time::Instant;
+
+fn shipped() -> Arc<PolicyHandle> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules");
+    let set = rebound_engine::load_dir(&dir).unwrap().unwrap();
+    Arc::new(PolicyHandle::new(set))
+}
+
+struct Ids {
+    ids: Vec<&'static str>,
+    fates: Option<rebound_runtime::durable::Fates>,
+    told: Arc<Mutex<BTreeMap<String, &'static str>>>,
+}
+
+impl Spout for Ids {
+    fn next(&mut self) -> NextMessage {
+        match self.ids.pop() {
+            Some(id) => NextMessage::Ready(Message::new(id, "ORDER", "{}")),
+            None => NextMessage::Exhausted,
+        }
+    }
+    fn ack(&mut self, id: &MessageId) {
+        if let Some(f) = &self.fates {
+            f.acked(id);
+        }
+        self.told.lock().unwrap().insert(id.to_string(), "acked");
+    }
+    fn dead_lettered(&mut self, id: &MessageId) {
+        self.told.lock().unwrap().insert(id.to_string(), "dead");
+    }
+}
+
+type Seen = Arc<Mutex<BTreeMap<String, Vec<(i64, Instant)>>>>;
+
+/// `bad-*` is never JSON; `limited-*` is rate limited at its first attempt (retry after 3 s);
+/// everything else works.
+struct Store429 {
+    seen: Seen,
+}
+
+impl Bolt for Store429 {
+    fn execute(&mut self, input: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
+        let id = input.str("id").unwrap_or_default().to_owned();
+        let attempt = input.int("attempt").unwrap_or(0);
+        self.seen
+            .lock()
+            .unwrap()
+            .entry(id.clone())
+            .or_default()
+            .push((attempt, Instant::now()));
+        if id.starts_with("bad-") {
+            return Err(Failure::new("BAD_JSON", "expected value at line 1"));
+        }
+        if id.starts_with("limited-") && attempt == 1 {
+            return Err(
+                Failure::new("RATE_LIMITED", "429").with_retry_after(Duration::from_secs(3))
+            );
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_rules_decide_the_topologys_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+    let durable = Durable::new(
+        store.clone(),
+        Arc::new(TokioTime::new()),
+        DurableOptions::default(),
+    );
+    let rules = shipped();
+    let version = rules.current().version().to_string();
+    let scale = TimeScale::new(100.0).unwrap();
+
+    let told: Arc<Mutex<BTreeMap<String, &'static str>>> = Arc::default();
+    let seen: Seen = Arc::default();
+    let (t2, s2, fates) = (told.clone(), seen.clone(), durable.fates());
+    let mut b = TopologyBuilder::new("t");
+    b.spout("src", 1, move |_| Ids {
+        ids: vec!["ok-1", "bad-1", "limited-1", "bad-2", "limited-2", "ok-2"],
+        fates: Some(fates.clone()),
+        told: t2.clone(),
+    });
+    b.bolt("store", 1, move |_| Store429 { seen: s2.clone() })
+        .shuffle("src");
+    let running = b
+        .build()
+        .unwrap()
+        .start(durable.seams(RulePolicy::new(rules, scale)));
+    tokio::time::timeout(Duration::from_secs(20), running.wait_quiescent())
+        .await
+        .unwrap();
+    let stats = running.stats();
+    running.shutdown(Duration::from_secs(5)).await;
+    durable.journal().flush().await;
+
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told["bad-1"], "dead");
+    assert_eq!(told["bad-2"], "dead");
+    for id in ["ok-1", "ok-2", "limited-1", "limited-2"] {
+        assert_eq!(told[id], "acked", "{id}");
+    }
+
+    // give_up: dead-lettered at the first failure, under bad-payload's label, with its version.
+    for id in ["bad-1", "bad-2"] {
+        let letter = store
+            .dead_letter(&store::MessageId(id.into()))
+            .unwrap()
+            .unwrap()
+            .letter;
+        assert_eq!(letter.label, "L3");
+        assert_eq!(letter.reason, "give_up");
+        assert_eq!(letter.rule.0, "bad-payload");
+        assert_eq!(letter.rule_set_version.0, version);
+        assert_eq!(letter.attempts, 1);
+        assert_eq!(letter.last_code, "BAD_JSON");
+        assert_eq!(seen.lock().unwrap()[id].len(), 1, "never retried");
+    }
+
+    // RATE_LIMITED: retry_after 3 s of rule time is 30 ms at 100×; the rule's own backoff
+    // (1 s base, full jitter: at most 10 ms here) is shorter, so the wait is the retry_after.
+    for id in ["limited-1", "limited-2"] {
+        let deliveries = seen.lock().unwrap()[id].clone();
+        assert_eq!(
+            deliveries.iter().map(|d| d.0).collect::<Vec<_>>(),
+            [1, 2],
+            "{id}"
+        );
+        let waited = deliveries[1].1 - deliveries[0].1;
+        assert!(
+            waited >= Duration::from_millis(30),
+            "{id} waited {waited:?}"
+        );
+        assert_eq!(
+            store.fate_of(&store::MessageId(id.into())).unwrap(),
+            Some(Fate::Acked)
+        );
+    }
+    assert_eq!(stats.retries_by_rule.get("rate-limited"), Some(&2));
+    assert_eq!(stats.dead_letters_by_label.get("L3"), Some(&2));
+    // Both delays were 30 ms: the (10 ms, 50 ms] bucket of the retry-delay histogram.
+    assert_eq!(stats.retry_delay.count, 2);
+    assert_eq!(stats.retry_delay.buckets[1], 2);
+    assert!(store.scheduled().unwrap().is_empty());
+}

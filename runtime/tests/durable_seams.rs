@@ -1,0 +1,376 @@
+//! The durable seams on their own: retries survive a restart with their due times and
+//! metadata (overdue ones fire at once); a message whose fate is known is not handed out
+//! again; a spout hears `dead_lettered` only after the letter is committed; a replayed dead
+//! letter re-enters a live topology.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rebound_runtime::clock::{Timestamp, WallClock};
+use rebound_runtime::durable::{Durable, DurableOptions, Journal, JournalOptions, SourcePosition};
+use rebound_runtime::fate::RetryQueue;
+use rebound_runtime::fate::memory::FixedPolicy;
+use rebound_runtime::store::{self, DeadLetterStatus, Fate, SqliteStore, Store};
+use rebound_runtime::time_source::{TimeSource, TokioTime};
+use rebound_runtime::topology::*;
+
+fn open(dir: &Path) -> (Arc<SqliteStore>, Durable) {
+    let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real())).unwrap());
+    let durable = Durable::new(
+        store.clone(),
+        Arc::new(TokioTime::new()),
+        DurableOptions::default(),
+    );
+    (store, durable)
+}
+
+fn queue_of(d: &Durable) -> Box<dyn RetryQueue> {
+    let seams = d.seams(FixedPolicy::default());
+    (seams.retry_queues)(&TaskInfo {
+        component: "orders",
+        index: 0,
+        parallelism: 1,
+    })
+}
+
+/// A message as the spout task hands it to the queue after a failure: attempt, first delivery
+/// and the last failure filled in (times at millisecond precision, as the store keeps them).
+fn failed(id: &str, attempt: u32, delay: Duration) -> Message {
+    let mut m =
+        Message::new(id, "PAYMENT", format!("{{\"order\":\"{id}\"}}")).with_header("trace", id);
+    m.retry.attempt = attempt;
+    m.retry.first_delivery = Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
+    m.retry.last_failure = Some(Box::new(LastFailure {
+        code: "PAY_PROCESSING".into(),
+        message: "still processing".into(),
+        at: SystemTime::now(),
+        delay,
+        rule: "payment-processing".into(),
+        version: "00112233aabbccdd".into(),
+    }));
+    m
+}
+
+fn same_but_at(a: &Message, b: &Message) {
+    let (mut a, mut b) = (a.clone(), b.clone());
+    for m in [&mut a, &mut b] {
+        if let Some(l) = m.retry.last_failure.as_mut() {
+            l.at = UNIX_EPOCH;
+        }
+    }
+    assert_eq!(a, b);
+}
+
+#[tokio::test]
+async fn scheduled_retries_survive_a_restart_with_their_due_times_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let soon = failed("order-1", 2, Duration::from_millis(50));
+    let later = failed("order-2", 4, Duration::from_secs(3600));
+    {
+        let (_, durable) = open(dir.path());
+        assert!(durable.recover().unwrap().is_empty());
+        let mut q = queue_of(&durable);
+        let now = tokio::time::Instant::now();
+        q.schedule(now + Duration::from_millis(50), soon.clone());
+        q.schedule(now + Duration::from_secs(3600), later.clone());
+        assert_eq!(q.len(), 2);
+        q.flush().await;
+        // Dropped without anything else: as far as the store knows, a crash.
+    }
+    tokio::time::sleep(Duration::from_millis(120)).await;
+
+    let (store, durable) = open(dir.path());
+    let recovered: BTreeSet<String> = durable
+        .recover()
+        .unwrap()
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(recovered, ["order-1", "order-2"].map(String::from).into());
+    let mut q = queue_of(&durable);
+    assert_eq!(q.len(), 2);
+    let now = tokio::time::Instant::now();
+    let fired = q.pop_due(now).expect("the overdue retry fires at once");
+    same_but_at(&fired, &soon);
+    assert!(q.pop_due(now).is_none(), "the other is not due");
+    let due = q.next_due().unwrap();
+    let left = due - now;
+    assert!(
+        left > Duration::from_secs(3590) && left <= Duration::from_secs(3600),
+        "{left:?}"
+    );
+
+    // The row stays until the fate is recorded.
+    assert_eq!(store.scheduled().unwrap().len(), 2);
+    durable.fates().acked(&fired.id);
+    durable.journal().flush().await;
+    let left: Vec<String> = store
+        .scheduled()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id.0)
+        .collect();
+    assert_eq!(left, ["order-2"]);
+    assert_eq!(
+        store.fate_of(&store::MessageId("order-1".into())).unwrap(),
+        Some(Fate::Acked)
+    );
+    // The far retry kept its metadata too.
+    let row = &store
+        .retries(&[store::MessageId("order-2".into())])
+        .unwrap()[0];
+    assert_eq!(row.meta.attempt, 4);
+    assert_eq!(row.meta.rule.0, "payment-processing");
+    assert_eq!(row.meta.last_delay, Duration::from_secs(3600));
+}
+
+#[tokio::test]
+async fn a_message_whose_fate_is_known_is_not_handed_out_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+    let id = |n: u64| format!("m-{n}");
+    // Before the crash: 1..=2 committed; 3 and 5 acked above the mark; 4 in flight; 7 waits
+    // in the retry queue; positions up to 10 reserved.
+    store
+        .record_acked(
+            &[store::MessageId(id(3)), store::MessageId(id(5))],
+            Timestamp::from_millis(1),
+        )
+        .unwrap();
+    store.commit_position("src", 2).unwrap();
+    store.commit_position("src.reserved", 10).unwrap();
+
+    let journal = Journal::spawn(store.clone(), JournalOptions::default());
+    let mut pos = SourcePosition::load(store.as_ref(), journal.clone(), "src", id, [7]).unwrap();
+    // 3 already has its fate: the mark moves over it at once.
+    assert_eq!(pos.committed(), 3);
+    assert_eq!(pos.known_at_start(), 2);
+    let skipped: Vec<u64> = (1..=12).filter(|&n| pos.should_skip(n)).collect();
+    assert_eq!(skipped, [1, 2, 3, 5, 7]);
+
+    // 4 finishes: the mark moves over the known 5 to 5, and is written at sync.
+    assert!(pos.settled(4));
+    assert_eq!(pos.committed(), 5);
+    pos.sync();
+    journal.flush().await;
+    assert_eq!(store.position("src").unwrap(), Some(5));
+    // A replayed message settling again does not move anything.
+    assert!(!pos.settled(2));
+    // Handing out beyond the reservation reserves further ahead, before anything else.
+    pos.handing_out(11);
+    journal.flush().await;
+    assert!(store.position("src.reserved").unwrap().unwrap() > 11);
+}
+
+/// Hands out `n` messages, then says `Exhausted`; records the fates it is told.
+struct Source {
+    next: u64,
+    n: u64,
+    fates: Option<rebound_runtime::durable::Fates>,
+    acked: Arc<Mutex<Vec<String>>>,
+    dead: Arc<Mutex<Vec<String>>>,
+}
+
+impl Spout for Source {
+    fn next(&mut self) -> NextMessage {
+        if self.next == self.n {
+            return NextMessage::Exhausted;
+        }
+        self.next += 1;
+        NextMessage::Ready(Message::new(format!("m-{}", self.next), "ORDER", "x"))
+    }
+    fn ack(&mut self, id: &MessageId) {
+        if let Some(f) = &self.fates {
+            f.acked(id);
+        }
+        self.acked.lock().unwrap().push(id.to_string());
+    }
+    fn dead_lettered(&mut self, id: &MessageId) {
+        self.dead.lock().unwrap().push(id.to_string());
+    }
+}
+
+/// Fails with `code` while `failing` is set.
+struct Flaky {
+    failing: Arc<AtomicBool>,
+    code: &'static str,
+}
+
+impl Bolt for Flaky {
+    fn execute(&mut self, _: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
+        if self.failing.load(Ordering::SeqCst) {
+            Err(Failure::new(self.code, "injected"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+type Fated = Arc<Mutex<Vec<String>>>;
+
+fn topology(n: u64, durable: &Durable, failing: Arc<AtomicBool>) -> (Topology, Fated, Fated) {
+    let acked: Fated = Arc::default();
+    let dead: Fated = Arc::default();
+    let (a, d, fates) = (acked.clone(), dead.clone(), durable.fates());
+    let mut b = TopologyBuilder::new("t");
+    b.spout("src", 1, move |_| Source {
+        next: 0,
+        n,
+        fates: Some(fates.clone()),
+        acked: a.clone(),
+        dead: d.clone(),
+    });
+    b.bolt("work", 1, move |_| Flaky {
+        failing: failing.clone(),
+        code: "POISON",
+    })
+    .shuffle("src");
+    (b.build().unwrap(), acked, dead)
+}
+
+fn give_up_poison() -> FixedPolicy {
+    FixedPolicy {
+        give_up_codes: ["POISON".to_string()].into(),
+        label: "L3".into(),
+        ..FixedPolicy::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spout_hears_dead_lettered_only_after_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = open(dir.path());
+    // Another connection holds the write lock: the journal's commit has to wait for it.
+    let blocker = rusqlite::Connection::open(store.path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let (t, acked, dead) = topology(20, &durable, Arc::new(AtomicBool::new(true)));
+    let running = t.start(durable.seams(give_up_poison()));
+    // Wait until all 20 failed (and were decided), then a little more.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while running.stats().failures_by_code.get("POISON") != Some(&20)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        dead.lock().unwrap().is_empty(),
+        "told dead_lettered before the letters were committed"
+    );
+    assert!(acked.lock().unwrap().is_empty());
+    assert_eq!(
+        running.stats().pending,
+        20,
+        "dead letters being stored count as pending"
+    );
+
+    blocker.execute_batch("ROLLBACK").unwrap();
+    tokio::time::timeout(Duration::from_secs(20), running.wait_quiescent())
+        .await
+        .expect("the letters are stored once the lock is gone");
+    let told = dead.lock().unwrap().clone();
+    assert_eq!(told.len(), 20);
+    for id in &told {
+        // Committed by the time the spout heard of it.
+        let letter = store
+            .dead_letter(&store::MessageId(id.clone()))
+            .unwrap()
+            .expect("stored");
+        assert_eq!(letter.letter.label, "L3");
+        assert_eq!(letter.letter.reason, "give_up");
+        assert_eq!(
+            store.fate_of(&store::MessageId(id.clone())).unwrap(),
+            Some(Fate::DeadLettered)
+        );
+    }
+    running.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_dead_letter_re_enters_the_live_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = open(dir.path());
+    let failing = Arc::new(AtomicBool::new(true));
+    let (t, acked, dead) = topology(5, &durable, failing.clone());
+    let running = t.start(durable.seams(give_up_poison()));
+    tokio::time::timeout(Duration::from_secs(20), running.wait_quiescent())
+        .await
+        .unwrap();
+    assert_eq!(dead.lock().unwrap().len(), 5);
+
+    // The spout is exhausted and idle: only the replay's notification can wake it.
+    failing.store(false, Ordering::SeqCst);
+    let retry = durable
+        .replay("m-3", "alice", "the poison was fixed")
+        .unwrap();
+    assert_eq!(retry.meta.attempt, 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while acked.lock().unwrap().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*acked.lock().unwrap(), ["m-3"]);
+    running.wait_quiescent().await;
+    running.shutdown(Duration::from_secs(5)).await;
+    durable.journal().flush().await;
+
+    let id = store::MessageId("m-3".into());
+    assert_eq!(
+        store.fate_of(&id).unwrap(),
+        Some(Fate::Acked),
+        "the new fate replaced the old"
+    );
+    let letter = store.dead_letter(&id).unwrap().unwrap();
+    assert_eq!(letter.status, DeadLetterStatus::Replayed);
+    assert!(store.scheduled().unwrap().is_empty());
+    let audit = store
+        .audit_log(&store::AuditFilter {
+            message_id: Some(id),
+            ..store::AuditFilter::default()
+        })
+        .unwrap();
+    assert_eq!(audit.items.len(), 1);
+    assert_eq!(audit.items[0].operator, "alice");
+}
+
+#[tokio::test]
+async fn the_journal_keeps_order_and_flush_waits_for_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+    let journal = Journal::spawn(store.clone(), JournalOptions { max_batch: 7 });
+    let time = TokioTime::new();
+    // A retry, then its ack, then a position: in this order across many small batches.
+    for n in 1..=200u64 {
+        let mut m = Message::new(format!("m-{n}"), "ORDER", "x");
+        m.retry.attempt = 1;
+        m.retry.first_delivery = Some(time.wall());
+        let due = Timestamp::from_millis(1);
+        journal.submit(store::WriteOp::Schedule(
+            rebound_runtime::durable::convert::scheduled_retry(&m, due),
+        ));
+        journal.submit(store::WriteOp::Acked(
+            store::MessageId(format!("m-{n}")),
+            Timestamp::from_millis(2),
+        ));
+        journal.submit(store::WriteOp::Position {
+            source: "src".into(),
+            position: n,
+        });
+    }
+    journal.flush().await;
+    assert_eq!(journal.backlog(), 0);
+    assert!(
+        store.scheduled().unwrap().is_empty(),
+        "every ack came after its retry"
+    );
+    assert_eq!(store.position("src").unwrap(), Some(200));
+    // Positions are coalesced per transaction; everything else is written one for one.
+    let stats = journal.stats();
+    assert!(
+        stats.committed >= 400 && stats.committed <= 400 + stats.transactions,
+        "{stats:?}"
+    );
+}

@@ -1,0 +1,142 @@
+//! Shared helpers for the `rebound run` tests: the binary, the shipped rules, a child that is
+//! killed if the test fails, and a way to watch a run's progress from outside.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rebound_runtime::clock::WallClock;
+use rebound_runtime::pipeline::PipelineDb;
+use rebound_runtime::store::{self, Fate, SqliteStore, Store};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rebound")
+}
+
+pub fn shipped_rules() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("rules")
+}
+
+/// `rebound run` with these arguments.
+pub fn run_cmd(data: &Path, rules: &Path, messages: u64, scale: f64) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "--json", "--messages", &messages.to_string()])
+        .args(["--time-scale", &scale.to_string()])
+        .arg("--data")
+        .arg(data)
+        .arg("--rules")
+        .arg(rules)
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+/// A child process, SIGKILLed when dropped (so a failing test leaves nothing running).
+pub struct Running(pub Option<Child>);
+
+impl Running {
+    pub fn spawn(mut cmd: Command) -> Running {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rebound");
+        Running(Some(child))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    pub fn exited(&mut self) -> bool {
+        self.0
+            .as_mut()
+            .expect("running")
+            .try_wait()
+            .expect("try_wait")
+            .is_some()
+    }
+
+    /// SIGKILL (`Child::kill` sends SIGKILL on Unix), then reap.
+    pub fn kill9(mut self) -> Output {
+        let mut child = self.0.take().expect("running");
+        let _ = child.kill();
+        child.wait_with_output().expect("wait")
+    }
+
+    pub fn wait(mut self) -> Output {
+        self.0
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("wait")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Orders written so far by the run in `data` (0 before the file exists).
+pub fn orders_written(data: &Path) -> u64 {
+    if !data
+        .join(rebound_runtime::pipeline::db::PIPELINE_DB)
+        .exists()
+    {
+        return 0;
+    }
+    PipelineDb::open_read_only(data)
+        .and_then(|db| db.orders_written())
+        .unwrap_or(0)
+}
+
+/// Polls `f` every 10 ms until it holds or `deadline` passes.
+pub fn wait_until(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+pub fn report(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+pub fn open_store(data: &Path) -> SqliteStore {
+    SqliteStore::open(data, std::sync::Arc::new(WallClock::real())).expect("open the store")
+}
+
+/// The fate of every order `1..=n`, from the store.
+pub fn fates(store: &SqliteStore, n: u64) -> Vec<(String, Option<Fate>)> {
+    let ids: Vec<String> = (1..=n)
+        .map(rebound_runtime::pipeline::orders::order_id)
+        .collect();
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(1000) {
+        let query: Vec<store::MessageId> =
+            chunk.iter().map(|i| store::MessageId(i.clone())).collect();
+        let known: std::collections::HashMap<String, Fate> = store
+            .known_fates(&query)
+            .expect("known_fates")
+            .into_iter()
+            .map(|(id, f)| (id.0, f))
+            .collect();
+        out.extend(chunk.iter().map(|id| (id.clone(), known.get(id).copied())));
+    }
+    out
+}
