@@ -1,16 +1,16 @@
-//! `rebound serve`: the admin API, the rules-directory watcher and, with `--rules-url`, the
-//! config-center pull client, until Ctrl-C or SIGTERM. The runtime joins in a later issue.
+//! `rebound serve`: the bundled order-pipeline topology with the admin API, the
+//! rules-directory watcher and, with `--rules-url`, the config-center pull client, until
+//! Ctrl-C or SIGTERM, then a graceful stop.
 
 use crate::Outcome;
 use rebound_engine::duration::parse_duration;
 use rebound_engine::reload::pull::{PullOptions, Puller};
 use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
 use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
-use rebound_runtime::admin::dead_letters::{DeadLetterDesk, StoreDesk};
 use rebound_runtime::admin::{self, AdminState};
-use rebound_runtime::clock::{SharedClock, WallClock};
 use rebound_runtime::metrics::Metrics;
-use rebound_runtime::store::{SqliteStore, Store};
+use rebound_runtime::pipeline::{self, PipelineOptions};
+use rebound_runtime::policy::TimeScale;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -34,6 +34,9 @@ pub struct Args {
     /// The data directory: the embedded SQLite store (dead letters, scheduled retries).
     #[arg(long, default_value = "rebound-data")]
     data: PathBuf,
+    /// New orders per second the bundled order pipeline generates.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
     /// Delays and timeouts run this many times faster (used once the runtime joins).
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
@@ -47,6 +50,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
 }
+
+/// How long in-flight trees may take to finish on Ctrl-C or SIGTERM.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
@@ -154,22 +160,26 @@ async fn serve(
             }
         }
     };
-    // The store opens only once everything else is in place: a failed start leaves no data.
-    let clock: SharedClock = match WallClock::scaled(args.time_scale) {
-        Ok(c) => Arc::new(c),
+    // The topology (and its store) starts only once everything else is in place: a failed
+    // start leaves no data behind.
+    let scale = match TimeScale::new(args.time_scale) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("error: --time-scale: {e}");
             return Outcome::Trouble;
         }
     };
-    let store: Arc<dyn Store> = match SqliteStore::open(&args.data, clock) {
-        Ok(s) => Arc::new(s),
+    let mut options = PipelineOptions::new(Arc::clone(reloader.handle()), &args.data);
+    options.messages = None;
+    options.time_scale = scale;
+    options.rate = Some(args.rate);
+    let running = match pipeline::start(options).await {
+        Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: cannot start the bundled topology: {e}");
             return Outcome::Trouble;
         }
     };
-    let desk: Arc<dyn DeadLetterDesk> = Arc::new(StoreDesk(store));
     let shutdown = match shutdown_signal() {
         Ok(s) => s,
         Err(e) => {
@@ -192,9 +202,14 @@ async fn serve(
         reloader,
         metrics,
         token,
-        dead_letters: Some(desk),
+        dead_letters: None, // serve_admin makes the running pipeline the desk
     };
-    let served = admin::serve(listener, state, shutdown).await;
+    let served = pipeline::serve_admin(listener, state, running.handle(), shutdown).await;
+    // Graceful stop: the spouts stop, trees in flight finish (up to the timeout), and what
+    // is scheduled stays in the store for the next start.
+    if let Err(e) = running.stop(DRAIN_TIMEOUT).await {
+        eprintln!("error: stopping the topology: {e}");
+    }
     watcher.stop();
     if let Some(p) = puller {
         p.stop();

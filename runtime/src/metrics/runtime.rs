@@ -6,7 +6,7 @@
 //! topology is attached (or in a process without one), every metric reads zero, so scrapers
 //! and dashboards see the names from the start.
 
-use crate::stats::{Histogram, LATENCY_BOUNDS, Stats, StatsSnapshot};
+use crate::stats::{Histogram, LATENCY_BOUNDS, RETRY_DELAY_BOUNDS, Stats, StatsSnapshot};
 use arc_swap::ArcSwapOption;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
@@ -62,9 +62,9 @@ impl EncodeMetric for Value {
     }
 }
 
-/// A histogram snapshot with the stats' bucket bounds, in seconds.
+/// A histogram snapshot with its bucket bounds, in seconds.
 #[derive(Debug)]
-struct Seconds<'a>(&'a Histogram);
+struct Seconds<'a>(&'a Histogram, &'a [std::time::Duration]);
 
 impl EncodeMetric for Seconds<'_> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
@@ -72,9 +72,7 @@ impl EncodeMetric for Seconds<'_> {
         let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(self.0.buckets.len());
         for (i, count) in self.0.buckets.iter().enumerate() {
             cumulative += count;
-            let bound = LATENCY_BOUNDS
-                .get(i)
-                .map_or(f64::INFINITY, |b| b.as_secs_f64());
+            let bound = self.1.get(i).map_or(f64::INFINITY, |b| b.as_secs_f64());
             buckets.push((bound, cumulative));
         }
         encoder.encode_histogram::<NoLabelSet>(
@@ -191,7 +189,13 @@ impl Collector for RuntimeMetrics {
             e,
             "complete_latency_seconds",
             "Time from a delivery's emit to its tree's completion.",
-            &Seconds(&s.complete_latency),
+            &Seconds(&s.complete_latency, &LATENCY_BOUNDS),
+        )?;
+        single(
+            e,
+            "retry_delay_seconds",
+            "Delays waited before scheduled retries.",
+            &Seconds(&s.retry_delay, &RETRY_DELAY_BOUNDS),
         )?;
         Ok(())
     }
@@ -204,7 +208,7 @@ mod tests {
     use std::sync::Arc;
 
     /// Every runtime metric name of the spec, as a Prometheus scraper sees it.
-    const NAMES: [&str; 9] = [
+    const NAMES: [&str; 10] = [
         "rebound_messages_emitted_total",
         "rebound_messages_acked_total",
         "rebound_retry_fuse_open",
@@ -212,6 +216,7 @@ mod tests {
         "rebound_retry_queue_depth",
         "rebound_complete_latency_seconds_bucket",
         "rebound_complete_latency_seconds_count",
+        "rebound_retry_delay_seconds_bucket",
         "# TYPE rebound_failures_total counter",
         "# TYPE rebound_dead_letters_total counter",
     ];
