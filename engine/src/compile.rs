@@ -247,7 +247,7 @@ impl Compiler<'_> {
         };
         let dead_letter = match &spec.dead_letter {
             Some(l) => self.label(f, &format!("{path}.dead_letter"), l),
-            None => defaults.dead_letter.clone(),
+            None => defaults.dead_letter,
         };
         if self.error_count() > errors_before {
             return None;

@@ -6,7 +6,6 @@ use rand::Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// String attributes a failure carries.
@@ -97,29 +96,48 @@ impl OwnedFailure {
     }
 }
 
+/// Interns `s`: every distinct rule id and label is stored once for the life of the
+/// process, so the names a decision carries are plain `Copy` pointers, with no reference
+/// count to touch on the hot path. The set of names is small and only grows when a rule
+/// set with new names is loaded.
+fn intern(s: &str) -> &'static str {
+    static NAMES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = names.get(s) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
-        pub struct $name(Arc<str>);
+        pub struct $name(&'static str);
 
         impl $name {
             /// The text.
-            pub fn as_str(&self) -> &str {
-                &self.0
+            pub fn as_str(&self) -> &'static str {
+                self.0
             }
         }
 
         impl From<&str> for $name {
             fn from(s: &str) -> Self {
-                $name(s.into())
+                $name(intern(s))
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.0)
             }
         }
     };

@@ -189,7 +189,7 @@ impl CompiledSet {
                     }
                 }
             }
-            let by = RuleRef::Rule(rule.id.clone());
+            let by = RuleRef::Rule(rule.id);
             let decision = match &rule.outcome {
                 Outcome::GiveUp => Paced::Stop(crate::GiveUpReason::GiveUp),
                 Outcome::Retry(policy) => match policy.pace(ctx, rng, &self.scripts) {
@@ -235,7 +235,7 @@ impl CompiledSet {
         let decision = match paced {
             Paced::Retry(delay) => Decision::Retry { delay, rule },
             Paced::Stop(reason) => Decision::DeadLetter {
-                label: label.clone(),
+                label: *label,
                 reason,
                 rule,
             },
