@@ -11,8 +11,11 @@ pub mod serve;
 pub mod test;
 
 use crate::Outcome;
+use rebound_engine::reload::{ReloadOptions, Reloader};
 use rebound_engine::{CompiledSet, SourceFile};
+use rebound_runtime::metrics::Metrics;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Reads and compiles the set in `dir`, printing diagnostics the way `check` does.
 ///
@@ -35,4 +38,21 @@ pub fn load_rules(dir: &Path, json: bool) -> Result<(CompiledSet, Vec<SourceFile
             Err(Outcome::Wrong)
         }
     }
+}
+
+/// The live rules of a long-running command: a [`Reloader`] over `dir` starting with `set`,
+/// and the metrics registry that counts its reloads.
+pub fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let observer = Arc::clone(&metrics);
+    let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
+    (Arc::new(Reloader::new(dir, set, options)), metrics)
+}
+
+/// The async runtime of `run` and `serve`: two workers, one per core of the target machine.
+pub fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
 }

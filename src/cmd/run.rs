@@ -3,7 +3,7 @@
 //! prints the report. The pipeline itself lives in `rebound_runtime::pipeline`.
 
 use crate::Outcome;
-use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
+use rebound_engine::reload::{Reloader, WatchOptions, Watcher};
 use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
 use rebound_runtime::admin::{self, AdminState};
 use rebound_runtime::metrics::Metrics;
@@ -78,16 +78,9 @@ pub fn run(args: Args) -> Outcome {
             return outcome;
         }
     };
-    let metrics = Arc::new(Metrics::new());
-    let observer = Arc::clone(&metrics);
-    let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
-    let reloader = Arc::new(Reloader::new(&args.rules, set, options));
+    let (reloader, metrics) = super::live_rules(&args.rules, set);
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::async_runtime() {
         Ok(r) => r,
         Err(e) => {
             view.finish();
