@@ -282,11 +282,13 @@ fn explain_json_carries_decision_and_trace() {
 
 #[test]
 fn help_shows_an_example() {
-    for sub in ["check", "decide", "explain", "run"] {
+    for sub in [
+        "check", "decide", "explain", "test", "paths", "schema", "run", "serve",
+    ] {
         rebound()
             .args([sub, "--help"])
             .assert()
             .success()
-            .stdout(predicate::str::contains("Example:"));
+            .stdout(predicate::str::contains("Example"));
     }
 }
