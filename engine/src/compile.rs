@@ -47,8 +47,8 @@ pub fn compile(files: Vec<SourceFile>) -> Result<CompiledSet, Rejected> {
         diags.sort_by_key(|d| !d.is_error());
         return Err(Rejected(diags));
     }
-    diags.extend(lint::run(&rules, &defaults, &scripts));
     let index = RuleIndex::build(&rules);
+    diags.extend(lint::run(&rules, &index, &defaults, &scripts));
     Ok(CompiledSet {
         version: version_of(&files),
         files,

@@ -7,6 +7,7 @@ mod shadowed;
 mod unused_schedule;
 
 use crate::diag::Diagnostic;
+use crate::index::RuleIndex;
 use crate::rule::CompiledRule;
 use crate::script::ScriptEngine;
 use crate::set::Defaults;
@@ -14,6 +15,8 @@ use crate::set::Defaults;
 /// What a lint looks at.
 pub(crate) struct LintCx<'a> {
     pub rules: &'a [CompiledRule],
+    /// The set's decision index, built once and shared with the lints that need it.
+    pub index: &'a RuleIndex,
     pub defaults: &'a Defaults,
     pub scripts: &'a ScriptEngine,
 }
@@ -26,11 +29,13 @@ pub(crate) trait LintRule {
 /// Runs every lint and returns its warnings.
 pub(crate) fn run(
     rules: &[CompiledRule],
+    index: &RuleIndex,
     defaults: &Defaults,
     scripts: &ScriptEngine,
 ) -> Vec<Diagnostic> {
     let cx = LintCx {
         rules,
+        index,
         defaults,
         scripts,
     };

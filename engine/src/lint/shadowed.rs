@@ -7,7 +7,6 @@
 
 use super::{LintCx, LintRule};
 use crate::diag::Diagnostic;
-use crate::index::RuleIndex;
 use crate::pattern::{Cmp, NameMatcher, NamePattern};
 use crate::rule::{CompiledRule, Conditions};
 use std::time::Duration;
@@ -19,7 +18,7 @@ const NO_NAME: &str = "\u{0}*";
 
 impl LintRule for Shadowed {
     fn check(&self, cx: &LintCx<'_>, out: &mut Vec<Diagnostic>) {
-        let index = RuleIndex::build(cx.rules);
+        let index = cx.index;
         for (b, later) in cx.rules.iter().enumerate() {
             let biz = representative(later.conditions.biz.as_ref());
             let code = representative(later.conditions.code.as_ref());
