@@ -62,6 +62,12 @@ impl Conditions {
         {
             return Some(Miss::Code);
         }
+        self.miss_beyond_names(ctx)
+    }
+
+    /// The first failing condition other than `biz` and `code`, for a rule whose names the
+    /// index has already matched.
+    pub fn miss_beyond_names(&self, ctx: &FailureContext<'_>) -> Option<Miss> {
         let attempt = u64::from(ctx.attempt);
         if let Some(i) = self.attempt.iter().position(|c| !c.holds(attempt)) {
             return Some(Miss::Attempt(i));

@@ -4,7 +4,7 @@
 use crate::backoff::{Backoff, Policy};
 use crate::decide::{Decided, Decision, FailureContext, Label, Paced, RuleRef, Version};
 use crate::diag::{Diagnostic, Pos};
-use crate::index::RuleIndex;
+use crate::index::{Candidate, RuleIndex};
 use crate::load::SourceFile;
 use crate::rule::{CompiledRule, Outcome};
 use crate::script::ScriptEngine;
@@ -91,6 +91,14 @@ impl Tracer for Vec<TraceStep> {
     }
 }
 
+/// Rules `0..n`, none of whose conditions is known to hold: a linear scan.
+fn every_rule(n: usize) -> impl Iterator<Item = Candidate> {
+    (0..n).map(|rule| Candidate {
+        rule,
+        names_hold: false,
+    })
+}
+
 impl CompiledSet {
     /// The set's version: a hash of its file names and bytes.
     pub fn version(&self) -> &Version {
@@ -129,8 +137,8 @@ impl CompiledSet {
 
     /// Decides through the index (the fast path).
     pub(crate) fn decide<R: Rng + ?Sized>(&self, ctx: &FailureContext<'_>, rng: &mut R) -> Decided {
-        let candidates = self.index.candidates(ctx.biz, ctx.code);
-        self.decide_among(candidates, ctx, rng, &mut ()).0
+        let mut candidates = self.index.candidates(ctx.biz, ctx.code);
+        self.decide_among(&mut candidates, ctx, rng, &mut ()).0
     }
 
     /// Decides by scanning every rule in order: the naive reference the index must agree
@@ -140,7 +148,8 @@ impl CompiledSet {
         ctx: &FailureContext<'_>,
         rng: &mut R,
     ) -> Decided {
-        self.decide_among(0..self.rules.len(), ctx, rng, &mut ()).0
+        self.decide_among(every_rule(self.rules.len()), ctx, rng, &mut ())
+            .0
     }
 
     /// Decides by scanning every rule, recording why each one did or did not decide.
@@ -150,7 +159,8 @@ impl CompiledSet {
         rng: &mut R,
     ) -> Explanation {
         let mut trace = Vec::new();
-        let (decided, defaults_note) = self.decide_among(0..self.rules.len(), ctx, rng, &mut trace);
+        let (decided, defaults_note) =
+            self.decide_among(every_rule(self.rules.len()), ctx, rng, &mut trace);
         Explanation {
             decided,
             trace,
@@ -160,14 +170,19 @@ impl CompiledSet {
 
     fn decide_among<R: Rng + ?Sized>(
         &self,
-        candidates: impl Iterator<Item = usize>,
+        candidates: impl Iterator<Item = Candidate>,
         ctx: &FailureContext<'_>,
         rng: &mut R,
         tracer: &mut impl Tracer,
     ) -> (Decided, Option<String>) {
-        for n in candidates {
-            let rule = &self.rules[n];
-            if let Some(miss) = rule.conditions.miss(ctx) {
+        for candidate in candidates {
+            let rule = &self.rules[candidate.rule];
+            let miss = if candidate.names_hold {
+                rule.conditions.miss_beyond_names(ctx)
+            } else {
+                rule.conditions.miss(ctx)
+            };
+            if let Some(miss) = miss {
                 tracer.step(rule, "no_match", || rule.conditions.describe(miss, ctx));
                 continue;
             }

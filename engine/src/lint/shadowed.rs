@@ -25,6 +25,7 @@ impl LintRule for Shadowed {
             // Any rule covering `later` also matches its representative names.
             let shadow = index
                 .candidates(&biz, &code)
+                .map(|c| c.rule)
                 .take_while(|&a| a < b)
                 .map(|a| &cx.rules[a])
                 .find(|earlier| {
