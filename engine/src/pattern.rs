@@ -29,9 +29,16 @@ impl Glob {
             Some(split) => split,
             None => return true,
         };
-        let Some(mut tail) = name.strip_prefix(&**first) else {
-            return false;
-        };
+        // Empty pieces (a leading or trailing `*`) are skipped rather than compared: the
+        // empty comparisons went through libc's memcmp on a slow path, and made a glob
+        // decision cost 2.5 times what it does without them (`cargo bench --bench decide`).
+        let mut tail = name;
+        if !first.is_empty() {
+            let Some(after) = name.strip_prefix(&**first) else {
+                return false;
+            };
+            tail = after;
+        }
         let Some((last, middle)) = rest.split_last() else {
             return tail.is_empty(); // no star at all: cannot happen for a Glob, kept for safety
         };
@@ -41,7 +48,7 @@ impl Glob {
                 None => return false,
             }
         }
-        tail.len() >= last.len() && tail.ends_with(&**last)
+        last.is_empty() || (tail.len() >= last.len() && tail.ends_with(&**last))
     }
 
     /// The literal text before the first `*` and after the last one.
