@@ -94,6 +94,7 @@ impl Outbox {
 
     /// The anchors of one delivered copy: a new edge id per parent, XORed into the parent's
     /// ack value and into the copy's entry for each of the parent's roots.
+    #[inline(always)]
     fn anchor(&mut self, parents: &[&Anchors], ack_vals: &mut [u64]) -> Anchors {
         // The common case — one parent in one tree — without the general loop.
         if let ([Anchors::One { root, .. }], [ack_val]) = (parents, &mut *ack_vals) {
@@ -115,6 +116,7 @@ impl Outbox {
         anchors
     }
 
+    #[inline(always)]
     fn push(&mut self, task: usize, values: Values, anchors: Anchors) {
         let buf = &mut self.bufs[task];
         if buf.is_empty() {
@@ -168,6 +170,7 @@ impl Outbox {
         }
     }
 
+    #[inline(always)]
     fn push_acker(&mut self, root: u64, msg: AckerMsg) {
         let i = acker_for(root, self.acker_bufs.len());
         let buf = &mut self.acker_bufs[i];
