@@ -61,6 +61,7 @@ impl Route {
     }
 
     /// Appends the global task numbers that get a tuple with `values` to `out`.
+    #[inline]
     pub(crate) fn select(&mut self, values: &[Value], out: &mut Vec<usize>) {
         let n = self.tasks.len();
         match &mut self.kind {

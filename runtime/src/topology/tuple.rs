@@ -249,6 +249,7 @@ impl Headers {
         Headers(None)
     }
     /// The value of header `key`.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.as_ref()?.get(key).map(String::as_str)
     }
@@ -310,8 +311,19 @@ impl Fields {
         Fields(leaked)
     }
     /// The position of field `name`.
+    #[inline]
     pub fn index(&self, name: &str) -> Option<usize> {
-        self.0.iter().position(|f| *f == name)
+        // Bolts look fields up by name for every tuple: compare the lengths and the first
+        // and last bytes before the bytes themselves, which settles almost every mismatch
+        // without a call to `memcmp`.
+        let n = name.as_bytes();
+        let (Some(&first), Some(&last)) = (n.first(), n.last()) else {
+            return self.0.iter().position(|f| f.is_empty());
+        };
+        self.0.iter().position(|f| {
+            let f = f.as_bytes();
+            f.len() == n.len() && f[0] == first && f[f.len() - 1] == last && f == n
+        })
     }
     /// The names, in order.
     pub fn names(&self) -> &'static [&'static str] {
@@ -423,18 +435,22 @@ impl Tuple {
         self.values.get(i)
     }
     /// The value of field `name`.
+    #[inline]
     pub fn field(&self, name: &str) -> Option<&Value> {
         self.fields.index(name).and_then(|i| self.values.get(i))
     }
     /// The text of field `name`, if it is a string.
+    #[inline]
     pub fn str(&self, name: &str) -> Option<&str> {
         self.field(name).and_then(Value::as_str)
     }
     /// The integer of field `name`, if it is one.
+    #[inline]
     pub fn int(&self, name: &str) -> Option<i64> {
         self.field(name).and_then(Value::as_int)
     }
     /// The bytes of field `name`, if they are bytes.
+    #[inline]
     pub fn bytes(&self, name: &str) -> Option<&Bytes> {
         self.field(name).and_then(Value::as_bytes)
     }
@@ -451,6 +467,19 @@ mod tests {
         assert!(std::ptr::eq(a.names(), b.names()));
         assert_eq!(a.index("y"), Some(1));
         assert_eq!(a.index("z"), None);
+    }
+
+    #[test]
+    fn index_compares_whole_names() {
+        let f = Fields::new(["abc", "axc", "", "abcd", "a"]);
+        assert_eq!(f.index("axc"), Some(1));
+        assert_eq!(f.index("abc"), Some(0));
+        assert_eq!(f.index(""), Some(2));
+        assert_eq!(f.index("abcd"), Some(3));
+        assert_eq!(f.index("a"), Some(4));
+        assert_eq!(f.index("ayc"), None);
+        assert_eq!(f.index("ab"), None);
+        assert_eq!(Fields::new(["x"]).index(""), None);
     }
 
     #[test]
