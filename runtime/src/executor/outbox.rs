@@ -10,12 +10,11 @@ use tokio::sync::mpsc::Sender;
 
 use crate::acker::{AckerMsg, acker_for};
 use crate::topology::grouping::Route;
-use crate::topology::tuple::Anchors;
+use crate::topology::tuple::{Anchors, Origin};
 use crate::topology::{Failure, Fields, Tuple, Values};
 
 pub(crate) struct Outbox {
-    source: &'static str,
-    fields: Fields,
+    origin: &'static Origin,
     routes: Vec<Route>,
     /// Indexed by global bolt task; `Some` only for tasks this component feeds, so that a
     /// task's input closes once its own upstream tasks have stopped.
@@ -44,8 +43,7 @@ impl Outbox {
         batch_size: usize,
     ) -> Outbox {
         Outbox {
-            source,
-            fields,
+            origin: Origin::new(source, fields),
             routes,
             bufs: senders.iter().map(|_| Vec::new()).collect(),
             hints: senders.iter().map(|_| 16).collect(),
@@ -125,8 +123,7 @@ impl Outbox {
         }
         buf.push(Tuple {
             values,
-            fields: self.fields,
-            source: self.source,
+            origin: self.origin,
             anchors,
         });
         self.buffered += 1;

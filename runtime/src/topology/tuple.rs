@@ -404,17 +404,56 @@ impl Anchors {
     }
 }
 
+/// What every tuple a component emits shares: the component's name and its output fields.
+/// Interned, like [`Fields`], so that a tuple carries one pointer for both.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Origin {
+    source: &'static str,
+    fields: Fields,
+}
+
+impl Origin {
+    /// The interned origin of tuples from component `source` with output `fields`.
+    pub(crate) fn new(source: &'static str, fields: Fields) -> &'static Origin {
+        static ORIGINS: OnceLock<Mutex<HashSet<&'static Origin>>> = OnceLock::new();
+        let mut origins = ORIGINS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let origin = Origin { source, fields };
+        if let Some(found) = origins.get(&origin) {
+            return found;
+        }
+        let leaked: &'static Origin = Box::leak(Box::new(origin));
+        origins.insert(leaked);
+        leaked
+    }
+}
+
 /// A tuple: named values, anchored to the tuple trees it belongs to.
 ///
 /// A bolt reads values by position ([`Tuple::get`]) or by field name ([`Tuple::field`],
 /// [`Tuple::str`], …). The anchors are the runtime's business: they are never exposed, and every
 /// tuple a bolt emits through the runtime is anchored to its input.
-#[derive(Clone, Debug)]
+///
+/// (Kept small — 56 bytes — because tuples are written into every batch: the source and field
+/// names are one pointer to their interned [`Origin`].)
+#[derive(Clone)]
 pub struct Tuple {
     pub(crate) values: Values,
-    pub(crate) fields: Fields,
-    pub(crate) source: &'static str,
+    pub(crate) origin: &'static Origin,
     pub(crate) anchors: Anchors,
+}
+
+impl fmt::Debug for Tuple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tuple")
+            .field("values", &self.values)
+            .field("fields", &self.origin.fields)
+            .field("source", &self.origin.source)
+            .field("anchors", &self.anchors)
+            .finish()
+    }
 }
 
 impl Tuple {
@@ -424,11 +463,11 @@ impl Tuple {
     }
     /// The field names.
     pub fn fields(&self) -> Fields {
-        self.fields
+        self.origin.fields
     }
     /// The name of the component that emitted this tuple.
     pub fn source(&self) -> &'static str {
-        self.source
+        self.origin.source
     }
     /// The value at position `i`.
     pub fn get(&self, i: usize) -> Option<&Value> {
@@ -437,7 +476,10 @@ impl Tuple {
     /// The value of field `name`.
     #[inline]
     pub fn field(&self, name: &str) -> Option<&Value> {
-        self.fields.index(name).and_then(|i| self.values.get(i))
+        self.origin
+            .fields
+            .index(name)
+            .and_then(|i| self.values.get(i))
     }
     /// The text of field `name`, if it is a string.
     #[inline]
@@ -480,6 +522,22 @@ mod tests {
         assert_eq!(f.index("ayc"), None);
         assert_eq!(f.index("ab"), None);
         assert_eq!(Fields::new(["x"]).index(""), None);
+    }
+
+    #[test]
+    fn tuples_stay_small_and_origins_are_interned() {
+        assert!(
+            std::mem::size_of::<Tuple>() <= 56,
+            "{}",
+            std::mem::size_of::<Tuple>()
+        );
+        let a = Origin::new("split", Fields::new(["word"]));
+        let b = Origin::new("split", Fields::new(["word"]));
+        assert!(std::ptr::eq(a, b));
+        assert!(!std::ptr::eq(
+            a,
+            Origin::new("count", Fields::new(["word"]))
+        ));
     }
 
     #[test]
