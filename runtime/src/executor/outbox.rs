@@ -73,6 +73,14 @@ impl Outbox {
     /// edge id per parent is XORed into that parent's `ack_vals` entry (it is reported with the
     /// parent's ack) and into the copy's anchors (reported with the copy's own ack).
     pub(crate) fn emit(&mut self, values: Values, parents: &[&Anchors], ack_vals: &mut [u64]) {
+        // The common case — one subscriber, one task of it — without the target list.
+        if let [route] = &mut self.routes[..] {
+            if let Some(task) = route.select_one(&values) {
+                let anchors = self.anchor(parents, ack_vals);
+                self.push(task, values, anchors);
+                return;
+            }
+        }
         self.targets.clear();
         for route in &mut self.routes {
             route.select(&values, &mut self.targets);
@@ -143,6 +151,17 @@ impl Outbox {
 
     /// Acks a tuple: for each of its trees, its own value XOR the edges it emitted.
     pub(crate) fn ack(&mut self, anchors: &Anchors, ack_val: u64) {
+        // The common case — one tree — without the iterator.
+        if let Anchors::One { root, val } = *anchors {
+            self.push_acker(
+                root,
+                AckerMsg::Ack {
+                    root,
+                    xor: val ^ ack_val,
+                },
+            );
+            return;
+        }
         for (root, val) in anchors.iter() {
             self.push_acker(
                 root,
