@@ -83,8 +83,10 @@ pub(crate) async fn run_bolt<B: Bolt>(
             match result {
                 Ok(Ok(())) => {
                     let mut ack_val = [0u64];
-                    for v in emits.drain(..) {
-                        p.outbox.emit(v, &[&tuple.anchors], &mut ack_val);
+                    if !emits.is_empty() {
+                        for v in emits.drain(..) {
+                            p.outbox.emit(v, &[&tuple.anchors], &mut ack_val);
+                        }
                     }
                     p.outbox.ack(&tuple.anchors, ack_val[0]);
                 }

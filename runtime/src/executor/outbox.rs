@@ -10,12 +10,11 @@ use tokio::sync::mpsc::Sender;
 
 use crate::acker::{AckerMsg, acker_for};
 use crate::topology::grouping::Route;
-use crate::topology::tuple::Anchors;
+use crate::topology::tuple::{Anchors, Origin};
 use crate::topology::{Failure, Fields, Tuple, Values};
 
 pub(crate) struct Outbox {
-    source: &'static str,
-    fields: Fields,
+    origin: &'static Origin,
     routes: Vec<Route>,
     /// Indexed by global bolt task; `Some` only for tasks this component feeds, so that a
     /// task's input closes once its own upstream tasks have stopped.
@@ -44,8 +43,7 @@ impl Outbox {
         batch_size: usize,
     ) -> Outbox {
         Outbox {
-            source,
-            fields,
+            origin: Origin::new(source, fields),
             routes,
             bufs: senders.iter().map(|_| Vec::new()).collect(),
             hints: senders.iter().map(|_| 16).collect(),
@@ -75,6 +73,14 @@ impl Outbox {
     /// edge id per parent is XORed into that parent's `ack_vals` entry (it is reported with the
     /// parent's ack) and into the copy's anchors (reported with the copy's own ack).
     pub(crate) fn emit(&mut self, values: Values, parents: &[&Anchors], ack_vals: &mut [u64]) {
+        // The common case — one subscriber, one task of it — without the target list.
+        if let [route] = &mut self.routes[..] {
+            if let Some(task) = route.select_one(&values) {
+                let anchors = self.anchor(parents, ack_vals);
+                self.push(task, values, anchors);
+                return;
+            }
+        }
         self.targets.clear();
         for route in &mut self.routes {
             route.select(&values, &mut self.targets);
@@ -94,6 +100,7 @@ impl Outbox {
 
     /// The anchors of one delivered copy: a new edge id per parent, XORed into the parent's
     /// ack value and into the copy's entry for each of the parent's roots.
+    #[inline(always)]
     fn anchor(&mut self, parents: &[&Anchors], ack_vals: &mut [u64]) -> Anchors {
         // The common case — one parent in one tree — without the general loop.
         if let ([Anchors::One { root, .. }], [ack_val]) = (parents, &mut *ack_vals) {
@@ -115,6 +122,7 @@ impl Outbox {
         anchors
     }
 
+    #[inline(always)]
     fn push(&mut self, task: usize, values: Values, anchors: Anchors) {
         let buf = &mut self.bufs[task];
         if buf.is_empty() {
@@ -123,8 +131,7 @@ impl Outbox {
         }
         buf.push(Tuple {
             values,
-            fields: self.fields,
-            source: self.source,
+            origin: self.origin,
             anchors,
         });
         self.buffered += 1;
@@ -144,6 +151,17 @@ impl Outbox {
 
     /// Acks a tuple: for each of its trees, its own value XOR the edges it emitted.
     pub(crate) fn ack(&mut self, anchors: &Anchors, ack_val: u64) {
+        // The common case — one tree — without the iterator.
+        if let Anchors::One { root, val } = *anchors {
+            self.push_acker(
+                root,
+                AckerMsg::Ack {
+                    root,
+                    xor: val ^ ack_val,
+                },
+            );
+            return;
+        }
         for (root, val) in anchors.iter() {
             self.push_acker(
                 root,
@@ -168,6 +186,7 @@ impl Outbox {
         }
     }
 
+    #[inline(always)]
     fn push_acker(&mut self, root: u64, msg: AckerMsg) {
         let i = acker_for(root, self.acker_bufs.len());
         let buf = &mut self.acker_bufs[i];

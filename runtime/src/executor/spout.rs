@@ -27,7 +27,9 @@ use super::outbox::Outbox;
 struct InFlight {
     root: u64,
     msg: Message,
-    emitted_at: Instant,
+    /// When it was emitted, in nanoseconds since the task's `epoch` (half the size of an
+    /// `Instant`, and one subtraction for the latency).
+    emitted_at: u64,
 }
 
 /// Bits of a root id that name its slot in the spout task's pending table.
@@ -118,6 +120,8 @@ pub(crate) struct SpoutTask<S: Spout> {
     dl_outbox: Vec<DeadLetter>,
     dl_in_flight: usize,
     pending: PendingTable,
+    /// The origin of `InFlight::emitted_at`.
+    epoch: Instant,
     /// Wakes the task when the queue is filled from outside (see `RetryQueue::notifier`).
     queue_notify: Option<Arc<tokio::sync::Notify>>,
     source: Source,
@@ -160,6 +164,7 @@ impl<S: Spout> SpoutTask<S> {
             dl_outbox: Vec::new(),
             dl_in_flight: 0,
             pending: PendingTable::new(),
+            epoch: now,
             source: Source::Open,
             mixer: Mixer::new(p.cfg.retry_mix),
             fuse: RetryFuse::new(p.cfg.fuse, now),
@@ -172,6 +177,11 @@ impl<S: Spout> SpoutTask<S> {
             p,
         };
         (task, writer)
+    }
+
+    /// `t` in nanoseconds since the task's epoch.
+    fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
     fn in_flight(&self) -> usize {
@@ -273,6 +283,7 @@ impl<S: Spout> SpoutTask<S> {
         }
         let retries_allowed = !self.fuse.is_open(now);
         let wall = self.p.time.wall();
+        let at = self.nanos(now);
         let mut n = 0;
         while n < self.p.cfg.batch_size && self.in_flight() < self.p.cfg.max_spout_pending {
             let mut next = None;
@@ -289,7 +300,7 @@ impl<S: Spout> SpoutTask<S> {
                 }
             }
             let Some(msg) = next else { break };
-            self.deliver(msg, now, wall);
+            self.deliver(msg, at, wall);
             n += 1;
         }
         n
@@ -317,7 +328,7 @@ impl<S: Spout> SpoutTask<S> {
         }
     }
 
-    fn deliver(&mut self, mut msg: Message, now: Instant, wall: std::time::SystemTime) {
+    fn deliver(&mut self, mut msg: Message, at: u64, wall: std::time::SystemTime) {
         msg.retry.attempt += 1;
         msg.retry.first_delivery.get_or_insert(wall);
         let slot = self.pending.next_slot();
@@ -346,12 +357,13 @@ impl<S: Spout> SpoutTask<S> {
         self.pending.insert(InFlight {
             root,
             msg,
-            emitted_at: now,
+            emitted_at: at,
         });
     }
 
     fn on_terminals(&mut self, batch: Vec<Terminal>, now: Instant) {
         let mut acked = 0;
+        let now_nanos = self.nanos(now);
         for t in batch {
             // The first fate of a root wins; anything later finds no entry and is ignored.
             let Some(flight) = self.pending.remove(t.root()) else {
@@ -360,8 +372,8 @@ impl<S: Spout> SpoutTask<S> {
             match t {
                 Terminal::Acked { .. } => {
                     acked += 1;
-                    self.latency
-                        .observe(now.saturating_duration_since(flight.emitted_at));
+                    let latency = now_nanos.saturating_sub(flight.emitted_at);
+                    self.latency.observe(Duration::from_nanos(latency));
                     self.acked += 1;
                     self.tell_spout(|s| s.ack(&flight.msg.id));
                 }

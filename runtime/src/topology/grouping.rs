@@ -61,22 +61,34 @@ impl Route {
     }
 
     /// Appends the global task numbers that get a tuple with `values` to `out`.
+    #[inline]
     pub(crate) fn select(&mut self, values: &[Value], out: &mut Vec<usize>) {
+        match self.select_one(values) {
+            Some(task) => out.push(task),
+            None => out.extend(self.tasks.clone()),
+        }
+    }
+
+    /// The one task that gets a tuple with `values`, or `None` when every task gets a copy
+    /// (the `all` grouping).
+    #[inline]
+    pub(crate) fn select_one(&mut self, values: &[Value]) -> Option<usize> {
         let n = self.tasks.len();
         match &mut self.kind {
             RouteKind::Shuffle { next } => {
-                out.push(self.tasks.start + *next);
+                let task = self.tasks.start + *next;
                 *next = if *next + 1 == n { 0 } else { *next + 1 };
+                Some(task)
             }
             RouteKind::Fields { indices } => {
                 let mut h = FxHasher(0);
                 for &i in indices.iter() {
                     values.get(i).unwrap_or(&Value::Null).hash(&mut h);
                 }
-                out.push(self.tasks.start + (h.finish() % n as u64) as usize);
+                Some(self.tasks.start + (h.finish() % n as u64) as usize)
             }
-            RouteKind::All => out.extend(self.tasks.clone()),
-            RouteKind::Global => out.push(self.tasks.start),
+            RouteKind::All => None,
+            RouteKind::Global => Some(self.tasks.start),
         }
     }
 }

@@ -249,6 +249,7 @@ impl Headers {
         Headers(None)
     }
     /// The value of header `key`.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.as_ref()?.get(key).map(String::as_str)
     }
@@ -310,8 +311,19 @@ impl Fields {
         Fields(leaked)
     }
     /// The position of field `name`.
+    #[inline]
     pub fn index(&self, name: &str) -> Option<usize> {
-        self.0.iter().position(|f| *f == name)
+        // Bolts look fields up by name for every tuple: compare the lengths and the first
+        // and last bytes before the bytes themselves, which settles almost every mismatch
+        // without a call to `memcmp`.
+        let n = name.as_bytes();
+        let (Some(&first), Some(&last)) = (n.first(), n.last()) else {
+            return self.0.iter().position(|f| f.is_empty());
+        };
+        self.0.iter().position(|f| {
+            let f = f.as_bytes();
+            f.len() == n.len() && f[0] == first && f[f.len() - 1] == last && f == n
+        })
     }
     /// The names, in order.
     pub fn names(&self) -> &'static [&'static str] {
@@ -392,17 +404,56 @@ impl Anchors {
     }
 }
 
+/// What every tuple a component emits shares: the component's name and its output fields.
+/// Interned, like [`Fields`], so that a tuple carries one pointer for both.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Origin {
+    source: &'static str,
+    fields: Fields,
+}
+
+impl Origin {
+    /// The interned origin of tuples from component `source` with output `fields`.
+    pub(crate) fn new(source: &'static str, fields: Fields) -> &'static Origin {
+        static ORIGINS: OnceLock<Mutex<HashSet<&'static Origin>>> = OnceLock::new();
+        let mut origins = ORIGINS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let origin = Origin { source, fields };
+        if let Some(found) = origins.get(&origin) {
+            return found;
+        }
+        let leaked: &'static Origin = Box::leak(Box::new(origin));
+        origins.insert(leaked);
+        leaked
+    }
+}
+
 /// A tuple: named values, anchored to the tuple trees it belongs to.
 ///
 /// A bolt reads values by position ([`Tuple::get`]) or by field name ([`Tuple::field`],
 /// [`Tuple::str`], …). The anchors are the runtime's business: they are never exposed, and every
 /// tuple a bolt emits through the runtime is anchored to its input.
-#[derive(Clone, Debug)]
+///
+/// (Kept small — 56 bytes — because tuples are written into every batch: the source and field
+/// names are one pointer to their interned [`Origin`].)
+#[derive(Clone)]
 pub struct Tuple {
     pub(crate) values: Values,
-    pub(crate) fields: Fields,
-    pub(crate) source: &'static str,
+    pub(crate) origin: &'static Origin,
     pub(crate) anchors: Anchors,
+}
+
+impl fmt::Debug for Tuple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tuple")
+            .field("values", &self.values)
+            .field("fields", &self.origin.fields)
+            .field("source", &self.origin.source)
+            .field("anchors", &self.anchors)
+            .finish()
+    }
 }
 
 impl Tuple {
@@ -412,29 +463,36 @@ impl Tuple {
     }
     /// The field names.
     pub fn fields(&self) -> Fields {
-        self.fields
+        self.origin.fields
     }
     /// The name of the component that emitted this tuple.
     pub fn source(&self) -> &'static str {
-        self.source
+        self.origin.source
     }
     /// The value at position `i`.
     pub fn get(&self, i: usize) -> Option<&Value> {
         self.values.get(i)
     }
     /// The value of field `name`.
+    #[inline]
     pub fn field(&self, name: &str) -> Option<&Value> {
-        self.fields.index(name).and_then(|i| self.values.get(i))
+        self.origin
+            .fields
+            .index(name)
+            .and_then(|i| self.values.get(i))
     }
     /// The text of field `name`, if it is a string.
+    #[inline]
     pub fn str(&self, name: &str) -> Option<&str> {
         self.field(name).and_then(Value::as_str)
     }
     /// The integer of field `name`, if it is one.
+    #[inline]
     pub fn int(&self, name: &str) -> Option<i64> {
         self.field(name).and_then(Value::as_int)
     }
     /// The bytes of field `name`, if they are bytes.
+    #[inline]
     pub fn bytes(&self, name: &str) -> Option<&Bytes> {
         self.field(name).and_then(Value::as_bytes)
     }
@@ -451,6 +509,35 @@ mod tests {
         assert!(std::ptr::eq(a.names(), b.names()));
         assert_eq!(a.index("y"), Some(1));
         assert_eq!(a.index("z"), None);
+    }
+
+    #[test]
+    fn index_compares_whole_names() {
+        let f = Fields::new(["abc", "axc", "", "abcd", "a"]);
+        assert_eq!(f.index("axc"), Some(1));
+        assert_eq!(f.index("abc"), Some(0));
+        assert_eq!(f.index(""), Some(2));
+        assert_eq!(f.index("abcd"), Some(3));
+        assert_eq!(f.index("a"), Some(4));
+        assert_eq!(f.index("ayc"), None);
+        assert_eq!(f.index("ab"), None);
+        assert_eq!(Fields::new(["x"]).index(""), None);
+    }
+
+    #[test]
+    fn tuples_stay_small_and_origins_are_interned() {
+        assert!(
+            std::mem::size_of::<Tuple>() <= 56,
+            "{}",
+            std::mem::size_of::<Tuple>()
+        );
+        let a = Origin::new("split", Fields::new(["word"]));
+        let b = Origin::new("split", Fields::new(["word"]));
+        assert!(std::ptr::eq(a, b));
+        assert!(!std::ptr::eq(
+            a,
+            Origin::new("count", Fields::new(["word"]))
+        ));
     }
 
     #[test]
