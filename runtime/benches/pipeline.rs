@@ -20,8 +20,11 @@
 //! malloc the topology spent a third of its CPU in the allocator's arena locks and ran at
 //! less than half the speed; the bare pipelines, which allocate less, gained less.
 //!
-//! For a profiler, `BENCH_ONLY=topology|bare-batched|bare-per-message` runs one variant
-//! once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest.
+//! For a profiler, `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10`
+//! (the last two: 10% failures, in-memory or durable retries) runs one variant
+//! once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
+//! for each durable run, when the topology went quiet, when the journal had committed
+//! everything, and the journal's counters.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -269,8 +272,16 @@ fn run_topology_with(
         let start = Instant::now();
         let running = topology.start(seams);
         running.wait_quiescent().await;
+        let q = start.elapsed();
         if let Some(d) = &durable {
             d.journal().flush().await;
+            if std::env::var("BENCH_DEBUG").is_ok() {
+                eprintln!(
+                    "quiescent after {q:?}, journal flushed after {:?}: {:?}",
+                    start.elapsed(),
+                    d.journal().stats()
+                );
+            }
         }
         let elapsed = start.elapsed();
         running.shutdown(Duration::from_secs(5)).await;
@@ -523,6 +534,8 @@ fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rou
         // For a profiler: one variant, one round.
         let through = match only.as_str() {
             "topology" => run_topology(rt, work, max_pending),
+            "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
+            "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
             "bare-batched" => run_bare_batched(rt, work),
             _ => run_bare_per_item(rt, work),
         };

@@ -185,6 +185,9 @@ pub(super) fn duration_to_sql(what: &'static str, d: Duration) -> Result<i64> {
 }
 
 pub(super) fn headers_to_sql(h: &Headers) -> Result<String> {
+    if h.is_empty() {
+        return Ok("{}".to_owned()); // most messages; skips the serializer
+    }
     serde_json::to_string(h)
         .map_err(|e| corrupt("headers", "headers", format!("cannot encode: {e}")))
 }

@@ -320,7 +320,7 @@ impl Store for SqliteStore {
                 },
                 message: letter.message,
             };
-            put_retry(tx, &retry)?;
+            put_retry_unless_final(tx, &retry)?; // its fate was just deleted: written
             put_audit(tx, now, AuditAction::Replay, id, dl.id, operator, reason)?;
             Ok(retry)
         })
@@ -415,12 +415,18 @@ impl Store for SqliteStore {
 
 // ---- writes --------------------------------------------------------------------------------
 
-fn put_retry(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<()> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO retries ({RETRY_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-    ))?;
-    stmt.execute(params![
+/// Writes (or replaces) the retry row, unless the message already has a final fate: one
+/// statement, as the journal runs it for every retry.
+const PUT_RETRY_UNLESS_FINAL: &str = "INSERT OR REPLACE INTO retries (message_id, biz, payload, \
+     headers, due_ms, attempt, first_seen_ms, last_code, last_message, last_delay_ms, rule, \
+     rule_set_version) \
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
+     WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)";
+
+/// Schedules a retry unless the message already has a final fate: a retry for an acked or
+/// dead-lettered message could later give it a second fate.
+fn put_retry_unless_final(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<Applied> {
+    let written = tx.prepare_cached(PUT_RETRY_UNLESS_FINAL)?.execute(params![
         r.message.id.0,
         r.message.biz,
         r.message.payload,
@@ -434,17 +440,12 @@ fn put_retry(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<()> {
         r.meta.rule.0,
         r.meta.rule_set_version.0,
     ])?;
-    Ok(())
-}
-
-/// Schedules a retry unless the message already has a final fate: a retry for an acked or
-/// dead-lettered message could later give it a second fate.
-fn put_retry_unless_final(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<Applied> {
-    if let Some(fate) = fate_in(tx, &r.message.id)? {
-        return Ok(Applied::FateAlreadyKnown(fate));
+    if written == 1 {
+        return Ok(Applied::Done);
     }
-    put_retry(tx, r)?;
-    Ok(Applied::Done)
+    let fate = fate_in(tx, &r.message.id)?
+        .ok_or_else(|| corrupt("retries", "message_id", "retry not written, and no fate"))?;
+    Ok(Applied::FateAlreadyKnown(fate))
 }
 
 fn delete_retry(tx: &Transaction<'_>, id: &MessageId) -> Result<()> {
