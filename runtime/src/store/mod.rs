@@ -32,6 +32,7 @@ mod rows;
 pub mod schema;
 pub mod sqlite;
 pub mod writer;
+mod writes;
 
 pub use sqlite::{DB_FILE, DEFAULT_DATA_DIR, SqliteOptions, SqliteStore, Synchronous};
 pub use writer::{BatchWriter, BatchWriterOptions};

@@ -20,6 +20,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use super::rows::*;
 use super::schema;
+use super::writes::Writes;
 use super::{
     Applied, AuditAction, AuditEntry, AuditFilter, DeadLetter, DeadLetterFilter, DeadLetterId,
     DeadLetterStatus, Fate, MAX_PAGE, MessageId, Page, Result, RetryMeta, ScheduledRetry, Store,
@@ -160,12 +161,13 @@ impl Store for SqliteStore {
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
         let now = self.clock.now();
         self.write(|tx| {
+            let mut w = Writes::new(tx);
             ops.iter()
                 .map(|op| match op {
-                    WriteOp::Schedule(r) => put_retry_unless_final(tx, r),
-                    WriteOp::Unschedule(id) => delete_retry(tx, id).map(|()| Applied::Done),
-                    WriteOp::Acked(id, at) => put_acked(tx, id, *at),
-                    WriteOp::DeadLetter(dl) => put_dead_letter(tx, dl),
+                    WriteOp::Schedule(r) => w.put_retry_unless_final(r),
+                    WriteOp::Unschedule(id) => w.delete_retry(id).map(|()| Applied::Done),
+                    WriteOp::Acked(id, at) => w.put_fate(id, Fate::Acked, *at),
+                    WriteOp::DeadLetter(dl) => w.put_dead_letter(dl),
                     WriteOp::Position { source, position } => {
                         put_position(tx, source, *position, now).map(|()| Applied::Done)
                     }
@@ -176,23 +178,32 @@ impl Store for SqliteStore {
 
     fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<Vec<Applied>> {
         self.write(|tx| {
-            batch
-                .iter()
-                .map(|r| put_retry_unless_final(tx, r))
-                .collect()
+            let mut w = Writes::new(tx);
+            batch.iter().map(|r| w.put_retry_unless_final(r)).collect()
         })
     }
 
     fn unschedule(&self, ids: &[MessageId]) -> Result<()> {
-        self.write(|tx| ids.iter().try_for_each(|id| delete_retry(tx, id)))
+        self.write(|tx| {
+            let mut w = Writes::new(tx);
+            ids.iter().try_for_each(|id| w.delete_retry(id))
+        })
     }
 
     fn record_dead_letters(&self, batch: &[DeadLetter]) -> Result<Vec<Applied>> {
-        self.write(|tx| batch.iter().map(|dl| put_dead_letter(tx, dl)).collect())
+        self.write(|tx| {
+            let mut w = Writes::new(tx);
+            batch.iter().map(|dl| w.put_dead_letter(dl)).collect()
+        })
     }
 
     fn record_acked(&self, ids: &[MessageId], at: Timestamp) -> Result<Vec<Applied>> {
-        self.write(|tx| ids.iter().map(|id| put_acked(tx, id, at)).collect())
+        self.write(|tx| {
+            let mut w = Writes::new(tx);
+            ids.iter()
+                .map(|id| w.put_fate(id, Fate::Acked, at))
+                .collect()
+        })
     }
 
     fn scheduled(&self) -> Result<Vec<(MessageId, Timestamp)>> {
@@ -320,7 +331,7 @@ impl Store for SqliteStore {
                 },
                 message: letter.message,
             };
-            put_retry_unless_final(tx, &retry)?; // its fate was just deleted: written
+            Writes::new(tx).put_retry_unless_final(&retry)?; // its fate was just deleted: written
             put_audit(tx, now, AuditAction::Replay, id, dl.id, operator, reason)?;
             Ok(retry)
         })
@@ -415,97 +426,6 @@ impl Store for SqliteStore {
 
 // ---- writes --------------------------------------------------------------------------------
 
-/// Writes (or replaces) the retry row, unless the message already has a final fate: one
-/// statement, as the journal runs it for every retry.
-const PUT_RETRY_UNLESS_FINAL: &str = "INSERT OR REPLACE INTO retries (message_id, biz, payload, \
-     headers, due_ms, attempt, first_seen_ms, last_code, last_message, last_delay_ms, rule, \
-     rule_set_version) \
-     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
-     WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)";
-
-/// Schedules a retry unless the message already has a final fate: a retry for an acked or
-/// dead-lettered message could later give it a second fate.
-fn put_retry_unless_final(tx: &Transaction<'_>, r: &ScheduledRetry) -> Result<Applied> {
-    let written = tx.prepare_cached(PUT_RETRY_UNLESS_FINAL)?.execute(params![
-        r.message.id.0,
-        r.message.biz,
-        r.message.payload,
-        headers_to_sql(&r.message.headers)?,
-        ts_to_sql("due", r.due)?,
-        r.meta.attempt,
-        ts_to_sql("first_seen", r.meta.first_seen)?,
-        r.meta.last_code,
-        r.meta.last_message,
-        duration_to_sql("last_delay", r.meta.last_delay)?,
-        r.meta.rule.0,
-        r.meta.rule_set_version.0,
-    ])?;
-    if written == 1 {
-        return Ok(Applied::Done);
-    }
-    let fate = fate_in(tx, &r.message.id)?
-        .ok_or_else(|| corrupt("retries", "message_id", "retry not written, and no fate"))?;
-    Ok(Applied::FateAlreadyKnown(fate))
-}
-
-fn delete_retry(tx: &Transaction<'_>, id: &MessageId) -> Result<()> {
-    tx.prepare_cached("DELETE FROM retries WHERE message_id = ?1")?
-        .execute([&id.0])?;
-    Ok(())
-}
-
-/// Records `fate` for `id` unless it already has one (first fate wins). Either way the
-/// message is final, so its retry row goes.
-fn put_fate(tx: &Transaction<'_>, id: &MessageId, fate: Fate, at: Timestamp) -> Result<Applied> {
-    let code = match fate {
-        Fate::Acked => 1,
-        Fate::DeadLettered => 2,
-    };
-    let inserted = tx
-        .prepare_cached(
-            "INSERT OR IGNORE INTO fates (message_id, fate, at_ms) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![id.0, code, ts_to_sql("fate time", at)?])?;
-    delete_retry(tx, id)?;
-    if inserted == 1 {
-        return Ok(Applied::Done);
-    }
-    let known = fate_in(tx, id)?.ok_or_else(|| corrupt("fates", "fate", "missing after insert"))?;
-    Ok(Applied::FateAlreadyKnown(known))
-}
-
-fn put_acked(tx: &Transaction<'_>, id: &MessageId, at: Timestamp) -> Result<Applied> {
-    put_fate(tx, id, Fate::Acked, at)
-}
-
-fn put_dead_letter(tx: &Transaction<'_>, dl: &DeadLetter) -> Result<Applied> {
-    let applied = put_fate(tx, &dl.message.id, Fate::DeadLettered, dl.last_time)?;
-    if applied != Applied::Done {
-        return Ok(applied);
-    }
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO dead_letters (message_id, biz, payload, headers, label, reason, last_code,
-             last_message, attempts, first_ms, last_ms, rule, rule_set_version, status)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'dead')",
-    )?;
-    stmt.execute(params![
-        dl.message.id.0,
-        dl.message.biz,
-        dl.message.payload,
-        headers_to_sql(&dl.message.headers)?,
-        dl.label,
-        dl.reason,
-        dl.last_code,
-        dl.last_message,
-        dl.attempts,
-        ts_to_sql("first_time", dl.first_time)?,
-        ts_to_sql("last_time", dl.last_time)?,
-        dl.rule.0,
-        dl.rule_set_version.0,
-    ])?;
-    Ok(Applied::Done)
-}
-
 fn put_position(tx: &Transaction<'_>, source: &str, position: u64, now: Timestamp) -> Result<()> {
     let position = i64::try_from(position).map_err(|_| StoreError::OutOfRange {
         what: "position",
@@ -546,7 +466,7 @@ fn put_audit(
 
 // ---- reads ---------------------------------------------------------------------------------
 
-fn fate_in(conn: &Connection, id: &MessageId) -> Result<Option<Fate>> {
+pub(super) fn fate_in(conn: &Connection, id: &MessageId) -> Result<Option<Fate>> {
     let code: Option<i64> = conn
         .prepare_cached("SELECT fate FROM fates WHERE message_id = ?1")?
         .query_row([&id.0], |r| r.get(0))
