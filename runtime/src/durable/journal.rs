@@ -11,8 +11,9 @@
 //!
 //! The thread takes whatever queued up while the previous commit ran (up to
 //! [`JournalOptions::max_batch`] writes) and applies it as one transaction, so one fsync covers
-//! a whole batch. A small batch that no caller waits on lingers up to 2 ms for more first
-//! (group commit); a waiter or a flush commits it at once. Writes keep their order: a position committed in a batch means every fate
+//! a whole batch. Between batches the thread polls the channel every millisecond rather than
+//! block on it, so that the spout tasks' writes never have to wake it (and so that what
+//! arrives meanwhile commits together); it blocks only after 100 ms without writes. Writes keep their order: a position committed in a batch means every fate
 //! queued before it is committed too. Within a batch, only the last position of each source is
 //! written (positions only move forward, and the batch commits as a whole).
 //!
@@ -28,7 +29,8 @@
 //! writes are retried until they commit, with an error logged each time. The journal stalls
 //! rather than drop a write, because a dropped fate or retry is a message that could be lost.
 
-use std::collections::{BTreeMap, HashMap};
+use hashbrown::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -276,34 +278,36 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(10u64 << attempt.min(9)).min(Duration::from_secs(5))
 }
 
-/// How long a small batch of fire-and-forget writes waits for more before it commits.
-const LINGER: Duration = Duration::from_millis(2);
-/// A batch at least this big commits at once.
-const LINGER_BELOW: usize = 256;
+/// While writes keep coming, the thread looks for more this often instead of blocking on
+/// the channel: a sender then never has to wake it (a futex call on the spout task's path
+/// for every write), and the writes that queue up meanwhile commit together.
+const POLL: Duration = Duration::from_millis(1);
+/// After this long without a write, the thread blocks until the next one.
+const PARK_AFTER: Duration = Duration::from_millis(100);
 
 fn run(store: &dyn Store, rx: mpsc::Receiver<Entry>, max_batch: usize, counters: &Counters) {
-    while let Ok(first) = rx.recv() {
+    let mut idle = Duration::ZERO;
+    loop {
+        let first = match rx.try_recv() {
+            Ok(entry) => entry,
+            Err(mpsc::TryRecvError::Disconnected) => return,
+            Err(mpsc::TryRecvError::Empty) if idle < PARK_AFTER => {
+                std::thread::sleep(POLL);
+                idle += POLL;
+                continue;
+            }
+            Err(mpsc::TryRecvError::Empty) => match rx.recv() {
+                Ok(entry) => entry,
+                Err(_) => return,
+            },
+        };
+        idle = Duration::ZERO;
         let mut batch = Batch::default();
         batch.add(first);
-        let deadline = std::time::Instant::now() + LINGER;
         while batch.counted < max_batch {
             match rx.try_recv() {
                 Ok(entry) => batch.add(entry),
-                Err(mpsc::TryRecvError::Disconnected) => break,
-                // Group commit: a small batch that nobody waits for lingers a moment, so
-                // that one transaction covers more writes and more of them turn out moot.
-                Err(mpsc::TryRecvError::Empty) => {
-                    let small = batch.counted < LINGER_BELOW.min(max_batch);
-                    let awaited = !batch.waiters.is_empty() || !batch.flushes.is_empty();
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    if !small || awaited || left.is_zero() {
-                        break;
-                    }
-                    match rx.recv_timeout(left) {
-                        Ok(entry) => batch.add(entry),
-                        Err(_) => break,
-                    }
-                }
+                Err(_) => break,
             }
         }
         commit(store, &mut batch, counters);

@@ -51,7 +51,7 @@ pub use journal::{Journal, JournalOptions, JournalStats};
 pub use queue::{DurableRetryQueue, Inbox};
 pub use source::SourcePosition;
 
-use std::collections::HashSet;
+use hashbrown::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;

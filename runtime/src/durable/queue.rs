@@ -1,7 +1,7 @@
 //! [`DurableRetryQueue`]: a spout task's retry queue, kept in a [`RetryScheduler`] in memory and
 //! written behind to the store through the [`Journal`].
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
