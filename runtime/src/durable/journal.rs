@@ -13,15 +13,15 @@
 //! [`JournalOptions::max_batch`] writes) and applies it as one transaction, so one fsync covers
 //! a whole batch. Between batches the thread polls the channel every millisecond rather than
 //! block on it, so that the spout tasks' writes never have to wake it (and so that what
-//! arrives meanwhile commits together); it blocks only after 100 ms without writes. Writes keep their order: a position committed in a batch means every fate
-//! queued before it is committed too. Within a batch, only the last position of each source is
-//! written (positions only move forward, and the batch commits as a whole).
+//! arrives meanwhile commits together); it blocks only after 100 ms without writes.
 //!
-//! A queued retry (`Schedule`) that a later write in the same batch replaces or removes (the
-//! next `Schedule` of the message, its `Unschedule`, or its fate) is not written at all: the
-//! batch commits as a whole, so the rows after it are the same, and nobody waits on a
-//! queued retry's result. Under load most short retries are scheduled and settled within one
-//! batch, and this halves what they cost the disk.
+//! Writes keep their order: a position committed in a batch means every fate queued before it
+//! is committed too. Within a batch, only the last position of each source is written
+//! (positions only move forward, and the batch commits as a whole). One exception: a queued
+//! retry (`Schedule`) is held back for 10 ms ([`Held`]), and if a later write of the same
+//! message (its next `Schedule`, its `Unschedule`, its fate) arrives meanwhile, it is never
+//! written. Nobody waits on a queued retry's result, positions only cover messages with a
+//! fate, and a flush writes everything held.
 //!
 //! A batch that fails (disk full, database busy) is retried with backoff. After three failures
 //! the batch is split: each waiting caller's writes go in their own transaction, and the caller
@@ -29,14 +29,14 @@
 //! writes are retried until they commit, with an error logged each time. The journal stalls
 //! rather than drop a write, because a dropped fate or retry is a message that could be lost.
 
-use hashbrown::HashMap;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::held::Held;
 use crate::store::{Applied, MessageId, Result, Store, StoreError, WriteOp};
 
 /// Tuning for the [`Journal`].
@@ -178,11 +178,10 @@ struct Batch {
     waiters: Vec<(std::ops::Range<usize>, Waiter)>,
     positions: BTreeMap<String, u64>,
     flushes: Vec<oneshot::Sender<()>>,
+    /// Writes in this batch (held retries count once they join one).
     counted: usize,
-    /// The queued (`loose`) `Schedule` not yet superseded, per message: its index in `ops`.
-    scheduled: HashMap<MessageId, usize>,
-    /// Loose `Schedule`s a later write of the same message made moot.
-    superseded: Vec<usize>,
+    /// Held retries made moot while this batch was assembled.
+    moot: usize,
 }
 
 /// The message whose retry row `op` writes or removes.
@@ -196,27 +195,29 @@ fn retry_row_of(op: &WriteOp) -> Option<&MessageId> {
 }
 
 impl Batch {
-    fn add(&mut self, entry: Entry) {
+    /// Adds `entry`; a queued retry goes to `held` instead, and a write of a message whose
+    /// retry is held makes that retry moot.
+    fn add(&mut self, entry: Entry, held: &mut Held) {
         match entry {
             Entry::Op(WriteOp::Position { source, position }) => {
                 self.counted += 1;
                 let p = self.positions.entry(source).or_insert(position);
                 *p = (*p).max(position);
             }
+            Entry::Op(WriteOp::Schedule(retry)) => {
+                self.moot += usize::from(held.hold(retry, Instant::now()));
+            }
             Entry::Op(op) => {
+                self.settle(&op, held);
                 self.counted += 1;
-                self.supersede(&op);
-                if let WriteOp::Schedule(s) = &op {
-                    self.scheduled.insert(s.message.id.clone(), self.ops.len());
-                }
                 self.loose.push(self.ops.len());
                 self.ops.push(op);
             }
             Entry::Wait(ops, done) => {
-                self.counted += ops.len();
                 for op in &ops {
-                    self.supersede(op);
+                    self.settle(op, held);
                 }
+                self.counted += ops.len();
                 let start = self.ops.len();
                 self.ops.extend(ops);
                 self.waiters.push((start..self.ops.len(), done));
@@ -225,42 +226,18 @@ impl Batch {
         }
     }
 
-    /// Marks the queued `Schedule` of `op`'s message, if any, as not to be written.
-    fn supersede(&mut self, op: &WriteOp) {
-        if let Some(i) = retry_row_of(op).and_then(|id| self.scheduled.remove(id)) {
-            self.superseded.push(i);
+    fn settle(&mut self, op: &WriteOp, held: &mut Held) {
+        if let Some(id) = retry_row_of(op) {
+            self.moot += usize::from(held.settle(id));
         }
     }
 
-    /// Drops the superseded writes from `ops`, moving the loose indices and the waiters'
-    /// ranges to match (a superseded write is always loose, never inside a range).
-    fn drop_superseded(&mut self) {
-        if self.superseded.is_empty() {
-            return;
-        }
-        let mut dropped = vec![false; self.ops.len()];
-        for &i in &self.superseded {
-            dropped[i] = true;
-        }
-        // `shift[i]`: how many writes before `i` are dropped.
-        let mut shift = Vec::with_capacity(self.ops.len() + 1);
-        let mut n = 0;
-        for &d in &dropped {
-            shift.push(n);
-            n += usize::from(d);
-        }
-        shift.push(n);
-        let mut i = 0;
-        self.ops.retain(|_| {
-            i += 1;
-            !dropped[i - 1]
-        });
-        self.loose.retain(|&i| !dropped[i]);
-        for i in &mut self.loose {
-            *i -= shift[*i];
-        }
-        for (range, _) in &mut self.waiters {
-            *range = range.start - shift[range.start]..range.end - shift[range.end];
+    /// Adds held retries, to be written now.
+    fn release(&mut self, retries: Vec<crate::store::ScheduledRetry>) {
+        for retry in retries {
+            self.counted += 1;
+            self.loose.push(self.ops.len());
+            self.ops.push(WriteOp::Schedule(retry));
         }
     }
 
@@ -284,34 +261,65 @@ fn backoff(attempt: u32) -> Duration {
 const POLL: Duration = Duration::from_millis(1);
 /// After this long without a write, the thread blocks until the next one.
 const PARK_AFTER: Duration = Duration::from_millis(100);
+/// How long a queued retry is held back before it is written (see [`Held`]).
+const HOLD: Duration = Duration::from_millis(10);
 
 fn run(store: &dyn Store, rx: mpsc::Receiver<Entry>, max_batch: usize, counters: &Counters) {
     let mut idle = Duration::ZERO;
+    let mut held = Held::default();
+    let mut next: Option<Entry> = None;
+    let mut closed = false;
     loop {
-        let first = match rx.try_recv() {
-            Ok(entry) => entry,
-            Err(mpsc::TryRecvError::Disconnected) => return,
-            Err(mpsc::TryRecvError::Empty) if idle < PARK_AFTER => {
-                std::thread::sleep(POLL);
-                idle += POLL;
-                continue;
-            }
-            Err(mpsc::TryRecvError::Empty) => match rx.recv() {
-                Ok(entry) => entry,
-                Err(_) => return,
-            },
-        };
-        idle = Duration::ZERO;
-        let mut batch = Batch::default();
-        batch.add(first);
-        while batch.counted < max_batch {
+        if next.is_none() && !closed {
             match rx.try_recv() {
-                Ok(entry) => batch.add(entry),
-                Err(_) => break,
+                Ok(entry) => next = Some(entry),
+                Err(mpsc::TryRecvError::Disconnected) => closed = true,
+                Err(mpsc::TryRecvError::Empty) => {}
             }
         }
+        let now = Instant::now();
+        let held_due = held
+            .oldest()
+            .is_some_and(|at| now.saturating_duration_since(at) >= HOLD);
+        let work = next.is_some() || held_due || (closed && !held.is_empty());
+        if !work {
+            if closed {
+                return;
+            }
+            if !held.is_empty() || idle < PARK_AFTER {
+                std::thread::sleep(POLL);
+                idle += POLL;
+            } else {
+                match rx.recv() {
+                    Ok(entry) => next = Some(entry),
+                    Err(_) => closed = true,
+                }
+            }
+            continue;
+        }
+        idle = Duration::ZERO;
+        let mut batch = Batch::default();
+        batch.release(held.due(now, HOLD));
+        if let Some(entry) = next.take() {
+            batch.add(entry, &mut held);
+        }
+        while !closed && batch.counted < max_batch {
+            match rx.try_recv() {
+                Ok(entry) => batch.add(entry, &mut held),
+                Err(mpsc::TryRecvError::Disconnected) => closed = true,
+                Err(mpsc::TryRecvError::Empty) => break,
+            }
+        }
+        // A flush, or the end, writes everything held.
+        if closed || !batch.flushes.is_empty() {
+            batch.release(held.all());
+        }
+        // Moot writes count as committed: what they would have written is already settled.
+        let moot = batch.moot;
+        counters.committed.fetch_add(moot as u64, Relaxed);
+        counters.moot.fetch_add(moot as u64, Relaxed);
         commit(store, &mut batch, counters);
-        counters.backlog.fetch_sub(batch.counted, Relaxed);
+        counters.backlog.fetch_sub(batch.counted + moot, Relaxed);
         for done in batch.flushes.drain(..) {
             let _ = done.send(());
         }
@@ -322,11 +330,6 @@ fn commit(store: &dyn Store, batch: &mut Batch, counters: &Counters) {
     if batch.ops.is_empty() && batch.positions.is_empty() {
         return;
     }
-    // Moot writes count as committed: what they would have written is already settled.
-    let moot = batch.superseded.len() as u64;
-    counters.committed.fetch_add(moot, Relaxed);
-    counters.moot.fetch_add(moot, Relaxed);
-    batch.drop_superseded();
     let mut ops = std::mem::take(&mut batch.ops);
     ops.extend(batch.position_ops());
     for attempt in 0..3 {
@@ -435,31 +438,27 @@ mod tests {
 
     /// One batch: `a` retried twice then acked, `b` retried then dead-lettered by a waiter,
     /// `c` retried and still waiting, `d` retried then unscheduled.
-    fn mixed_batch() -> (Batch, oneshot::Receiver<Result<Vec<Applied>>>) {
+    fn mixed_batch() -> (Batch, Held, oneshot::Receiver<Result<Vec<Applied>>>) {
         let (done, committed) = oneshot::channel();
         let mut batch = Batch::default();
+        let mut held = Held::default();
         for op in [schedule("a", 1), schedule("b", 1), schedule("a", 2)] {
-            batch.add(Entry::Op(op));
+            batch.add(Entry::Op(op), &mut held);
         }
-        batch.add(Entry::Wait(vec![dead_letter("b")], done));
+        batch.add(Entry::Wait(vec![dead_letter("b")], done), &mut held);
         for op in [
             schedule("c", 1),
             acked("a"),
             schedule("d", 1),
             WriteOp::Unschedule(id("d")),
         ] {
-            batch.add(Entry::Op(op));
+            batch.add(Entry::Op(op), &mut held);
         }
-        (batch, committed)
+        (batch, held, committed)
     }
 
-    #[test]
-    fn a_queued_retry_settled_in_the_same_batch_is_not_written() {
-        let (mut batch, _committed) = mixed_batch();
-        batch.drop_superseded();
-        let kinds: Vec<String> = batch
-            .ops
-            .iter()
+    fn kinds(ops: &[WriteOp]) -> Vec<String> {
+        ops.iter()
             .map(|op| match op {
                 WriteOp::Schedule(s) => format!("schedule {} #{}", s.message.id, s.meta.attempt),
                 WriteOp::DeadLetter(d) => format!("dead letter {}", d.message.id),
@@ -467,14 +466,27 @@ mod tests {
                 WriteOp::Unschedule(id) => format!("unschedule {id}"),
                 WriteOp::Position { .. } => "position".into(),
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_held_retry_settled_before_it_is_written_is_never_written() {
+        let (mut batch, mut held, _committed) = mixed_batch();
         assert_eq!(
-            kinds,
-            ["dead letter b", "schedule c #1", "acked a", "unschedule d"]
+            kinds(&batch.ops),
+            ["dead letter b", "acked a", "unschedule d"]
         );
-        assert_eq!(batch.loose, [1, 2, 3]);
-        assert_eq!(batch.waiters.len(), 1);
+        assert_eq!(batch.loose, [1, 2]);
         assert_eq!(batch.waiters[0].0, 0..1);
+        // a#1 (replaced), a#2, b and d (settled) are moot; c is still held.
+        assert_eq!(batch.moot, 4);
+        assert_eq!(held.len(), 1);
+        batch.release(held.all());
+        assert_eq!(
+            kinds(&batch.ops),
+            ["dead letter b", "acked a", "unschedule d", "schedule c #1"]
+        );
+        assert_eq!(batch.counted, 4);
     }
 
     #[test]
@@ -482,15 +494,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap();
         let counters = Counters::default();
-        let (mut batch, mut committed) = mixed_batch();
+        let (mut batch, mut held, mut committed) = mixed_batch();
+        batch.release(held.all());
         commit(&store, &mut batch, &counters);
 
         // The waiter hears about its own write, and only that.
         let applied = committed.try_recv().unwrap().unwrap();
         assert_eq!(applied, [Applied::Done]);
-        // Every one of the eight writes counts as committed; four were moot.
-        assert_eq!(counters.committed.load(Relaxed), 8);
-        assert_eq!(counters.moot.load(Relaxed), 4);
+        assert_eq!(counters.committed.load(Relaxed), 4);
 
         assert_eq!(store.fate_of(&id("a")).unwrap(), Some(Fate::Acked));
         assert_eq!(store.fate_of(&id("b")).unwrap(), Some(Fate::DeadLettered));
@@ -506,16 +517,41 @@ mod tests {
     }
 
     #[test]
-    fn a_later_schedule_replaces_the_queued_one() {
+    fn a_later_schedule_replaces_the_held_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap();
         let mut batch = Batch::default();
+        let mut held = Held::default();
         for op in [schedule("a", 1), schedule("a", 2), schedule("a", 3)] {
-            batch.add(Entry::Op(op));
+            batch.add(Entry::Op(op), &mut held);
         }
+        assert_eq!(batch.moot, 2);
+        batch.release(held.all());
         commit(&store, &mut batch, &Counters::default());
         let rows = store.retries(&[id("a")]).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].meta.attempt, 3);
+    }
+
+    #[tokio::test]
+    async fn a_flush_writes_the_retries_it_was_holding() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+        let journal = Journal::spawn(store.clone(), JournalOptions::default());
+        journal.submit(schedule("kept", 1));
+        journal.submit(schedule("settled", 1));
+        journal.submit(acked("settled"));
+        journal.flush().await;
+        let scheduled: Vec<MessageId> = store
+            .scheduled()
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(scheduled, [id("kept")]);
+        assert_eq!(store.fate_of(&id("settled")).unwrap(), Some(Fate::Acked));
+        let stats = journal.stats();
+        assert_eq!(stats.committed, 3);
+        assert_eq!(stats.backlog, 0);
     }
 }

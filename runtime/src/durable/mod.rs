@@ -42,6 +42,7 @@
 
 pub mod convert;
 mod dead_letters;
+mod held;
 pub mod journal;
 mod queue;
 mod source;

@@ -1,0 +1,152 @@
+//! [`Held`]: the queued retries the journal holds back before writing them.
+//!
+//! A retry row lives from its `Schedule` until the message's fate (or its next `Schedule`)
+//! replaces it. Short retries are often settled within milliseconds, so the journal holds each
+//! queued `Schedule` for a moment: if a later write of the same message arrives meanwhile, the
+//! held one is moot and never touches the disk. A held write is no less safe than one still
+//! in the journal's queue: until the message has a fate its source delivers it again after a
+//! crash.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use hashbrown::HashMap;
+
+use crate::store::{MessageId, ScheduledRetry};
+
+/// Queued retries in arrival order, with the live one per message.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    /// Arrival order; an entry whose sequence number is no longer live is skipped.
+    queue: VecDeque<(u64, Instant, ScheduledRetry)>,
+    /// The live entry per message.
+    live: HashMap<MessageId, u64>,
+    next: u64,
+}
+
+impl Held {
+    /// Holds `retry`, received at `at`. Returns true if it replaced a held one (now moot).
+    pub(super) fn hold(&mut self, retry: ScheduledRetry, at: Instant) -> bool {
+        let seq = self.next;
+        self.next += 1;
+        let replaced = self.live.insert(retry.message.id.clone(), seq).is_some();
+        self.queue.push_back((seq, at, retry));
+        replaced
+    }
+
+    /// A later write of `id` arrived: drops its held retry, if any. Returns true if one was
+    /// dropped (it is moot).
+    pub(super) fn settle(&mut self, id: &MessageId) -> bool {
+        self.live.remove(id).is_some()
+    }
+
+    /// Held retries.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// True if nothing is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// When the oldest held retry arrived.
+    pub(super) fn oldest(&mut self) -> Option<Instant> {
+        self.skip_dead();
+        self.queue.front().map(|(_, at, _)| *at)
+    }
+
+    /// Takes the retries held at least `hold` by `now`, oldest first.
+    pub(super) fn due(&mut self, now: Instant, hold: Duration) -> Vec<ScheduledRetry> {
+        let mut out = Vec::new();
+        while let Some(at) = self.oldest()
+            && now.saturating_duration_since(at) >= hold
+        {
+            out.extend(self.pop_live());
+        }
+        out
+    }
+
+    /// Takes every held retry, oldest first.
+    pub(super) fn all(&mut self) -> Vec<ScheduledRetry> {
+        let mut out = Vec::with_capacity(self.live.len());
+        while self.oldest().is_some() {
+            out.extend(self.pop_live());
+        }
+        out
+    }
+
+    fn pop_live(&mut self) -> Option<ScheduledRetry> {
+        let (seq, _, retry) = self.queue.pop_front()?;
+        let live = self.live.get(&retry.message.id) == Some(&seq);
+        live.then(|| {
+            self.live.remove(&retry.message.id);
+            retry
+        })
+    }
+
+    /// Drops replaced and settled entries from the front.
+    fn skip_dead(&mut self) {
+        while let Some((seq, _, retry)) = self.queue.front()
+            && self.live.get(&retry.message.id) != Some(seq)
+        {
+            self.queue.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamp;
+    use crate::store::{Message, RetryMeta, RuleId, RuleSetVersion};
+
+    fn retry(id: &str, attempt: u32) -> ScheduledRetry {
+        ScheduledRetry {
+            message: Message {
+                id: MessageId(id.into()),
+                biz: "ORDER".into(),
+                payload: Vec::new(),
+                headers: Default::default(),
+            },
+            due: Timestamp::from_millis(u64::from(attempt)),
+            meta: RetryMeta {
+                attempt,
+                first_seen: Timestamp::from_millis(1),
+                last_code: "X".into(),
+                last_message: String::new(),
+                last_delay: Duration::ZERO,
+                rule: RuleId("r".into()),
+                rule_set_version: RuleSetVersion("v".into()),
+            },
+        }
+    }
+
+    fn ids(retries: &[ScheduledRetry]) -> Vec<(String, u32)> {
+        retries
+            .iter()
+            .map(|r| (r.message.id.0.clone(), r.meta.attempt))
+            .collect()
+    }
+
+    #[test]
+    fn only_the_live_retries_come_out_oldest_first_once_due() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut held = Held::default();
+        assert!(!held.hold(retry("a", 1), t0));
+        assert!(!held.hold(retry("b", 1), t0 + ms(1)));
+        assert!(held.hold(retry("a", 2), t0 + ms(2))); // replaces a#1
+        assert!(!held.hold(retry("c", 1), t0 + ms(3)));
+        assert!(held.settle(&MessageId("c".into())));
+        assert!(!held.settle(&MessageId("c".into())));
+        assert_eq!(held.len(), 2);
+        assert_eq!(held.oldest(), Some(t0 + ms(1))); // a#1 is dead
+        assert_eq!(ids(&held.due(t0 + ms(11), ms(10))), [("b".into(), 1)]);
+        assert_eq!(ids(&held.due(t0 + ms(11), ms(10))), []);
+        assert_eq!(ids(&held.all()), [("a".into(), 2)]);
+        assert!(held.is_empty());
+        assert_eq!(held.oldest(), None);
+    }
+}
