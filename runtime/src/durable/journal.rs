@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::held::Held;
-use crate::store::{Applied, MessageId, Result, Store, StoreError, WriteOp};
+use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 
 /// Tuning for the [`Journal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +61,8 @@ pub struct JournalStats {
     pub transactions: u64,
     /// Failed attempts to commit a batch (each was retried).
     pub failures: u64,
-    /// Queued retries not written because a later write in their batch settled them
-    /// (counted in `committed` too).
+    /// Queued retries never written, because a later write of the same message arrived
+    /// while they were held (counted in `committed` too).
     pub moot: u64,
     /// Writes queued and not yet committed.
     pub backlog: u64,
@@ -233,7 +233,7 @@ impl Batch {
     }
 
     /// Adds held retries, to be written now.
-    fn release(&mut self, retries: Vec<crate::store::ScheduledRetry>) {
+    fn release(&mut self, retries: Vec<ScheduledRetry>) {
         for retry in retries {
             self.counted += 1;
             self.loose.push(self.ops.len());
