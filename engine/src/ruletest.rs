@@ -2,9 +2,9 @@
 //! uses (`spec/rules.md`, "Rule tests").
 //!
 //! - [`model`]: what a test file says (serde types; the source of the JSON Schema).
-//! - [`read_test_files`] / [`load_suite`]: `tests/*.yaml` → a validated [`Suite`], with
+//! - `read_test_files` / `load_suite`: `tests/*.yaml` → a validated `Suite`, with
 //!   file:line:col diagnostics like rule files (feature `testing`).
-//! - [`run_suite`]: each case and path under many seeds, searched with proptest
+//! - `run_suite`: each case and path under many seeds, searched with proptest
 //!   (feature `testing`).
 //!
 //! ```

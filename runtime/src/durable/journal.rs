@@ -18,7 +18,7 @@
 //! Writes keep their order: a position committed in a batch means every fate queued before it
 //! is committed too. Within a batch, only the last position of each source is written
 //! (positions only move forward, and the batch commits as a whole). One exception: a queued
-//! retry (`Schedule`) is held back for 10 ms ([`Held`]), and if a later write of the same
+//! retry (`Schedule`) is held back for 10 ms (`durable/held.rs`), and if a later write of the same
 //! message (its next `Schedule`, its `Unschedule`, its fate) arrives meanwhile, it is never
 //! written. Nobody waits on a queued retry's result, positions only cover messages with a
 //! fate, and a flush writes everything held.
@@ -261,7 +261,7 @@ fn backoff(attempt: u32) -> Duration {
 const POLL: Duration = Duration::from_millis(1);
 /// After this long without a write, the thread blocks until the next one.
 const PARK_AFTER: Duration = Duration::from_millis(100);
-/// How long a queued retry is held back before it is written (see [`Held`]).
+/// How long a queued retry is held back before it is written (see `durable/held.rs`).
 const HOLD: Duration = Duration::from_millis(10);
 
 fn run(store: &dyn Store, rx: mpsc::Receiver<Entry>, max_batch: usize, counters: &Counters) {

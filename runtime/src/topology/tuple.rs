@@ -437,7 +437,7 @@ impl Origin {
 /// tuple a bolt emits through the runtime is anchored to its input.
 ///
 /// (Kept small — 56 bytes — because tuples are written into every batch: the source and field
-/// names are one pointer to their interned [`Origin`].)
+/// names are one pointer to their interned `Origin`.)
 #[derive(Clone)]
 pub struct Tuple {
     pub(crate) values: Values,
