@@ -525,23 +525,26 @@ fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds:
     );
 }
 
+/// For a profiler: runs the one variant `only` names, once, and prints its throughput.
+fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: usize) {
+    let through = match only {
+        "topology" => run_topology(rt, work, max_pending),
+        "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
+        "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
+        "bare-batched" => run_bare_batched(rt, work),
+        "bare-per-message" => run_bare_per_item(rt, work),
+        other => panic!(
+            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10 or durable-10"
+        ),
+    };
+    println!("{only}: {:.0}/s", per_second(through));
+}
+
 /// The ratio, measured in interleaved rounds (topology, then both bare pipelines) so that a
 /// change in the machine's load hits all of them alike.
 fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rounds: usize) {
     let (mut topo, mut batched, mut per_item) = (vec![], vec![], vec![]);
     let (mut vs_batched, mut vs_per_item) = (vec![], vec![]);
-    if let Ok(only) = std::env::var("BENCH_ONLY") {
-        // For a profiler: one variant, one round.
-        let through = match only.as_str() {
-            "topology" => run_topology(rt, work, max_pending),
-            "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
-            "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
-            "bare-batched" => run_bare_batched(rt, work),
-            _ => run_bare_per_item(rt, work),
-        };
-        println!("{only}: {:.0}/s", per_second(through));
-        return;
-    }
     for _ in 0..rounds {
         let t = per_second(run_topology(rt, work, max_pending));
         let b = per_second(run_bare_batched(rt, work));
@@ -588,6 +591,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
+    let works = match std::env::var("BENCH_WORK").as_deref() {
+        Ok("light") => vec![Work::Light],
+        Ok("json") => vec![Work::Json],
+        _ => vec![Work::Light, Work::Json],
+    };
+    if let Ok(only) = std::env::var("BENCH_ONLY") {
+        // One variant, once, with the first work (light unless BENCH_WORK=json).
+        return run_only(&rt, &only, works[0], max_pending);
+    }
     let durable_only = std::env::var("BENCH_DURABLE_ONLY").is_ok();
     if std::env::var("BENCH_SKIP_CRITERION").is_err() {
         let mut c = Criterion::default().configure_from_args();
@@ -597,17 +609,10 @@ fn main() {
         criterion_durable(&mut c, &rt, max_pending);
         c.final_summary();
     }
-    if std::env::var("BENCH_ONLY").is_err() {
-        interleaved_durable(&rt, max_pending, rounds);
-    }
+    interleaved_durable(&rt, max_pending, rounds);
     if durable_only {
         return;
     }
-    let works = match std::env::var("BENCH_WORK").as_deref() {
-        Ok("light") => vec![Work::Light],
-        Ok("json") => vec![Work::Json],
-        _ => vec![Work::Light, Work::Json],
-    };
     for work in works {
         interleaved(&rt, work, max_pending, rounds);
     }

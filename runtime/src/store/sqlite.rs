@@ -71,8 +71,7 @@ pub struct SqliteStore {
     clock: SharedClock,
 }
 
-const RETRY_COLUMNS: &str = "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, \
-     last_code, last_message, last_delay_ms, rule, rule_set_version";
+const RETRY_COLUMNS: &str = super::writes::RETRY_COLUMNS;
 
 const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, label, reason, \
      last_code, last_message, attempts, first_ms, last_ms, rule, rule_set_version";

@@ -10,13 +10,23 @@ use super::sqlite::fate_in;
 use super::{Applied, DeadLetter, Fate, MessageId, Result, ScheduledRetry};
 use crate::clock::Timestamp;
 
+/// The columns of a retry row, in the order rows are written and read.
+macro_rules! retry_columns {
+    () => {
+        "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, last_code, \
+         last_message, last_delay_ms, rule, rule_set_version"
+    };
+}
+pub(super) const RETRY_COLUMNS: &str = retry_columns!();
+
 /// Writes (or replaces) the retry row, unless the message already has a final fate: a retry
 /// for an acked or dead-lettered message could later give it a second fate.
-const PUT_RETRY_UNLESS_FINAL: &str = "INSERT OR REPLACE INTO retries (message_id, biz, payload, \
-     headers, due_ms, attempt, first_seen_ms, last_code, last_message, last_delay_ms, rule, \
-     rule_set_version) \
-     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
-     WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)";
+const PUT_RETRY_UNLESS_FINAL: &str = concat!(
+    "INSERT OR REPLACE INTO retries (",
+    retry_columns!(),
+    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
+     WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)"
+);
 const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms) VALUES (?1, ?2, ?3)";
 const DELETE_RETRY: &str = "DELETE FROM retries WHERE message_id = ?1";
 const PUT_DEAD_LETTER: &str = "INSERT INTO dead_letters (message_id, biz, payload, headers, \
