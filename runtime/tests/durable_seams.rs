@@ -127,6 +127,69 @@ async fn scheduled_retries_survive_a_restart_with_their_due_times_and_metadata()
     assert_eq!(row.meta.last_delay, Duration::from_secs(3600));
 }
 
+/// With `record_every_ack: false`, an acked fate is written only to drop a retry row: a row
+/// recovered from the last run, or one the journal wrote. A retry settled while the journal
+/// still held it leaves nothing in the store.
+#[tokio::test]
+async fn without_a_fate_for_every_ack_only_rows_that_reached_the_store_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DurableOptions {
+        record_every_ack: false,
+        // Held until a flush: what is moot does not depend on timing.
+        journal: JournalOptions {
+            hold: Duration::from_secs(3600),
+            ..JournalOptions::default()
+        },
+    };
+    let open = |dir: &Path| {
+        let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real())).unwrap());
+        let durable = Durable::new(store.clone(), Arc::new(TokioTime::new()), options.clone());
+        (store, durable)
+    };
+    let hour = Duration::from_secs(3600);
+    {
+        let (_, durable) = open(dir.path());
+        durable.recover().unwrap();
+        let mut q = queue_of(&durable);
+        q.schedule(
+            tokio::time::Instant::now() + hour,
+            failed("recovered", 1, hour),
+        );
+        q.flush().await;
+    }
+    let (store, durable) = open(dir.path());
+    assert_eq!(durable.recover().unwrap().len(), 1);
+    let mut q = queue_of(&durable);
+    let now = tokio::time::Instant::now();
+    q.schedule(now, failed("quick", 1, Duration::ZERO));
+    q.schedule(now + hour, failed("written", 1, hour));
+    q.flush().await; // writes what the journal holds: "quick" and "written"
+    q.schedule(now, failed("held", 2, Duration::ZERO));
+    let fates = durable.fates();
+    for id in ["recovered", "written", "held", "never-failed"] {
+        fates.acked(&MessageId::from(id));
+    }
+    durable.journal().flush().await;
+
+    let fate = |id: &str| store.fate_of(&store::MessageId(id.into())).unwrap();
+    assert_eq!(fate("recovered"), Some(Fate::Acked));
+    assert_eq!(fate("written"), Some(Fate::Acked));
+    assert_eq!(fate("held"), None, "settled while held: nothing written");
+    assert_eq!(fate("never-failed"), None);
+    let left: Vec<String> = store
+        .scheduled()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id.0)
+        .collect();
+    assert_eq!(
+        left,
+        ["quick"],
+        "only the retry still waiting keeps its row"
+    );
+    assert_eq!(durable.journal().stats().moot, 2, "held#2 and its fate");
+}
+
 #[tokio::test]
 async fn a_message_whose_fate_is_known_is_not_handed_out_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -340,7 +403,13 @@ async fn a_replayed_dead_letter_re_enters_the_live_topology() {
 async fn the_journal_keeps_order_and_flush_waits_for_the_commit() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
-    let journal = Journal::spawn(store.clone(), JournalOptions { max_batch: 7 });
+    let journal = Journal::spawn(
+        store.clone(),
+        JournalOptions {
+            max_batch: 7,
+            ..JournalOptions::default()
+        },
+    );
     let time = TokioTime::new();
     // A retry, then its ack, then a position: in this order across many small batches.
     for n in 1..=200u64 {

@@ -6,11 +6,17 @@
 //! held one is moot and never touches the disk. A held write is no less safe than one still
 //! in the journal's queue: until the message has a fate its source delivers it again after a
 //! crash.
+//!
+//! It also remembers which messages have a retry row that this journal wrote (a held retry
+//! that was released), until a later write drops the row: a write whose only purpose is to
+//! drop a row the journal never wrote is moot too (see [`Journal::retire`]).
+//!
+//! [`Journal::retire`]: super::Journal::retire
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 use crate::store::{MessageId, ScheduledRetry};
 
@@ -22,6 +28,17 @@ pub(super) struct Held {
     /// The live entry per message.
     live: HashMap<MessageId, u64>,
     next: u64,
+    /// Messages whose retry was released (written) and whose row no later write has dropped.
+    written: HashSet<MessageId>,
+}
+
+/// What a write that drops a message's retry row found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Settled {
+    /// A held retry of the message was dropped: it is moot.
+    pub(super) moot: bool,
+    /// A retry row of the message was written by this journal (so the store may hold one).
+    pub(super) written: bool,
 }
 
 impl Held {
@@ -34,10 +51,13 @@ impl Held {
         replaced
     }
 
-    /// A later write of `id` arrived: drops its held retry, if any. Returns true if one was
-    /// dropped (it is moot).
-    pub(super) fn settle(&mut self, id: &MessageId) -> bool {
-        self.live.remove(id).is_some()
+    /// A later write of `id` that replaces or drops its retry row arrived: drops its held
+    /// retry, if any, and forgets that its row was written.
+    pub(super) fn settle(&mut self, id: &MessageId) -> Settled {
+        Settled {
+            moot: self.live.remove(id).is_some(),
+            written: self.written.remove(id),
+        }
     }
 
     /// Held retries.
@@ -82,6 +102,9 @@ impl Held {
         let live = self.live.get(&retry.message.id) == Some(&seq);
         live.then(|| {
             self.live.remove(&retry.message.id);
+            if !self.written.contains(&retry.message.id) {
+                self.written.insert(retry.message.id.clone());
+            }
             retry
         })
     }
@@ -139,8 +162,8 @@ mod tests {
         assert!(!held.hold(retry("b", 1), t0 + ms(1)));
         assert!(held.hold(retry("a", 2), t0 + ms(2))); // replaces a#1
         assert!(!held.hold(retry("c", 1), t0 + ms(3)));
-        assert!(held.settle(&MessageId("c".into())));
-        assert!(!held.settle(&MessageId("c".into())));
+        assert!(held.settle(&MessageId("c".into())).moot);
+        assert!(!held.settle(&MessageId("c".into())).moot);
         assert_eq!(held.len(), 2);
         assert_eq!(held.oldest(), Some(t0 + ms(1))); // a#1 is dead
         assert_eq!(ids(&held.due(t0 + ms(11), ms(10))), [("b".into(), 1)]);
@@ -148,5 +171,23 @@ mod tests {
         assert_eq!(ids(&held.all()), [("a".into(), 2)]);
         assert!(held.is_empty());
         assert_eq!(held.oldest(), None);
+    }
+
+    #[test]
+    fn it_remembers_the_rows_it_released_until_one_is_dropped() {
+        let t0 = Instant::now();
+        let mut held = Held::default();
+        held.hold(retry("a", 1), t0);
+        held.hold(retry("b", 1), t0);
+        let (a, b) = (MessageId("a".into()), MessageId("b".into()));
+        let settled_b = held.settle(&b);
+        assert_eq!((settled_b.moot, settled_b.written), (true, false));
+        assert_eq!(ids(&held.all()), [("a".into(), 1)]);
+        // a's next retry is held again: its released row is still in the store.
+        held.hold(retry("a", 2), t0);
+        let settled_a = held.settle(&a);
+        assert_eq!((settled_a.moot, settled_a.written), (true, true));
+        let again = held.settle(&a);
+        assert_eq!((again.moot, again.written), (false, false));
     }
 }

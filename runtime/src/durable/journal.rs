@@ -18,10 +18,13 @@
 //! Writes keep their order: a position committed in a batch means every fate queued before it
 //! is committed too. Within a batch, only the last position of each source is written
 //! (positions only move forward, and the batch commits as a whole). One exception: a queued
-//! retry (`Schedule`) is held back for 10 ms (`durable/held.rs`), and if a later write of the same
+//! retry (`Schedule`) is held back for [`JournalOptions::hold`] (10 ms by default;
+//! `durable/held.rs`), and if a later write of the same
 //! message (its next `Schedule`, its `Unschedule`, its fate) arrives meanwhile, it is never
 //! written. Nobody waits on a queued retry's result, positions only cover messages with a
-//! fate, and a flush writes everything held.
+//! fate, and a flush writes everything held. A write queued with [`Journal::retire`] (a fate
+//! recorded only to drop the message's retry row) is moot in the same way when this journal
+//! never wrote that row.
 //!
 //! A batch that fails (disk full, database busy) is retried with backoff. After three failures
 //! the batch is split: each waiting caller's writes go in their own transaction, and the caller
@@ -44,11 +47,17 @@ use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError
 pub struct JournalOptions {
     /// The most writes in one transaction (default 4096).
     pub max_batch: usize,
+    /// How long a queued retry is held back before it is written (default 10 ms; see the
+    /// [module docs](self)). A flush, or the journal's end, writes held retries at once.
+    pub hold: Duration,
 }
 
 impl Default for JournalOptions {
     fn default() -> Self {
-        JournalOptions { max_batch: 4096 }
+        JournalOptions {
+            max_batch: 4096,
+            hold: Duration::from_millis(10),
+        }
     }
 }
 
@@ -61,8 +70,9 @@ pub struct JournalStats {
     pub transactions: u64,
     /// Failed attempts to commit a batch (each was retried).
     pub failures: u64,
-    /// Queued retries never written, because a later write of the same message arrived
-    /// while they were held (counted in `committed` too).
+    /// Writes never written: queued retries, because a later write of the same message
+    /// arrived while they were held, and [`Journal::retire`] writes for rows never written
+    /// (counted in `committed` too).
     pub moot: u64,
     /// Writes queued and not yet committed.
     pub backlog: u64,
@@ -75,6 +85,7 @@ type Waiter = oneshot::Sender<Result<Vec<Applied>>>;
 #[allow(clippy::large_enum_variant)]
 enum Entry {
     Op(WriteOp),
+    Retire(WriteOp),
     Wait(Vec<WriteOp>, Waiter),
     Flush(oneshot::Sender<()>),
 }
@@ -115,9 +126,10 @@ impl Journal {
         let counters = Arc::new(Counters::default());
         let thread_counters = counters.clone();
         let max_batch = options.max_batch.max(1);
+        let hold = options.hold;
         std::thread::Builder::new()
             .name("rebound-journal".into())
-            .spawn(move || run(store.as_ref(), rx, max_batch, &thread_counters))
+            .spawn(move || run(store.as_ref(), rx, max_batch, hold, &thread_counters))
             .expect("spawning the journal thread");
         Journal {
             inner: Arc::new(Inner { tx, counters }),
@@ -129,6 +141,20 @@ impl Journal {
         self.inner.counters.backlog.fetch_add(1, Relaxed);
         if self.inner.tx.send(Entry::Op(op)).is_err() {
             // Only if the thread died (it panicked): nothing can be written any more.
+            tracing::error!("the journal thread has stopped; a write was not queued");
+        }
+    }
+
+    /// Queues `op`, which is written only to drop a retry row that this journal's own
+    /// `Schedule` wrote (say, the acked fate of a retried message, when acked fates are not
+    /// recorded otherwise). If the journal never wrote that row (the retry was held and `op`
+    /// makes it moot), `op` is moot too and never written. Never blocks.
+    ///
+    /// A row the store had before (recovered, or written by a replay) is not known to the
+    /// journal: drop it with [`Journal::submit`].
+    pub fn retire(&self, op: WriteOp) {
+        self.inner.counters.backlog.fetch_add(1, Relaxed);
+        if self.inner.tx.send(Entry::Retire(op)).is_err() {
             tracing::error!("the journal thread has stopped; a write was not queued");
         }
     }
@@ -209,9 +235,14 @@ impl Batch {
             }
             Entry::Op(op) => {
                 self.settle(&op, held);
-                self.counted += 1;
-                self.loose.push(self.ops.len());
-                self.ops.push(op);
+                self.push_loose(op);
+            }
+            Entry::Retire(op) => {
+                if self.settle(&op, held) {
+                    self.push_loose(op);
+                } else {
+                    self.moot += 1;
+                }
             }
             Entry::Wait(ops, done) => {
                 for op in &ops {
@@ -226,18 +257,26 @@ impl Batch {
         }
     }
 
-    fn settle(&mut self, op: &WriteOp, held: &mut Held) {
-        if let Some(id) = retry_row_of(op) {
-            self.moot += usize::from(held.settle(id));
-        }
+    /// Settles the retry `op` replaces or drops; true if this journal wrote a row for it.
+    fn settle(&mut self, op: &WriteOp, held: &mut Held) -> bool {
+        let Some(id) = retry_row_of(op) else {
+            return false;
+        };
+        let settled = held.settle(id);
+        self.moot += usize::from(settled.moot);
+        settled.written
+    }
+
+    fn push_loose(&mut self, op: WriteOp) {
+        self.counted += 1;
+        self.loose.push(self.ops.len());
+        self.ops.push(op);
     }
 
     /// Adds held retries, to be written now.
     fn release(&mut self, retries: Vec<ScheduledRetry>) {
         for retry in retries {
-            self.counted += 1;
-            self.loose.push(self.ops.len());
-            self.ops.push(WriteOp::Schedule(retry));
+            self.push_loose(WriteOp::Schedule(retry));
         }
     }
 
@@ -261,10 +300,13 @@ fn backoff(attempt: u32) -> Duration {
 const POLL: Duration = Duration::from_millis(1);
 /// After this long without a write, the thread blocks until the next one.
 const PARK_AFTER: Duration = Duration::from_millis(100);
-/// How long a queued retry is held back before it is written (see `durable/held.rs`).
-const HOLD: Duration = Duration::from_millis(10);
-
-fn run(store: &dyn Store, rx: mpsc::Receiver<Entry>, max_batch: usize, counters: &Counters) {
+fn run(
+    store: &dyn Store,
+    rx: mpsc::Receiver<Entry>,
+    max_batch: usize,
+    hold: Duration,
+    counters: &Counters,
+) {
     let mut idle = Duration::ZERO;
     let mut held = Held::default();
     let mut next: Option<Entry> = None;
@@ -280,7 +322,7 @@ fn run(store: &dyn Store, rx: mpsc::Receiver<Entry>, max_batch: usize, counters:
         let now = Instant::now();
         let held_due = held
             .oldest()
-            .is_some_and(|at| now.saturating_duration_since(at) >= HOLD);
+            .is_some_and(|at| now.saturating_duration_since(at) >= hold);
         let work = next.is_some() || held_due || (closed && !held.is_empty());
         if !work {
             if closed {
@@ -299,7 +341,7 @@ fn run(store: &dyn Store, rx: mpsc::Receiver<Entry>, max_batch: usize, counters:
         }
         idle = Duration::ZERO;
         let mut batch = Batch::default();
-        batch.release(held.due(now, HOLD));
+        batch.release(held.due(now, hold));
         if let Some(entry) = next.take() {
             batch.add(entry, &mut held);
         }
@@ -436,6 +478,14 @@ mod tests {
         MessageId(s.into())
     }
 
+    /// Holds queued retries until a flush, so that what is moot does not depend on timing.
+    fn holding_until_a_flush() -> JournalOptions {
+        JournalOptions {
+            hold: Duration::from_secs(3600),
+            ..JournalOptions::default()
+        }
+    }
+
     /// One batch: `a` retried twice then acked, `b` retried then dead-lettered by a waiter,
     /// `c` retried and still waiting, `d` retried then unscheduled.
     fn mixed_batch() -> (Batch, Held, oneshot::Receiver<Result<Vec<Applied>>>) {
@@ -537,7 +587,7 @@ mod tests {
     async fn a_flush_writes_the_retries_it_was_holding() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
-        let journal = Journal::spawn(store.clone(), JournalOptions::default());
+        let journal = Journal::spawn(store.clone(), holding_until_a_flush());
         journal.submit(schedule("kept", 1));
         journal.submit(schedule("settled", 1));
         journal.submit(acked("settled"));
@@ -553,5 +603,27 @@ mod tests {
         let stats = journal.stats();
         assert_eq!(stats.committed, 3);
         assert_eq!(stats.backlog, 0);
+    }
+
+    #[tokio::test]
+    async fn a_retired_fate_is_written_only_if_the_journal_wrote_the_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+        let journal = Journal::spawn(store.clone(), holding_until_a_flush());
+        // Settled while held: neither the retry nor its fate reaches the store.
+        journal.submit(schedule("quick", 1));
+        journal.retire(acked("quick"));
+        // Written (the flush releases it), then retired: the fate drops the row.
+        journal.submit(schedule("slow", 1));
+        journal.flush().await;
+        assert_eq!(store.scheduled().unwrap().len(), 1);
+        journal.retire(acked("slow"));
+        journal.flush().await;
+
+        assert!(store.scheduled().unwrap().is_empty());
+        assert_eq!(store.fate_of(&id("quick")).unwrap(), None);
+        assert_eq!(store.fate_of(&id("slow")).unwrap(), Some(Fate::Acked));
+        let stats = journal.stats();
+        assert_eq!((stats.committed, stats.moot, stats.backlog), (4, 2, 0));
     }
 }

@@ -52,7 +52,7 @@ pub use journal::{Journal, JournalOptions, JournalStats};
 pub use queue::{DurableRetryQueue, Inbox};
 pub use source::SourcePosition;
 
-use hashbrown::HashSet;
+use hashbrown::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
@@ -63,20 +63,37 @@ use crate::time_source::TimeSource;
 use crate::topology::{Message, MessageId, TaskInfo};
 use convert::{TimeMap, restored_message, store_id, wall_ms};
 
-/// Ids of messages with a retry row in the store (scheduled, or redelivered and waiting for
-/// their fate). Shared by the queues, the sink and [`Fates`], so an ack knows whether it has a
-/// row to drop.
+/// Ids of messages that may have a retry row in the store (scheduled, or redelivered and
+/// waiting for their fate), and who wrote it. Shared by the queues, the sink and [`Fates`], so
+/// an ack knows whether it has a row to drop.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct RetryRows(Arc<Mutex<HashSet<MessageId>>>);
+pub(crate) struct RetryRows(Arc<Mutex<HashMap<MessageId, Row>>>);
+
+/// Who wrote a message's retry row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Row {
+    /// Only the journal, from a `Schedule` it may still hold (see [`Journal::retire`]).
+    Journal,
+    /// The store had it before: recovered from the last run, or written by a replay.
+    Stored,
+}
 
 impl RetryRows {
-    pub(crate) fn insert(&self, id: &MessageId) {
+    /// The message's retry row may exist; `row` says who wrote it (a stored row stays stored).
+    pub(crate) fn insert(&self, id: &MessageId, row: Row) {
         let mut rows = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if !rows.contains(id) {
-            rows.insert(id.clone());
+        match rows.get_mut(id) {
+            Some(known) => {
+                if row == Row::Stored {
+                    *known = Row::Stored;
+                }
+            }
+            None => {
+                rows.insert(id.clone(), row);
+            }
         }
     }
-    pub(crate) fn remove(&self, id: &MessageId) -> bool {
+    pub(crate) fn remove(&self, id: &MessageId) -> Option<Row> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -175,7 +192,7 @@ impl Durable {
             let ids: Vec<store::MessageId> = chunk.iter().map(|(id, _)| id.clone()).collect();
             for retry in s.store.retries(&ids)? {
                 let message = restored_message(&retry);
-                s.rows.insert(&message.id);
+                s.rows.insert(&message.id, Row::Stored);
                 restored.push((s.map.instant(retry.due), message));
             }
         }
@@ -258,7 +275,7 @@ impl Durable {
             .store
             .replay(&store::MessageId(id.to_owned()), operator, reason)?;
         let message = restored_message(&retry);
-        s.rows.insert(&message.id);
+        s.rows.insert(&message.id, Row::Stored);
         let inbox = {
             let inboxes = s.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
             match inboxes.len() {
@@ -300,11 +317,20 @@ impl std::fmt::Debug for Fates {
 
 impl Fates {
     /// The message was acked: queue its fate (and so drop its retry row). Never blocks.
+    ///
+    /// When acked fates are not recorded for every message, the fate of a retried message is
+    /// written only to drop its retry row, so it is moot if the journal never wrote that row.
     pub fn acked(&self, id: &MessageId) {
-        let had_row = self.rows.remove(id);
-        if self.record_every_ack || had_row {
-            let at = crate::clock::Timestamp::from_millis(wall_ms(self.time.wall()));
-            self.journal.submit(WriteOp::Acked(store_id(id), at));
+        let row = self.rows.remove(id);
+        if !self.record_every_ack && row.is_none() {
+            return;
+        }
+        let at = crate::clock::Timestamp::from_millis(wall_ms(self.time.wall()));
+        let op = WriteOp::Acked(store_id(id), at);
+        if self.record_every_ack || row == Some(Row::Stored) {
+            self.journal.submit(op);
+        } else {
+            self.journal.retire(op);
         }
     }
 }

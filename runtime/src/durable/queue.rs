@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::convert::{TimeMap, scheduled_retry};
-use super::{Journal, RetryRows};
+use super::{Journal, RetryRows, Row};
 use crate::clock::{SharedClock, WallClock};
 use crate::fate::{BoxFuture, RetryQueue};
 use crate::scheduler::RetryScheduler;
@@ -111,7 +111,7 @@ impl DurableRetryQueue {
             return;
         }
         for message in self.inbox.take() {
-            self.rows.insert(&message.id);
+            self.rows.insert(&message.id, Row::Stored);
             self.insert(now, message);
         }
     }
@@ -122,7 +122,7 @@ impl RetryQueue for DurableRetryQueue {
         let ts = self.map.due_timestamp(due);
         self.journal
             .submit(WriteOp::Schedule(scheduled_retry(&message, ts)));
-        self.rows.insert(&message.id);
+        self.rows.insert(&message.id, Row::Journal);
         self.scheduler.schedule(message.id.clone(), ts);
         self.messages.insert(message.id.clone(), message);
     }
