@@ -552,3 +552,73 @@ fn sigterm_stops_gracefully_with_exit_0() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("stopped"), "{stderr}");
 }
+
+/// The `_bucket` samples of histogram `name` in order, and its `_count`.
+fn histogram(text: &str, name: &str) -> (Vec<(String, u64)>, u64) {
+    let mut buckets = Vec::new();
+    let mut count = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{le=\"")) {
+            let (le, value) = rest.split_once("\"} ").unwrap();
+            buckets.push((le.to_string(), value.trim().parse().unwrap()));
+        } else if let Some(value) = line.strip_prefix(&format!("{name}_count ")) {
+            count = Some(value.trim().parse().unwrap());
+        }
+    }
+    (
+        buckets,
+        count.unwrap_or_else(|| panic!("no {name}_count in:\n{text}")),
+    )
+}
+
+#[test]
+fn histograms_on_metrics_are_cumulative_and_end_at_their_count() {
+    // The shipped rules over the bundled pipeline, fast enough that retries happen at once.
+    let rules = tempfile::tempdir().unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
+    for entry in std::fs::read_dir(shipped).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            std::fs::copy(&path, rules.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let server = Server::start(rules.path(), &["--time-scale", "100", "--rate", "200"]);
+    let names = [
+        "rebound_complete_latency_seconds",
+        "rebound_retry_delay_seconds",
+    ];
+    let scrape = |accept: &str| {
+        server
+            .get("/metrics")
+            .header("accept", accept)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap()
+    };
+    assert!(
+        eventually(|| {
+            let text = scrape("text/plain");
+            names.iter().all(|n| histogram(&text, n).1 >= 3)
+        }),
+        "no observations in both histograms:\n{}",
+        scrape("text/plain")
+    );
+    for accept in ["text/plain", "application/openmetrics-text"] {
+        let text = scrape(accept);
+        for name in names {
+            let (buckets, count) = histogram(&text, name);
+            assert_eq!(buckets.last().map(|b| b.0.as_str()), Some("+Inf"), "{text}");
+            // Prometheus: the `+Inf` bucket is `_count`, and buckets only grow with `le`.
+            assert_eq!(
+                buckets.last().unwrap().1,
+                count,
+                "{name} ({accept}):\n{text}"
+            );
+            assert!(
+                buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+                "{name} buckets are not cumulative ({accept}):\n{text}"
+            );
+        }
+    }
+}

@@ -68,19 +68,18 @@ struct Seconds<'a>(&'a Histogram, &'a [std::time::Duration]);
 
 impl EncodeMetric for Seconds<'_> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let mut cumulative = 0;
-        let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(self.0.buckets.len());
-        for (i, count) in self.0.buckets.iter().enumerate() {
-            cumulative += count;
-            let bound = self.1.get(i).map_or(f64::INFINITY, |b| b.as_secs_f64());
-            buckets.push((bound, cumulative));
-        }
-        encoder.encode_histogram::<NoLabelSet>(
-            self.0.sum.as_secs_f64(),
-            self.0.count,
-            &buckets,
-            None,
-        )
+        // prometheus-client takes per-bucket counts and makes them cumulative itself.
+        let buckets: Vec<(f64, u64)> = self
+            .0
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (self.1.get(i).map_or(f64::INFINITY, |b| b.as_secs_f64()), n))
+            .collect();
+        // The snapshot reads its atomics one by one, so an observation that lands meanwhile
+        // can be in the count and not yet in a bucket; `_count` must equal the `+Inf` bucket.
+        let count = self.0.buckets.iter().sum();
+        encoder.encode_histogram::<NoLabelSet>(self.0.sum.as_secs_f64(), count, &buckets, None)
     }
 
     fn metric_type(&self) -> MetricType {
@@ -231,6 +230,31 @@ mod tests {
             text.contains("rebound_messages_emitted_total 0\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_once_and_end_at_the_count() {
+        use std::time::Duration;
+        let metrics = Metrics::new();
+        let stats = Arc::new(Stats::default());
+        // One delay in each of (0, 10 ms], (50, 100 ms] and (1, 2.5 s].
+        for ms in [5, 80, 2000] {
+            stats.retry_delay(Duration::from_millis(ms));
+        }
+        metrics.runtime.attach(stats);
+        let text = metrics.encode(false);
+        for line in [
+            "rebound_retry_delay_seconds_count 3\n",
+            "rebound_retry_delay_seconds_bucket{le=\"0.01\"} 1\n",
+            "rebound_retry_delay_seconds_bucket{le=\"0.05\"} 1\n",
+            "rebound_retry_delay_seconds_bucket{le=\"0.1\"} 2\n",
+            "rebound_retry_delay_seconds_bucket{le=\"1.0\"} 2\n",
+            "rebound_retry_delay_seconds_bucket{le=\"2.5\"} 3\n",
+            "rebound_retry_delay_seconds_bucket{le=\"3600.0\"} 3\n",
+            "rebound_retry_delay_seconds_bucket{le=\"+Inf\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
     }
 
     #[test]
