@@ -37,7 +37,7 @@ pub struct Args {
     /// New orders per second the bundled order pipeline generates.
     #[arg(long, default_value_t = 20.0)]
     rate: f64,
-    /// Delays and timeouts run this many times faster (used once the runtime joins).
+    /// Delays and timeouts of the bundled topology run this many times faster.
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
     /// Pull rule sets from this http:// URL ({"files": {...}}, with ETag/If-None-Match).
