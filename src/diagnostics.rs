@@ -23,7 +23,10 @@ pub fn print(diags: &[Diagnostic], sources: &[SourceFile]) {
 
 fn snippet(d: &Diagnostic, sources: &[SourceFile]) -> Option<String> {
     let source = sources.iter().find(|s| s.path == d.file)?;
-    let text = source.text()?;
+    // A file that is not UTF-8 still has an offending line to show: its first bad byte, which
+    // the lossy text shows as U+FFFD at the same line and column.
+    let text = String::from_utf8_lossy(&source.bytes);
+    let text = text.as_ref();
     let pos = d.pos()?;
     let offset = byte_offset(text, pos.line, pos.column)?;
     // Underline the token that starts there: up to a space, a colon or the line's end.
@@ -62,4 +65,33 @@ fn byte_offset(text: &str, line: usize, column: usize) -> Option<usize> {
         .nth(column.saturating_sub(1))
         .map_or(rest.len(), |(i, _)| i);
     Some((start + within).min(text.len().saturating_sub(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rebound_engine::Pos;
+
+    fn shown(fixture: &str, bytes: &[u8], pos: Pos) -> String {
+        let path = format!("tests/fixtures/errors/{fixture}/rules.yaml");
+        let source = SourceFile::new("rules.yaml", path.as_str(), bytes);
+        let diag = Diagnostic::error(path.as_str(), Some(pos), "what is wrong");
+        snippet(&diag, &[source]).expect("a source snippet")
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_still_shows_its_offending_line() {
+        let bytes = include_bytes!("../tests/fixtures/errors/not-utf8/rules.yaml");
+        let shown = shown("not-utf8", bytes, Pos::new(3, 12));
+        assert!(shown.contains("  - id: caf"), "{shown}");
+        assert!(shown.contains("here"), "{shown}");
+    }
+
+    #[test]
+    fn a_valid_file_shows_the_line_and_a_marker() {
+        let bytes = include_bytes!("../tests/fixtures/errors/unknown-key/rules.yaml");
+        let shown = shown("unknown-key", bytes, Pos::new(6, 7));
+        assert!(shown.contains("max_retry: 5"), "{shown}");
+        assert!(shown.contains("here"), "{shown}");
+    }
 }

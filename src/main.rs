@@ -15,9 +15,23 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// No `help` subcommand: every subcommand listed must answer `--help` with an example
+// (cli.md), and `rebound help --help` cannot. `rebound SUBCOMMAND --help` is the way.
 /// Declarative retry decisions for a Storm-style stream runtime.
 #[derive(Parser)]
-#[command(name = "rebound", version, about, propagate_version = true)]
+#[command(
+    name = "rebound",
+    version,
+    about,
+    propagate_version = true,
+    disable_help_subcommand = true,
+    after_help = "Examples:\n  \
+    rebound check --rules rules --strict\n  \
+    rebound decide --biz PAYMENT --code PAY_PROCESSING --attempt 1 --json\n  \
+    rebound test && rebound paths\n  \
+    rebound run --messages 20000\n\n\
+    Each subcommand's --help shows its flags and an example."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -292,3 +292,33 @@ fn help_shows_an_example() {
             .stdout(predicate::str::contains("Example"));
     }
 }
+
+/// Every subcommand that `rebound --help` lists answers `--help` with an example, and so does
+/// `rebound --help` itself.
+#[test]
+fn every_listed_subcommand_has_help_with_an_example() {
+    let out = rebound()
+        .arg("--help")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let top = String::from_utf8(out).unwrap();
+    assert!(top.contains("Example"), "{top}");
+    let listed: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(listed.len() >= 7, "{listed:?}");
+    for sub in &listed {
+        rebound()
+            .args([sub.as_str(), "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Example"));
+    }
+}

@@ -49,6 +49,10 @@ pub struct Args {
     /// A file holding the admin token that writes need (else $REBOUND_ADMIN_TOKEN).
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Print the start-up line as one JSON document, `{"listening": ADDR, "version": …}`
+    /// (and an invalid set's diagnostics as `{"errors": […]}`).
+    #[arg(long)]
+    json: bool,
 }
 
 /// How long in-flight trees may take to finish on Ctrl-C or SIGTERM.
@@ -93,7 +97,7 @@ pub fn run(args: Args) -> Outcome {
     }
     init_logging();
 
-    let (set, _) = match super::load_rules(&args.rules, false) {
+    let (set, _) = match super::load_rules(&args.rules, args.json) {
         Ok(loaded) => loaded,
         Err(outcome) => return outcome,
     };
@@ -181,7 +185,15 @@ async fn serve(
         }
     };
     // The one line on stdout: tests and scripts read the port from it.
-    println!("listening on {bound}");
+    if args.json {
+        let doc = serde_json::json!({
+            "listening": bound.to_string(),
+            "version": reloader.handle().current().version().to_string(),
+        });
+        println!("{doc}");
+    } else {
+        println!("listening on {bound}");
+    }
     let _ = std::io::stdout().flush();
     tracing::info!(
         admin = %bound,
