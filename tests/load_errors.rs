@@ -146,6 +146,16 @@ fn rhai_unknown_variable_points_at_it() {
 }
 
 #[test]
+fn rhai_error_in_a_block_scalar_points_at_its_line() {
+    assert_error("rhai-block-guard", "rules.yaml", 6, 9, "atempt");
+}
+
+#[test]
+fn rhai_error_in_a_folded_scalar_points_at_its_line() {
+    assert_error("rhai-folded-guard", "rules.yaml", 7, 7, "atempt");
+}
+
+#[test]
 fn script_that_is_not_a_number_is_rejected() {
     assert_error(
         "script-type",
