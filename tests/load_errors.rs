@@ -60,6 +60,22 @@ fn unknown_key_is_located_and_the_nearest_key_suggested() {
 }
 
 #[test]
+fn unknown_key_under_defaults_reads_like_any_other() {
+    assert_error(
+        "unknown-key-in-defaults",
+        "rules.yaml",
+        5,
+        3,
+        "error: unknown field 'dead_leter', expected 'retry' or 'dead_letter'",
+    );
+    let diags = rejected("unknown-key-in-defaults");
+    assert_eq!(
+        diags[0].help.as_deref(),
+        Some("did you mean 'dead_letter'?")
+    );
+}
+
+#[test]
 fn duplicate_id_names_both_places() {
     assert_error(
         "duplicate-id",
