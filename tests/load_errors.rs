@@ -286,6 +286,26 @@ fn shadowed_rule_warning_names_both_rules() {
 }
 
 #[test]
+fn a_glob_inside_an_earlier_glob_is_shadowed() {
+    let w = warnings("warn-shadowed-glob");
+    let texts: Vec<String> = w.iter().map(ToString::to_string).collect();
+    let at = "tests/fixtures/errors/warn-shadowed-glob/rules.yaml";
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].starts_with(&format!(
+            "{at}:6:5: warning: rule 'db-lock' can never decide: the earlier rule 'db-any'"
+        )),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].starts_with(&format!(
+            "{at}:9:5: warning: rule 'db-lock-wait' can never decide: the earlier rule 'db-any'"
+        )),
+        "{texts:?}"
+    );
+}
+
+#[test]
 fn jitter_that_can_exceed_an_hour_without_max_warns() {
     let w = warnings("warn-long-jitter");
     let hour = w
