@@ -60,6 +60,22 @@ fn unknown_key_is_located_and_the_nearest_key_suggested() {
 }
 
 #[test]
+fn unknown_key_under_defaults_reads_like_any_other() {
+    assert_error(
+        "unknown-key-in-defaults",
+        "rules.yaml",
+        5,
+        3,
+        "error: unknown field 'dead_leter', expected 'retry' or 'dead_letter'",
+    );
+    let diags = rejected("unknown-key-in-defaults");
+    assert_eq!(
+        diags[0].help.as_deref(),
+        Some("did you mean 'dead_letter'?")
+    );
+}
+
+#[test]
 fn duplicate_id_names_both_places() {
     assert_error(
         "duplicate-id",
@@ -143,6 +159,16 @@ fn rhai_type_error_is_located() {
 #[test]
 fn rhai_unknown_variable_points_at_it() {
     assert_error("rhai-unknown-variable", "rules.yaml", 4, 37, "atempt");
+}
+
+#[test]
+fn rhai_error_in_a_block_scalar_points_at_its_line() {
+    assert_error("rhai-block-guard", "rules.yaml", 6, 9, "atempt");
+}
+
+#[test]
+fn rhai_error_in_a_folded_scalar_points_at_its_line() {
+    assert_error("rhai-folded-guard", "rules.yaml", 7, 7, "atempt");
 }
 
 #[test]
@@ -256,6 +282,26 @@ fn shadowed_rule_warning_names_both_rules() {
     assert!(
         text.contains("'payment-processing'") && text.contains("'all-payments'"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_glob_inside_an_earlier_glob_is_shadowed() {
+    let w = warnings("warn-shadowed-glob");
+    let texts: Vec<String> = w.iter().map(ToString::to_string).collect();
+    let at = "tests/fixtures/errors/warn-shadowed-glob/rules.yaml";
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].starts_with(&format!(
+            "{at}:6:5: warning: rule 'db-lock' can never decide: the earlier rule 'db-any'"
+        )),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].starts_with(&format!(
+            "{at}:9:5: warning: rule 'db-lock-wait' can never decide: the earlier rule 'db-any'"
+        )),
+        "{texts:?}"
     );
 }
 

@@ -148,6 +148,8 @@ impl BackoffKind {
                     .and_then(|s| s.checked_add(ms(*base)));
                 saturate(value, *max)
             }
+            // 0 · factor^(r−1) is 0 however large the power: nothing overflows.
+            BackoffKind::Exponential { base, .. } if base.is_zero() => 0,
             BackoffKind::Exponential { base, factor, max } if *factor == 2.0 => {
                 // The common case, exactly and without floating point.
                 let value = u32::try_from(steps)
@@ -284,6 +286,18 @@ mod tests {
             max: Some(d(9)),
         };
         assert_eq!(base(&linear, u32::MAX), 9);
+    }
+
+    #[test]
+    fn a_zero_base_stays_zero_at_any_retry() {
+        for (factor, max) in [(2.0, None), (3.0, Some(d(60_000))), (1.5, None)] {
+            let exp = BackoffKind::Exponential {
+                base: d(0),
+                factor,
+                max,
+            };
+            assert_eq!([1, 64, 65, 800, u32::MAX].map(|r| base(&exp, r)), [0; 5]);
+        }
     }
 
     #[test]

@@ -553,7 +553,7 @@ impl Compiler<'_> {
         let expr = match self.scripts.compile(source) {
             Ok(expr) => expr,
             Err(e) => {
-                let pos = expr_pos(f, path, e.at);
+                let pos = expr_pos(f, path, source, e.at);
                 self.error(f, pos, format!("{what}: {}", e.message));
                 return None;
             }
@@ -628,25 +628,18 @@ fn friendly_type(rhai_name: &str) -> &str {
     }
 }
 
-/// The file position of a place inside an expression written at `path`.
-fn expr_pos(f: &FileCx, path: &str, at: Option<(usize, usize)>) -> Option<Pos> {
+/// The file position of a place inside an expression written at `path`, whose text (as YAML
+/// parsed it) is `source`; `at` is rhai's 1-based line and column inside that text.
+fn expr_pos(f: &FileCx, path: &str, source: &str, at: Option<(usize, usize)>) -> Option<Pos> {
     let info = f.positions.value_info(path)?;
     let Some((line, col)) = at else {
         return Some(info.pos);
     };
-    if info.block {
-        // A block scalar's text starts on the next line, indented.
-        let file_line = info.pos.line + line;
-        let indent = f
-            .text
-            .lines()
-            .nth(file_line - 1)
-            .map_or(0, |l| l.chars().take_while(|c| *c == ' ').count());
-        return Some(Pos::new(file_line, indent + col));
-    }
-    if line == 1 {
-        let shift = usize::from(info.quoted);
-        return Some(Pos::new(info.pos.line, info.pos.column + shift + col - 1));
-    }
-    Some(info.pos)
+    let offset = source
+        .split('\n')
+        .take(line.saturating_sub(1))
+        .map(|l| l.chars().count() + 1)
+        .sum::<usize>()
+        + col.saturating_sub(1);
+    Some(crate::positions::place_in_value(f.text, info, source, offset).unwrap_or(info.pos))
 }

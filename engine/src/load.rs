@@ -135,10 +135,13 @@ fn yaml_diagnostic(path: &str, err: &serde_yaml::Error) -> Diagnostic {
             }
         }
     }
-    // serde_yaml prefixes the path (`rules[0].retry: `); the position already says where.
+    // serde_yaml prefixes the path (`rules[0].retry: `, `defaults: `); the position already
+    // says where.
     if let Some((prefix, rest)) = message.split_once(": ")
-        && !prefix.contains(' ')
-        && (prefix.contains('.') || prefix.contains('['))
+        && !prefix.is_empty()
+        && prefix
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_-.[]".contains(c))
     {
         message = rest.to_string();
     }
@@ -156,9 +159,11 @@ fn unknown_key_help(message: &str) -> Option<String> {
         .strip_prefix("unknown field '")
         .or_else(|| message.strip_prefix("unknown variant '"))?;
     let (key, expected) = rest.split_once("', expected ")?;
+    // serde says `one of 'a', 'b', 'c'`, `'a' or 'b'`, or `'a'`.
     let candidates: Vec<&str> = expected
         .trim_start_matches("one of ")
         .split(", ")
+        .flat_map(|c| c.split(" or "))
         .map(|c| c.trim_matches('\''))
         .collect();
     did_you_mean(key, &candidates).map(|best| format!("did you mean '{best}'?"))
@@ -191,6 +196,18 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.help.as_deref(), Some("did you mean 'max_retries'?"));
+    }
+
+    #[test]
+    fn unknown_keys_of_two_field_maps_get_a_suggestion_too() {
+        let text = "version: 1\ndefaults:\n  dead_leter: X\n";
+        let err = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(3), Some(3)), "{err}");
+        assert_eq!(
+            err.message,
+            "unknown field 'dead_leter', expected 'retry' or 'dead_letter'"
+        );
+        assert_eq!(err.help.as_deref(), Some("did you mean 'dead_letter'?"));
     }
 
     #[test]

@@ -58,6 +58,11 @@ impl Glob {
         (first, last)
     }
 
+    /// The glob as written, e.g. `DB_LOCK*`.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// True for `*`, which matches every name.
     pub fn is_catch_all(&self) -> bool {
         self.pieces.iter().all(|p| p.is_empty())

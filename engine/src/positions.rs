@@ -6,7 +6,7 @@
 //! `rules.3.retry.backoff`. The pass runs only on files that already deserialised, so its
 //! input is known to be well-formed; aliases are not expanded (no alias bombs here).
 
-use crate::diag::Pos;
+use crate::diag::{Pos, pos_of_offset};
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use std::collections::HashMap;
 
@@ -149,6 +149,124 @@ impl PositionIndex {
     }
 }
 
+/// Where the character at `offset` (counted in chars) of a scalar's text `value`, as YAML
+/// parsed it, sits in the file `text`; `info` is where that scalar starts.
+///
+/// YAML folds lines, strips a block's indentation and unescapes quoted text, so a place in
+/// the value and a place in the file differ as soon as the value spans lines. Every non-blank
+/// character of the value comes from the next non-blank character (or escape sequence) of the
+/// source, so walking both side by side finds it. `None` when the walk loses its way.
+pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) -> Option<Pos> {
+    let start = byte_offset(text, info.pos)?;
+    let quote = if info.quoted {
+        text[start..].chars().next()
+    } else {
+        None
+    };
+    let mut src = Walk {
+        text,
+        at: start + quote.map_or(0, char::len_utf8),
+        quote,
+    };
+    // Just after the last character matched, and the blank value characters since then.
+    let mut after_last = src.at;
+    let mut blanks = 0;
+    let chars: Vec<char> = value.chars().collect();
+    for c in chars.iter().take(offset) {
+        if c.is_whitespace() {
+            blanks += 1;
+            continue;
+        }
+        src.skip_blanks();
+        src.unit()?;
+        after_last = src.at;
+        blanks = 0;
+    }
+    if chars.get(offset).is_some_and(|c| !c.is_whitespace()) {
+        src.skip_blanks();
+        return Some(pos_of_offset(text, src.at));
+    }
+    let end = pos_of_offset(text, after_last);
+    Some(Pos::new(end.line, end.column + blanks))
+}
+
+/// The byte offset of a 1-based line and column (in characters) of `text`.
+fn byte_offset(text: &str, pos: Pos) -> Option<usize> {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(pos.line.checked_sub(1)?)
+        .map(str::len)
+        .sum();
+    let line = text.get(line_start..)?;
+    let within: usize = line
+        .chars()
+        .take(pos.column.checked_sub(1)?)
+        .map(char::len_utf8)
+        .sum();
+    Some(line_start + within)
+}
+
+/// A cursor over a scalar's source text.
+struct Walk<'a> {
+    text: &'a str,
+    /// Byte offset of the next character.
+    at: usize,
+    /// The opening quote of a quoted scalar.
+    quote: Option<char>,
+}
+
+impl Walk<'_> {
+    fn peek(&self, n: usize) -> Option<char> {
+        self.text.get(self.at..)?.chars().nth(n)
+    }
+
+    fn take(&mut self, n: usize) {
+        for _ in 0..n {
+            if let Some(c) = self.peek(0) {
+                self.at += c.len_utf8();
+            }
+        }
+    }
+
+    /// Skips source that yields only blanks: whitespace, and escapes of blanks.
+    fn skip_blanks(&mut self) {
+        while let Some(c) = self.peek(0) {
+            if c.is_whitespace() {
+                self.take(1);
+            } else if self.quote == Some('"')
+                && c == '\\'
+                && self
+                    .peek(1)
+                    .is_some_and(|e| e.is_whitespace() || "ntr_NLP".contains(e))
+            {
+                self.take(2);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Moves past the source of one value character; `None` at the end of the scalar.
+    fn unit(&mut self) -> Option<()> {
+        let c = self.peek(0)?;
+        match (self.quote, c) {
+            (Some('"'), '\\') => {
+                let hex = match self.peek(1)? {
+                    'x' => 2,
+                    'u' => 4,
+                    'U' => 8,
+                    _ => 0,
+                };
+                self.take(2 + hex);
+            }
+            (Some('\''), '\'') if self.peek(1) == Some('\'') => self.take(2),
+            (Some(q), c) if c == q => return None,
+            _ => self.take(1),
+        }
+        Some(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +284,39 @@ mod tests {
         assert_eq!(ix.value("rules.1.id"), Some(Pos::new(5, 9)));
         assert_eq!(ix.value("rules.1.match.code.1"), Some(Pos::new(6, 24)));
         assert_eq!(ix.entry("rules.1"), Some(Pos::new(5, 5)));
+    }
+
+    /// The file position of `value`'s char `offset`, for the scalar at `path` of `text`.
+    fn place(text: &str, path: &str, value: &str, offset: usize) -> Option<Pos> {
+        let info = PositionIndex::build(text).value_info(path).unwrap();
+        place_in_value(text, info, value, offset)
+    }
+
+    #[test]
+    fn places_inside_multi_line_scalars_map_back_to_the_file() {
+        // Literal block: the indentation is stripped.
+        let text = "if: |\n  a &&\n    bad\nx: 1\n";
+        assert_eq!(place(text, "if", "a &&\n  bad\n", 7), Some(Pos::new(3, 5)));
+        // Folded block: two file lines are one line of the value.
+        let text = "if: >\n  a &&\n  bad\n";
+        assert_eq!(place(text, "if", "a && bad\n", 5), Some(Pos::new(3, 3)));
+        // Double-quoted over two lines, with escapes.
+        let text = "if: \"x == \\\"\\x41\\\" &&\n   bad\"\n";
+        assert_eq!(
+            place(text, "if", "x == \"A\" && bad", 12),
+            Some(Pos::new(2, 4))
+        );
+        // Single-quoted with a doubled quote, then a plain scalar over two lines.
+        let text = "a: 'it''s bad'\nb: one\n  bad\n";
+        assert_eq!(place(text, "a", "it's bad", 5), Some(Pos::new(1, 11)));
+        assert_eq!(place(text, "b", "one bad", 4), Some(Pos::new(3, 3)));
+    }
+
+    #[test]
+    fn places_on_one_line_and_at_the_end_are_column_shifts() {
+        let text = "if: 'x >  '\n";
+        assert_eq!(place(text, "if", "x >  ", 0), Some(Pos::new(1, 6)));
+        assert_eq!(place(text, "if", "x >  ", 3), Some(Pos::new(1, 9)));
+        assert_eq!(place(text, "if", "x >  ", 5), Some(Pos::new(1, 11)));
     }
 }

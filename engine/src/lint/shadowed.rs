@@ -7,7 +7,7 @@
 
 use super::{LintCx, LintRule};
 use crate::diag::Diagnostic;
-use crate::pattern::{Cmp, NameMatcher, NamePattern};
+use crate::pattern::{Cmp, Glob, NameMatcher, NamePattern};
 use crate::rule::{CompiledRule, Conditions};
 use std::time::Duration;
 
@@ -94,8 +94,17 @@ fn names_cover(a: Option<&NameMatcher>, b: Option<&NameMatcher>) -> bool {
     let Some(b) = b else { return false };
     b.patterns().iter().all(|p| match p {
         NamePattern::Exact(name) => a.matches(name),
-        NamePattern::Glob(_) => a.patterns().contains(p),
+        NamePattern::Glob(glob) => a.patterns().iter().any(|q| glob_covers(q, glob)),
     })
+}
+
+/// Whether every name glob `b` matches is matched by `a`.
+///
+/// Exactly when `a` matches `b`'s text with each of `b`'s stars taken as a character only a
+/// star of `a` can match; and a literal of `a` is never `*`, so plain matching does it:
+/// `DB_*` covers `DB_LOCK*`, `*_WAIT` covers `DB_*_WAIT`, `DB_LOCK*` does not cover `DB_*`.
+fn glob_covers(a: &NamePattern, b: &Glob) -> bool {
+    matches!(a, NamePattern::Glob(_)) && a.matches(b.source())
 }
 
 /// Whether every value satisfying all of `b` satisfies all of `a`, checked at each constant
@@ -118,4 +127,60 @@ fn cmps_cover<T: Ord + Copy + Default>(
     points
         .into_iter()
         .all(|p| !b.iter().all(|c| c.holds(p)) || a.iter().all(|c| c.holds(p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn glob(s: &str) -> NamePattern {
+        NamePattern::parse(s).unwrap()
+    }
+
+    fn covers(a: &str, b: &str) -> bool {
+        match glob(b) {
+            NamePattern::Glob(g) => glob_covers(&glob(a), &g),
+            NamePattern::Exact(_) => panic!("{b} is not a glob"),
+        }
+    }
+
+    #[test]
+    fn globs_cover_the_globs_they_contain() {
+        assert!(covers("DB_*", "DB_LOCK*"));
+        assert!(covers("*", "A*B"));
+        assert!(covers("*_WAIT", "DB_*_WAIT"));
+        assert!(covers("A*B", "A*X*B"));
+        assert!(covers("A*", "A*"));
+        assert!(!covers("DB_LOCK*", "DB_*"));
+        assert!(!covers("NET*", "*NET*"));
+        assert!(!covers("A*B", "A*"));
+        assert!(!covers("EXACT", "EXACT*"));
+    }
+
+    proptest! {
+        /// Soundness of the lint: when `a` covers glob `b`, every name `b` matches, `a`
+        /// matches too (names built from `b` by filling its stars).
+        #[test]
+        fn a_covering_glob_matches_every_name_of_the_covered_one(
+            a in "[AB*]{0,5}",
+            b in "[AB]{0,2}\\*[AB*]{0,4}",
+            fills in proptest::collection::vec("[AB]{0,3}", 6),
+        ) {
+            prop_assume!(a.contains('*'));
+            let NamePattern::Glob(gb) = glob(&b) else { unreachable!() };
+            if glob_covers(&glob(&a), &gb) {
+                let mut fill = fills.iter();
+                let name: String = b
+                    .split('*')
+                    .enumerate()
+                    .map(|(i, piece)| {
+                        let star = if i == 0 { "" } else { fill.next().map_or("", String::as_str) };
+                        format!("{star}{piece}")
+                    })
+                    .collect();
+                prop_assert!(glob(&a).matches(&name), "{a} covers {b} but not {name}");
+            }
+        }
+    }
 }
