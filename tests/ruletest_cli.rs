@@ -1,7 +1,7 @@
 //! `rebound test` as a user runs it: the real binary on real fixture files.
 
 use assert_cmd::Command;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -174,27 +174,32 @@ fn a_failing_case_replays_with_rebound_decide_and_its_seed() {
     let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let failure = &doc["results"][0]["failure"];
     let seed = failure["seed"].as_u64().unwrap();
+    let reproduce = failure["reproduce"].as_str().unwrap();
+    let command = reproduce.split("   (or").next().unwrap();
     assert!(
-        failure["reproduce"].as_str().unwrap().starts_with(&format!(
-            "rebound decide --biz '' --code FLAKY --attempt 3 --seed {seed}"
-        )),
+        command.starts_with("rebound decide --rules ")
+            && command.ends_with(&format!(" --biz '' --code FLAKY --attempt 3 --seed {seed}")),
         "{failure}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_rebound"))
-        .args([
-            "decide",
-            "--code",
-            "FLAKY",
-            "--attempt",
-            "3",
-            "--json",
-            "--seed",
-        ])
-        .arg(seed.to_string())
-        .arg("--rules")
-        .arg(dir.path())
+    // The command as printed, run from another directory: it decides on the same set.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {command} --json"))
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                Path::new(env!("CARGO_BIN_EXE_rebound"))
+                    .parent()
+                    .unwrap()
+                    .display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .current_dir(std::env::temp_dir())
         .output()
         .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let decided: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decided["delay_ms"], failure["path"][0]["delay_ms"]);
 }

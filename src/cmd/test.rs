@@ -57,7 +57,14 @@ pub fn run(args: Args) -> Outcome {
             args.rules.join("tests").display()
         );
     }
-    let report = run_suite(&set, &suite, RunOptions { seeds: args.seeds });
+    let report = run_suite(
+        &set,
+        &suite,
+        RunOptions {
+            seeds: args.seeds,
+            rules: Some(args.rules.display().to_string()),
+        },
+    );
     if args.json {
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {

@@ -16,15 +16,21 @@ use std::time::Duration;
 pub const MIN_SEEDS: u32 = 64;
 
 /// How to run a suite.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOptions {
     /// Seeds each case and path is run under (at least [`MIN_SEEDS`]).
     pub seeds: u32,
+    /// The rules directory as the user named it: a failure's `rebound decide` command passes
+    /// it as `--rules`, so that it decides on the same set from where the user ran the tests.
+    pub rules: Option<String>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { seeds: 256 }
+        RunOptions {
+            seeds: 256,
+            rules: None,
+        }
     }
 }
 
@@ -113,7 +119,7 @@ pub fn run_suite(set: &CompiledSet, suite: &Suite, options: RunOptions) -> Repor
         .tests
         .iter()
         .enumerate()
-        .map(|(i, t)| run_test(set, t, seeds, i as u64))
+        .map(|(i, t)| run_test(set, t, seeds, i as u64, options.rules.as_deref()))
         .collect();
     let passed = results.iter().filter(|r| r.passed).count();
     Report {
@@ -138,7 +144,13 @@ fn runner(cases: u32, index: u64) -> TestRunner {
     })
 }
 
-fn run_test(set: &CompiledSet, test: &RuleTest, seeds: u32, index: u64) -> TestResult {
+fn run_test(
+    set: &CompiledSet,
+    test: &RuleTest,
+    seeds: u32,
+    index: u64,
+    rules: Option<&str>,
+) -> TestResult {
     let (kind, outcome, tried) = match &test.kind {
         TestKind::Case(case) => {
             let ctx = case.given.context();
@@ -177,7 +189,8 @@ fn run_test(set: &CompiledSet, test: &RuleTest, seeds: u32, index: u64) -> TestR
         };
         let reproduce = match &test.kind {
             TestKind::Case(case) => format!(
-                "rebound decide {} --seed {seed}   (or add 'seed: {seed}' to its 'given')",
+                "rebound decide {}{} --seed {seed}   (or add 'seed: {seed}' to its 'given')",
+                rules.map_or(String::new(), |dir| format!("--rules {} ", quote(dir))),
                 decide_flags(&case.given)
             ),
             TestKind::Path(_) => format!("add 'seed: {seed}' to its 'given'"),
@@ -393,18 +406,20 @@ fn step_report(step: &crate::testing::Step) -> StepReport {
     }
 }
 
+/// `s` quoted for a POSIX shell where needed.
+fn quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.=:/".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// The `rebound decide` flags of a failure, quoted for a POSIX shell where needed.
 fn decide_flags(g: &Given) -> String {
-    fn quote(s: &str) -> String {
-        let plain = !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.=:/".contains(c));
-        if plain {
-            s.to_string()
-        } else {
-            format!("'{}'", s.replace('\'', "'\\''"))
-        }
-    }
     let d = |v: Duration| DurationDisplay(v).to_string();
     let mut out = format!(
         "--biz {} --code {} --attempt {}",
