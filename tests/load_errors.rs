@@ -60,6 +60,29 @@ fn unknown_key_is_located_and_the_nearest_key_suggested() {
 }
 
 #[test]
+fn every_misspelt_key_of_a_file_is_reported_at_once() {
+    let found: Vec<String> = rejected("unknown-keys-several")
+        .iter()
+        .map(|d| {
+            format!(
+                "{}:{} {}",
+                d.line.unwrap(),
+                d.column.unwrap(),
+                d.help.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "4:5 did you mean 'match'?",
+            "6:7 did you mean 'max_retries'?",
+            "12:7 did you mean 'backoff'?",
+        ]
+    );
+}
+
+#[test]
 fn unknown_key_under_defaults_reads_like_any_other() {
     assert_error(
         "unknown-key-in-defaults",

@@ -32,7 +32,7 @@ pub fn compile(files: Vec<SourceFile>) -> Result<CompiledSet, Rejected> {
                 positions: PositionIndex::build(text),
                 model,
             }),
-            Err(d) => diags.push(d),
+            Err(d) => diags.extend(d),
         }
     }
     let scripts = ScriptEngine::new();

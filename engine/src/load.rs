@@ -102,23 +102,94 @@ pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
 
 /// Deserialises a YAML document into `T`, turning serde's error into a diagnostic with the
 /// position and, for a misspelt key, the nearest valid one.
-pub fn parse_yaml<T: serde::de::DeserializeOwned>(path: &str, text: &str) -> Result<T, Diagnostic> {
+///
+/// serde stops at the first error. When that is an unknown key, the file is parsed again
+/// with the key and its value blanked out (lines keep their numbers), so that every misspelt
+/// key of the file is reported at once; the first error of any other kind ends the search,
+/// since it may only follow from the blanking. The returned list is never empty.
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(
+    path: &str,
+    text: &str,
+) -> Result<T, Vec<Diagnostic>> {
     if text
         .lines()
         .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
     {
-        return Err(Diagnostic::error(
+        return Err(vec![Diagnostic::error(
             path,
             Some(Pos::new(1, 1)),
             "the file is empty; a rule file starts with 'version: 1'",
-        ));
+        )]);
     }
-    serde_yaml::from_str(text).map_err(|e| yaml_diagnostic(path, &e))
+    let first = match serde_yaml::from_str(text) {
+        Ok(model) => return Ok(model),
+        Err(e) => yaml_diagnostic(path, &e),
+    };
+    let mut diags = vec![first];
+    let mut text = text.to_owned();
+    while diags.len() < MAX_UNKNOWN_KEYS {
+        let last = &diags[diags.len() - 1];
+        let Some(pos) = last.pos().filter(|_| is_unknown_key(last)) else {
+            break;
+        };
+        let Some(blanked) = blank_entry(&text, pos) else {
+            break;
+        };
+        text = blanked;
+        let Err(e) = serde_yaml::from_str::<T>(&text) else {
+            break;
+        };
+        let next = yaml_diagnostic(path, &e);
+        // Only further unknown keys, each after the last one reported.
+        if !is_unknown_key(&next) || next.pos().is_none_or(|p| p <= pos) {
+            break;
+        }
+        diags.push(next);
+    }
+    Err(diags)
+}
+
+/// How many unknown keys of one file are reported at most.
+const MAX_UNKNOWN_KEYS: usize = 50;
+
+fn is_unknown_key(d: &Diagnostic) -> bool {
+    d.message.starts_with("unknown field '")
+}
+
+/// `text` with the block-mapping entry whose key starts at `key` replaced by spaces: the key,
+/// its value on the same line, and the lines below that belong to the value (indented
+/// deeper, or a sequence at the key's own indent). None if the key is not the first thing on
+/// its line but for sequence dashes (a flow mapping, say): there is no safe way to cut it out.
+fn blank_entry(text: &str, key: Pos) -> Option<String> {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
+    let first = lines.get_mut(key.line.checked_sub(1)?)?;
+    let at = first
+        .char_indices()
+        .nth(key.column.checked_sub(1)?)
+        .map(|(i, _)| i)?;
+    if !first[..at].chars().all(|c| c == ' ' || c == '-') {
+        return None;
+    }
+    let indent = first[..at].chars().count();
+    first.replace_range(at.., &" ".repeat(first[at..].chars().count()));
+    for line in lines.iter_mut().skip(key.line) {
+        let trimmed = line.trim_start_matches(' ');
+        let own = line.len() - trimmed.len();
+        let belongs = trimmed.is_empty()
+            || trimmed.starts_with('#')
+            || own > indent
+            || (own == indent && (trimmed == "-" || trimmed.starts_with("- ")));
+        if !belongs {
+            break;
+        }
+        *line = " ".repeat(line.chars().count());
+    }
+    Some(lines.join("\n"))
 }
 
 /// Reads a rule file's model.
-pub(crate) fn parse_rule_file(file: &SourceFile) -> Result<(RuleFile, &str), Diagnostic> {
-    let text = utf8_text(file)?;
+pub(crate) fn parse_rule_file(file: &SourceFile) -> Result<(RuleFile, &str), Vec<Diagnostic>> {
+    let text = utf8_text(file).map_err(|d| vec![d])?;
     Ok((parse_yaml(&file.path, text)?, text))
 }
 
@@ -188,7 +259,9 @@ mod tests {
     #[test]
     fn unknown_keys_get_a_suggestion() {
         let text = "version: 1\nrules:\n  - id: x\n    retry:\n      max_retry: 3\n";
-        let err = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        let err = parse_yaml::<RuleFile>("r.yaml", text)
+            .unwrap_err()
+            .remove(0);
         assert_eq!((err.line, err.column), (Some(5), Some(7)), "{err}");
         assert!(
             err.message
@@ -201,13 +274,66 @@ mod tests {
     #[test]
     fn unknown_keys_of_two_field_maps_get_a_suggestion_too() {
         let text = "version: 1\ndefaults:\n  dead_leter: X\n";
-        let err = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        let err = parse_yaml::<RuleFile>("r.yaml", text)
+            .unwrap_err()
+            .remove(0);
         assert_eq!((err.line, err.column), (Some(3), Some(3)), "{err}");
         assert_eq!(
             err.message,
             "unknown field 'dead_leter', expected 'retry' or 'dead_letter'"
         );
         assert_eq!(err.help.as_deref(), Some("did you mean 'dead_letter'?"));
+    }
+
+    #[test]
+    fn every_misspelt_key_of_a_file_is_reported_at_once() {
+        let text = "\
+version: 1
+rules:
+  - id: one
+    mach:
+      code: X
+    retry:
+      max_retry: 5
+      delays:
+      - 1s
+      - 2s
+      max_elapsed: 1h
+  - idd: two
+    retry: { max_retries: 1 }
+";
+        let errs = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        let found: Vec<(usize, usize, &str)> = errs
+            .iter()
+            .map(|e| {
+                (
+                    e.line.unwrap(),
+                    e.column.unwrap(),
+                    e.help.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (4, 5, "did you mean 'match'?"),
+                (7, 7, "did you mean 'max_retries'?"),
+                (8, 7, ""),
+                (12, 5, "did you mean 'id'?"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_search_stops_at_a_key_it_cannot_cut_out_or_another_kind_of_error() {
+        // In a flow mapping: only the first.
+        let flow = "version: 1\nrules:\n  - { id: a, mach: 1, retri: 2 }\n";
+        assert_eq!(parse_yaml::<RuleFile>("r.yaml", flow).unwrap_err().len(), 1);
+        // A type error after the unknown key is not reported: it may come from the blanking.
+        let typed = "version: 1\nrules:\n  - id: a\n    mach: 1\n    retry: 3\n";
+        let errs = parse_yaml::<RuleFile>("r.yaml", typed).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].message.starts_with("unknown field 'mach'"));
     }
 
     #[test]

@@ -194,7 +194,7 @@ impl Loader<'_> {
         }
         let model: TestFile = match parse_yaml(&file.path, text) {
             Ok(m) => m,
-            Err(d) => return self.diags.push(d),
+            Err(d) => return self.diags.extend(d),
         };
         let f = FileCx {
             path: &file.path,
