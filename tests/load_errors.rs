@@ -83,6 +83,28 @@ fn every_misspelt_key_of_a_file_is_reported_at_once() {
 }
 
 #[test]
+fn a_repeated_key_is_located_at_the_repeat() {
+    assert_error(
+        "duplicate-key",
+        "rules.yaml",
+        8,
+        7,
+        "duplicate key 'max_retries': the mapping at line 6, column 7 already has one",
+    );
+}
+
+#[test]
+fn a_second_document_is_located_at_its_marker() {
+    assert_error(
+        "two-documents",
+        "rules.yaml",
+        7,
+        1,
+        "a second YAML document starts here; a rule file holds exactly one",
+    );
+}
+
+#[test]
 fn unknown_key_under_defaults_reads_like_any_other() {
     assert_error(
         "unknown-key-in-defaults",

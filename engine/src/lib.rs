@@ -43,6 +43,7 @@ pub mod script;
 mod set;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod yaml_errors;
 
 pub use compile::compile;
 pub use decide::{

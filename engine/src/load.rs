@@ -3,6 +3,7 @@
 use crate::decide::Version;
 use crate::diag::{Diagnostic, Pos, did_you_mean, pos_of_offset};
 use crate::model::RuleFile;
+use crate::yaml_errors;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::{fs, io};
@@ -123,7 +124,7 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     }
     let first = match serde_yaml::from_str(text) {
         Ok(model) => return Ok(model),
-        Err(e) => yaml_diagnostic(path, &e),
+        Err(e) => yaml_diagnostic(path, text, &e),
     };
     let mut diags = vec![first];
     let mut text = text.to_owned();
@@ -139,7 +140,7 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(
         let Err(e) = serde_yaml::from_str::<T>(&text) else {
             break;
         };
-        let next = yaml_diagnostic(path, &e);
+        let next = yaml_diagnostic(path, &text, &e);
         // Only further unknown keys, each after the last one reported.
         if !is_unknown_key(&next) || next.pos().is_none_or(|p| p <= pos) {
             break;
@@ -193,8 +194,8 @@ pub(crate) fn parse_rule_file(file: &SourceFile) -> Result<(RuleFile, &str), Vec
     Ok((parse_yaml(&file.path, text)?, text))
 }
 
-fn yaml_diagnostic(path: &str, err: &serde_yaml::Error) -> Diagnostic {
-    let pos = err.location().map(|l| Pos::new(l.line(), l.column()));
+fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnostic {
+    let mut pos = err.location().map(|l| Pos::new(l.line(), l.column()));
     let mut message = err.to_string();
     if let Some(p) = pos {
         for suffix in [
@@ -216,7 +217,24 @@ fn yaml_diagnostic(path: &str, err: &serde_yaml::Error) -> Diagnostic {
     {
         message = rest.to_string();
     }
-    let message = message.replace('`', "'");
+    let mut message = message.replace('`', "'");
+    // serde_yaml puts a repeated key at its mapping, and a second document nowhere.
+    if let Some(name) = message
+        .strip_prefix("duplicate field '")
+        .and_then(|rest| rest.strip_suffix('\''))
+        && let Some(first) = pos
+        && let Some(again) = yaml_errors::duplicate_key(text, first, name)
+    {
+        message = format!(
+            "duplicate key '{name}': the mapping at line {}, column {} already has one",
+            first.line, first.column
+        );
+        pos = Some(again);
+    }
+    if message.contains("more than one document") {
+        message = "a second YAML document starts here; a rule file holds exactly one".into();
+        pos = yaml_errors::second_document(text).or(pos);
+    }
     let mut diag = Diagnostic::error(path, pos, message.clone());
     if let Some(help) = unknown_key_help(&message) {
         diag = diag.with_help(help);

@@ -315,7 +315,7 @@ impl JsonSchema for OneOrMany {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let one = generator.subschema_for::<Scalar>();
         json_schema!({
-            "description": "One value, or a list of values (any of them may match).",
+            "description": "One value, or a list of values: for names (`biz`, `code`, attrs) any of them may match; for `attempt` and `elapsed` comparisons all must hold.",
             "anyOf": [
                 one,
                 { "type": "array", "items": one }
