@@ -105,6 +105,15 @@ fn a_second_document_is_located_at_its_marker() {
 }
 
 #[test]
+fn a_files_errors_come_top_to_bottom() {
+    let at: Vec<(usize, usize)> = rejected("several-errors")
+        .iter()
+        .map(|d| (d.line.unwrap(), d.column.unwrap()))
+        .collect();
+    assert_eq!(at, [(5, 13), (6, 12), (7, 16), (9, 25), (10, 9)]);
+}
+
+#[test]
 fn unknown_key_under_defaults_reads_like_any_other() {
     assert_error(
         "unknown-key-in-defaults",

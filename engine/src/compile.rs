@@ -44,7 +44,17 @@ pub fn compile(files: Vec<SourceFile>) -> Result<CompiledSet, Rejected> {
     let rules = cx.rules(&parsed, &defaults, &partial);
     let Compiler { mut diags, .. } = cx;
     if diags.iter().any(Diagnostic::is_error) {
-        diags.sort_by_key(|d| !d.is_error());
+        // Errors first; each kind in file order, then by position (a file's errors are
+        // found check by check, not top to bottom).
+        let rank: HashMap<&str, usize> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.path.as_str(), i))
+            .collect();
+        diags.sort_by_key(|d| {
+            let file = rank.get(d.file.as_str()).copied().unwrap_or(usize::MAX);
+            (!d.is_error(), file, d.line, d.column)
+        });
         return Err(Rejected(diags));
     }
     let index = RuleIndex::build(&rules);
