@@ -18,13 +18,23 @@ use rebound_runtime::time_source::{TimeSource, TokioTime};
 use rebound_runtime::topology::*;
 
 fn open(dir: &Path) -> (Arc<SqliteStore>, Durable) {
+    open_with(dir, DurableOptions::default())
+}
+
+fn open_with(dir: &Path, options: DurableOptions) -> (Arc<SqliteStore>, Durable) {
     let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real())).unwrap());
-    let durable = Durable::new(
-        store.clone(),
-        Arc::new(TokioTime::new()),
-        DurableOptions::default(),
-    );
+    let durable = Durable::new(store.clone(), Arc::new(TokioTime::new()), options);
     (store, durable)
+}
+
+/// The ids with a retry row, in due order.
+fn scheduled_ids(store: &SqliteStore) -> Vec<String> {
+    store
+        .scheduled()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id.0)
+        .collect()
 }
 
 fn queue_of(d: &Durable) -> Box<dyn RetryQueue> {
@@ -107,13 +117,7 @@ async fn scheduled_retries_survive_a_restart_with_their_due_times_and_metadata()
     assert_eq!(store.scheduled().unwrap().len(), 2);
     durable.fates().acked(&fired.id);
     durable.journal().flush().await;
-    let left: Vec<String> = store
-        .scheduled()
-        .unwrap()
-        .into_iter()
-        .map(|(id, _)| id.0)
-        .collect();
-    assert_eq!(left, ["order-2"]);
+    assert_eq!(scheduled_ids(&store), ["order-2"]);
     assert_eq!(
         store.fate_of(&store::MessageId("order-1".into())).unwrap(),
         Some(Fate::Acked)
@@ -141,11 +145,7 @@ async fn without_a_fate_for_every_ack_only_rows_that_reached_the_store_are_dropp
             ..JournalOptions::default()
         },
     };
-    let open = |dir: &Path| {
-        let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real())).unwrap());
-        let durable = Durable::new(store.clone(), Arc::new(TokioTime::new()), options.clone());
-        (store, durable)
-    };
+    let open = |dir: &Path| open_with(dir, options.clone());
     let hour = Duration::from_secs(3600);
     {
         let (_, durable) = open(dir.path());
@@ -176,14 +176,8 @@ async fn without_a_fate_for_every_ack_only_rows_that_reached_the_store_are_dropp
     assert_eq!(fate("written"), Some(Fate::Acked));
     assert_eq!(fate("held"), None, "settled while held: nothing written");
     assert_eq!(fate("never-failed"), None);
-    let left: Vec<String> = store
-        .scheduled()
-        .unwrap()
-        .into_iter()
-        .map(|(id, _)| id.0)
-        .collect();
     assert_eq!(
-        left,
+        scheduled_ids(&store),
         ["quick"],
         "only the retry still waiting keeps its row"
     );
