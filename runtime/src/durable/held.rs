@@ -60,6 +60,13 @@ impl Held {
         }
     }
 
+    /// A retry of `id` was written at once (not held): the store has a row for it.
+    pub(super) fn wrote(&mut self, id: &MessageId) {
+        if !self.written.contains(id) {
+            self.written.insert(id.clone());
+        }
+    }
+
     /// Held retries.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
@@ -102,9 +109,7 @@ impl Held {
         let live = self.live.get(&retry.message.id) == Some(&seq);
         live.then(|| {
             self.live.remove(&retry.message.id);
-            if !self.written.contains(&retry.message.id) {
-                self.written.insert(retry.message.id.clone());
-            }
+            self.wrote(&retry.message.id);
             retry
         })
     }

@@ -264,6 +264,10 @@ impl Batch {
         };
         let settled = held.settle(id);
         self.moot += usize::from(settled.moot);
+        if let WriteOp::Schedule(_) = op {
+            // Written now (a caller waits on it), not held: it leaves a row.
+            held.wrote(id);
+        }
         settled.written
     }
 
@@ -603,6 +607,17 @@ mod tests {
         let stats = journal.stats();
         assert_eq!(stats.committed, 3);
         assert_eq!(stats.backlog, 0);
+    }
+
+    #[test]
+    fn a_retry_written_on_a_callers_behalf_leaves_a_row_to_retire() {
+        let (done, _committed) = oneshot::channel();
+        let mut batch = Batch::default();
+        let mut held = Held::default();
+        batch.add(Entry::Wait(vec![schedule("a", 1)], done), &mut held);
+        batch.add(Entry::Retire(acked("a")), &mut held);
+        assert_eq!(kinds(&batch.ops), ["schedule a #1", "acked a"]);
+        assert_eq!(batch.moot, 0);
     }
 
     #[tokio::test]
