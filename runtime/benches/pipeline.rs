@@ -21,6 +21,11 @@
 //! bundled pipeline does for its durable source. Timed until every message has its fate *and*
 //! the journal has committed everything. `BENCH_DURABLE_ONLY=1` runs only this part.
 //!
+//! The journal holds a queued retry for 10 ms and never writes it if the message settles
+//! meanwhile; this bench's retries wait 1 ms, so nearly all of them are settled in time (the
+//! best case). `BENCH_HOLD_MS=0` writes every retry and its fate (the worst case, as for
+//! retries whose delays outlast the hold).
+//!
 //! Every variant runs on mimalloc, the allocator the `rebound` binary uses. With glibc's
 //! malloc the topology spent a third of its CPU in the allocator's arena locks and ran at
 //! less than half the speed; the bare pipelines, which allocate less, gained less.
@@ -39,7 +44,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use rebound_runtime::clock::WallClock;
-use rebound_runtime::durable::{Durable, DurableOptions, Fates};
+use rebound_runtime::durable::{Durable, DurableOptions, Fates, JournalOptions};
 use rebound_runtime::fate::Seams;
 use rebound_runtime::fate::memory::FixedPolicy;
 use rebound_runtime::store::SqliteStore;
@@ -58,6 +63,16 @@ static MESSAGES: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000)
 });
+/// How long the journal holds a queued retry before writing it (`BENCH_HOLD_MS`; default: the
+/// journal's own, 10 ms). With 0 every retry and its fate reach SQLite: the worst case, as
+/// for retries whose delays outlast the hold.
+static HOLD: std::sync::LazyLock<Option<Duration>> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+});
+
 const PAYLOAD: &[u8] = br#"{"order":"A-1001","amount":1999,"currency":"EUR","items":3}"#;
 
 // ---- the work of each stage, shared by both pipelines ----
@@ -232,7 +247,10 @@ fn run_topology_with(
                 Arc::new(TokioTime::new()),
                 DurableOptions {
                     record_every_ack: retries == Retries::DurableEveryAck,
-                    ..DurableOptions::default()
+                    journal: JournalOptions {
+                        hold: HOLD.unwrap_or(JournalOptions::default().hold),
+                        ..JournalOptions::default()
+                    },
                 },
             )
         });
@@ -508,8 +526,9 @@ fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds:
         every.push(e);
     }
     println!(
-        "\nDurable retries, json stages, 10% failures, {rounds} interleaved rounds of {} messages (medians):",
-        *MESSAGES
+        "\nDurable retries, json stages, 10% failures, {rounds} interleaved rounds of {} messages (medians), journal hold {:?}:",
+        *MESSAGES,
+        HOLD.unwrap_or(JournalOptions::default().hold)
     );
     println!("  {:>10.0} acked/s   in-memory retries", median(mem));
     println!(
