@@ -184,6 +184,73 @@ async fn without_a_fate_for_every_ack_only_rows_that_reached_the_store_are_dropp
     assert_eq!(durable.journal().stats().moot, 2, "held#2 and its fate");
 }
 
+/// An operator may replay a dead letter as soon as it is committed, before the sink's task
+/// runs again: the replay's row must still be known, and dropped when the message is acked.
+#[tokio::test]
+async fn a_replay_right_after_the_letter_commits_is_dropped_on_its_ack() {
+    use rebound_runtime::fate::{DeadLetter, GiveUpReason};
+    use std::task::Poll;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = open_with(
+        dir.path(),
+        DurableOptions {
+            record_every_ack: false,
+            journal: JournalOptions {
+                hold: Duration::from_secs(3600),
+                ..JournalOptions::default()
+            },
+        },
+    );
+    durable.recover().unwrap();
+    let seams = durable.seams(FixedPolicy::default());
+    let mut q = (seams.retry_queues)(&TaskInfo {
+        component: "orders",
+        index: 0,
+        parallelism: 1,
+    });
+    let letter = DeadLetter {
+        id: MessageId::from("m"),
+        biz: "PAYMENT".into(),
+        payload: "{}".into(),
+        headers: Headers::default(),
+        label: "L1".into(),
+        reason: GiveUpReason::MaxRetries,
+        last_code: "PAY_PROCESSING".into(),
+        last_message: "still processing".into(),
+        attrs: Default::default(),
+        attempts: 4,
+        first_at: SystemTime::now(),
+        last_at: SystemTime::now(),
+        rule: "payment-processing".into(),
+        version: "00112233aabbccdd".into(),
+    };
+    let mut storing = seams.dead_letters.store(std::slice::from_ref(&letter));
+    // Its first poll queues the letter; the sink then waits for the commit.
+    let first = std::future::poll_fn(|cx| Poll::Ready(storing.as_mut().poll(cx))).await;
+    assert!(first.is_pending());
+    let m = store::MessageId("m".into());
+    for _ in 0..500 {
+        if store.fate_of(&m).unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(store.fate_of(&m).unwrap(), Some(Fate::DeadLettered));
+    // Replayed, delivered, failed again and rescheduled: all before the sink's task resumes.
+    durable.replay("m", "alice", "fixed upstream").unwrap();
+    let now = tokio::time::Instant::now();
+    let replayed = q.pop_due(now).expect("the replay is due at once");
+    q.schedule(now, failed("m", 1, Duration::ZERO));
+    storing.await.unwrap();
+    durable.fates().acked(&replayed.id);
+    durable.journal().flush().await;
+    assert!(
+        scheduled_ids(&store).is_empty(),
+        "the replay's row is dropped"
+    );
+    assert_eq!(store.fate_of(&m).unwrap(), Some(Fate::Acked));
+}
+
 #[tokio::test]
 async fn a_message_whose_fate_is_known_is_not_handed_out_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,12 @@ impl DurableDeadLetters {
 impl DeadLetterSink for DurableDeadLetters {
     fn store<'a>(&'a self, batch: &'a [DeadLetter]) -> BoxFuture<'a, Result<(), SinkError>> {
         Box::pin(async move {
+            // Forgotten before the write: once the letter is committed an operator may replay
+            // it at once, and the replay's own row must not be forgotten after it. (If the
+            // write fails, the message is not acked in between: the sink tries again.)
+            for letter in batch {
+                self.rows.remove(&letter.id);
+            }
             let ops = batch
                 .iter()
                 .map(|d| WriteOp::DeadLetter(dead_letter(d)))
@@ -36,7 +42,6 @@ impl DeadLetterSink for DurableDeadLetters {
                 .await
                 .map_err(|e| SinkError(e.to_string()))?;
             for (letter, applied) in batch.iter().zip(applied) {
-                self.rows.remove(&letter.id);
                 if let Applied::FateAlreadyKnown(fate) = applied {
                     let fate = match fate {
                         Fate::Acked => "acked",

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::convert::{TimeMap, scheduled_retry};
 use super::{Journal, RetryRows, Row};
-use crate::clock::{SharedClock, WallClock};
+use crate::clock::{SharedClock, Timestamp, WallClock};
 use crate::fate::{BoxFuture, RetryQueue};
 use crate::scheduler::RetryScheduler;
 use crate::store::WriteOp;
@@ -95,14 +95,14 @@ impl DurableRetryQueue {
             inbox,
         };
         for (due, message) in restored {
-            queue.insert(due, message);
+            let ts = queue.map.due_timestamp(due);
+            queue.insert(ts, message);
         }
         queue
     }
 
-    fn insert(&mut self, due: Instant, message: Message) {
-        let ts = self.map.due_timestamp(due);
-        self.scheduler.schedule(message.id.clone(), ts);
+    fn insert(&mut self, due: Timestamp, message: Message) {
+        self.scheduler.schedule(message.id.clone(), due);
         self.messages.insert(message.id.clone(), message);
     }
 
@@ -110,6 +110,8 @@ impl DurableRetryQueue {
         if self.inbox.len() == 0 {
             return;
         }
+        // Due now, rounded down: the same `pop_due` hands them out.
+        let now = self.map.now_timestamp(now);
         for message in self.inbox.take() {
             self.rows.insert(&message.id, Row::Stored);
             self.insert(now, message);
