@@ -88,7 +88,9 @@ pub fn version_of(files: &[SourceFile]) -> Version {
 
 /// The text of `file`, or an error at the first byte that is not UTF-8.
 pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
-    std::str::from_utf8(&file.bytes).map_err(|e| {
+    // A byte-order mark is no character of line 1 to an editor, nor to a column here.
+    let text = std::str::from_utf8(&file.bytes).map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
+    text.map_err(|e| {
         let valid = std::str::from_utf8(&file.bytes[..e.valid_up_to()]).unwrap_or_default();
         Diagnostic::error(
             &file.path,
@@ -129,7 +131,7 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     let mut diags = vec![first];
     let mut text = text.to_owned();
     while diags.len() < MAX_UNKNOWN_KEYS {
-        let last = &diags[diags.len() - 1];
+        let last = diags.last().expect("at least the first error");
         let Some(pos) = last.pos().filter(|_| is_unknown_key(last)) else {
             break;
         };
@@ -157,35 +159,22 @@ fn is_unknown_key(d: &Diagnostic) -> bool {
     d.message.starts_with("unknown field '")
 }
 
-/// `text` with the block-mapping entry whose key starts at `key` replaced by spaces: the key,
-/// its value on the same line, and the lines below that belong to the value (indented
-/// deeper, or a sequence at the key's own indent). None if the key is not the first thing on
-/// its line but for sequence dashes (a flow mapping, say): there is no safe way to cut it out.
+/// `text` with the block-mapping entry whose key starts at `key` made spaces (line ends
+/// stay, so positions after it do not move). None if it cannot be cut out safely.
 fn blank_entry(text: &str, key: Pos) -> Option<String> {
-    let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
-    let first = lines.get_mut(key.line.checked_sub(1)?)?;
-    let at = first
-        .char_indices()
-        .nth(key.column.checked_sub(1)?)
-        .map(|(i, _)| i)?;
-    if !first[..at].chars().all(|c| c == ' ' || c == '-') {
-        return None;
-    }
-    let indent = first[..at].chars().count();
-    first.replace_range(at.., &" ".repeat(first[at..].chars().count()));
-    for line in lines.iter_mut().skip(key.line) {
-        let trimmed = line.trim_start_matches(' ');
-        let own = line.len() - trimmed.len();
-        let belongs = trimmed.is_empty()
-            || trimmed.starts_with('#')
-            || own > indent
-            || (own == indent && (trimmed == "-" || trimmed.starts_with("- ")));
-        if !belongs {
-            break;
-        }
-        *line = " ".repeat(line.chars().count());
-    }
-    Some(lines.join("\n"))
+    let range = yaml_errors::entry_span(text, key)?;
+    Some(
+        text.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if range.contains(&i) && c != '\n' && c != '\r' {
+                    ' '
+                } else {
+                    c
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Reads a rule file's model.
@@ -231,7 +220,7 @@ fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnosti
         );
         pos = Some(again);
     }
-    if message.contains("more than one document") {
+    if message.starts_with("deserializing from YAML containing more than one document") {
         message = "a second YAML document starts here; a rule file holds exactly one".into();
         pos = yaml_errors::second_document(text).or(pos);
     }
@@ -352,6 +341,34 @@ rules:
         let errs = parse_yaml::<RuleFile>("r.yaml", typed).unwrap_err();
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].message.starts_with("unknown field 'mach'"));
+    }
+
+    #[test]
+    fn a_crlf_blank_line_inside_a_blanked_value_gives_no_bogus_key() {
+        let text = "version: 1\r\nrules:\r\n  - id: one\r\n    retry:\r\n      max_retries: 3\r\n    \
+                    mach:\r\n      code: X\r\n\r\n      biz: Y\r\n";
+        let errs = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+    }
+
+    #[test]
+    fn a_key_of_a_multi_line_flow_mapping_is_not_cut_out() {
+        let text = "version: 1\nrules:\n  - id: one\n    retry: { max_retries: 1,\n      mach: 2 }\n    \
+                    dead_letter: L1\n  - idd: two\n";
+        let errs = parse_yaml::<RuleFile>("r.yaml", text).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].message.starts_with("unknown field 'mach'"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_moves_no_column() {
+        let file = SourceFile::new("x.yaml", "x.yaml", "\u{feff}mach: 1\nversion: 1\n");
+        let errs = parse_yaml::<RuleFile>("x.yaml", utf8_text(&file).unwrap()).unwrap_err();
+        assert_eq!(
+            (errs[0].line, errs[0].column),
+            (Some(1), Some(1)),
+            "{errs:?}"
+        );
     }
 
     #[test]

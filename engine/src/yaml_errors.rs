@@ -68,6 +68,75 @@ fn value_done(stack: &mut [Frame]) {
     }
 }
 
+/// The characters `[start, end)` of the block-mapping entry whose key starts at `key`: the key,
+/// its value, and what lies between the value and the next token. None if the key is not a
+/// key there, or sits inside a flow collection (`{…}`, `[…]`), which cannot lose an entry
+/// without its neighbours' commas and brackets.
+pub(crate) fn entry_span(text: &str, key: Pos) -> Option<std::ops::Range<usize>> {
+    struct Open {
+        map: bool,
+        flow: bool,
+        key_next: bool,
+    }
+    fn value_ended(stack: &mut [Open]) {
+        if let Some(top) = stack.last_mut()
+            && top.map
+        {
+            top.key_next = true;
+        }
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut stack: Vec<Open> = Vec::new();
+    let mut start = None;
+    let mut depth = 0usize;
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.ok()?;
+        if let Some(start) = start {
+            // The key's value: one scalar or alias, or a whole collection.
+            match event {
+                Event::MappingStart(..) | Event::SequenceStart(..) => depth += 1,
+                Event::MappingEnd | Event::SequenceEnd => depth = depth.checked_sub(1)?,
+                Event::Scalar(..) | Event::Alias(_) => {}
+                _ => return None,
+            }
+            if depth == 0 {
+                return Some(start..span.end.index());
+            }
+            continue;
+        }
+        match event {
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                let map = matches!(event, Event::MappingStart(..));
+                stack.push(Open {
+                    map,
+                    flow: matches!(chars.get(span.start.index()), Some('{' | '[')),
+                    key_next: map,
+                });
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                stack.pop();
+                value_ended(&mut stack);
+            }
+            Event::Scalar(..) => match stack.last_mut() {
+                Some(top) if top.key_next => {
+                    if pos_of(&span) == key {
+                        if stack.iter().any(|open| open.flow) {
+                            return None;
+                        }
+                        start = Some(span.start.index());
+                    } else {
+                        top.key_next = false;
+                    }
+                }
+                _ => value_ended(&mut stack),
+            },
+            Event::Alias(_) => value_ended(&mut stack),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Where the second document of `text` starts.
 pub(crate) fn second_document(text: &str) -> Option<Pos> {
     let mut documents = 0;
@@ -105,6 +174,50 @@ mod tests {
             duplicate_key(nested, Pos::new(1, 1), "a"),
             Some(Pos::new(3, 1))
         );
+    }
+
+    /// The lines of `text` with the characters of `range` (but line ends) made spaces, each
+    /// trimmed at the end (`\r` included).
+    fn blanked(text: &str, range: std::ops::Range<usize>) -> Vec<String> {
+        let out: String = text
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if range.contains(&i) && c != '\n' && c != '\r' {
+                    ' '
+                } else {
+                    c
+                }
+            })
+            .collect();
+        assert_eq!(out.chars().count(), text.chars().count());
+        out.split('\n').map(|l| l.trim_end().to_string()).collect()
+    }
+
+    #[test]
+    fn an_entry_spans_its_key_and_whole_value() {
+        let text = "a:\n  bad:\n    x: 1\n\n    y: [1,\n      2]\n  good: 2\n";
+        let range = entry_span(text, Pos::new(2, 3)).unwrap();
+        assert_eq!(
+            blanked(text, range),
+            ["a:", "", "", "", "", "", "  good: 2", ""]
+        );
+        // A flow mapping over several lines is cut out whole, closing brace and all.
+        let flow = "r:\n  bad: { x: 1,\n    y: 2 }\n  good: 1\n";
+        let range = entry_span(flow, Pos::new(2, 3)).unwrap();
+        assert_eq!(blanked(flow, range), ["r:", "", "", "  good: 1", ""]);
+        // With CRLF line ends, and a sequence at the key's own indent.
+        let crlf = "a:\r\n  bad:\r\n\r\n  - 1\r\n  good: 1\r\n";
+        let range = entry_span(crlf, Pos::new(2, 3)).unwrap();
+        assert_eq!(blanked(crlf, range), ["a:", "", "", "", "  good: 1", ""]);
+    }
+
+    #[test]
+    fn no_entry_is_cut_out_of_a_flow_collection() {
+        assert_eq!(entry_span("r: { a: 1, bad: 2 }\n", Pos::new(1, 12)), None);
+        assert_eq!(entry_span("r: [{ bad: 2 }]\n", Pos::new(1, 7)), None);
+        // A value is not a key.
+        assert_eq!(entry_span("a: bad\n", Pos::new(1, 4)), None);
     }
 
     #[test]
