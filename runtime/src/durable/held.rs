@@ -60,7 +60,8 @@ impl Held {
         }
     }
 
-    /// A retry of `id` was written at once (not held): the store has a row for it.
+    /// A retry of `id` is being written now (released from the hold, or written on a caller's
+    /// behalf): the store will have a row for it.
     pub(super) fn wrote(&mut self, id: &MessageId) {
         if !self.written.contains(id) {
             self.written.insert(id.clone());

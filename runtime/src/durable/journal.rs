@@ -22,8 +22,8 @@
 //! `durable/held.rs`), and if a later write of the same
 //! message (its next `Schedule`, its `Unschedule`, its fate) arrives meanwhile, it is never
 //! written. Nobody waits on a queued retry's result, positions only cover messages with a
-//! fate, and a flush writes everything held. A write queued with [`Journal::retire`] (a fate
-//! recorded only to drop the message's retry row) is moot in the same way when this journal
+//! fate, and a flush writes everything held. An acked fate queued with [`Journal::retire`]
+//! (recorded only to drop the message's retry row) is moot in the same way when this journal
 //! never wrote that row.
 //!
 //! A batch that fails (disk full, database busy) is retried with backoff. After three failures
@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::held::Held;
+use crate::clock::Timestamp;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 
 /// Tuning for the [`Journal`].
@@ -145,16 +146,21 @@ impl Journal {
         }
     }
 
-    /// Queues `op`, which is written only to drop a retry row that this journal's own
-    /// `Schedule` wrote (say, the acked fate of a retried message, when acked fates are not
-    /// recorded otherwise). If the journal never wrote that row (the retry was held and `op`
-    /// makes it moot), `op` is moot too and never written. Never blocks.
+    /// Queues the acked fate of `id` (at `at`), recorded only to drop the retry row that this
+    /// journal's own `Schedule` wrote, when acked fates are not recorded otherwise. If the
+    /// journal never wrote that row (the retry was held, and this makes it moot), the fate is
+    /// moot too and never written. Never blocks.
     ///
     /// A row the store had before (recovered, or written by a replay) is not known to the
-    /// journal: drop it with [`Journal::submit`].
-    pub fn retire(&self, op: WriteOp) {
+    /// journal: drop it with [`Journal::submit`] of a [`WriteOp::Acked`].
+    pub fn retire(&self, id: MessageId, at: Timestamp) {
         self.inner.counters.backlog.fetch_add(1, Relaxed);
-        if self.inner.tx.send(Entry::Retire(op)).is_err() {
+        if self
+            .inner
+            .tx
+            .send(Entry::Retire(WriteOp::Acked(id, at)))
+            .is_err()
+        {
             tracing::error!("the journal thread has stopped; a write was not queued");
         }
     }
@@ -627,12 +633,12 @@ mod tests {
         let journal = Journal::spawn(store.clone(), holding_until_a_flush());
         // Settled while held: neither the retry nor its fate reaches the store.
         journal.submit(schedule("quick", 1));
-        journal.retire(acked("quick"));
+        journal.retire(id("quick"), Timestamp::from_millis(5));
         // Written (the flush releases it), then retired: the fate drops the row.
         journal.submit(schedule("slow", 1));
         journal.flush().await;
         assert_eq!(store.scheduled().unwrap().len(), 1);
-        journal.retire(acked("slow"));
+        journal.retire(id("slow"), Timestamp::from_millis(5));
         journal.flush().await;
 
         assert!(store.scheduled().unwrap().is_empty());

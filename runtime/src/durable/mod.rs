@@ -326,11 +326,10 @@ impl Fates {
             return;
         }
         let at = crate::clock::Timestamp::from_millis(wall_ms(self.time.wall()));
-        let op = WriteOp::Acked(store_id(id), at);
         if self.record_every_ack || row == Some(Row::Stored) {
-            self.journal.submit(op);
+            self.journal.submit(WriteOp::Acked(store_id(id), at));
         } else {
-            self.journal.retire(op);
+            self.journal.retire(store_id(id), at);
         }
     }
 }
