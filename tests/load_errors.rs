@@ -114,6 +114,16 @@ fn a_files_errors_come_top_to_bottom() {
 }
 
 #[test]
+fn rhai_errors_skip_anchors_and_tags_and_stay_at_an_alias() {
+    let at: Vec<(usize, usize)> = rejected("rhai-anchored-guard")
+        .iter()
+        .map(|d| (d.line.unwrap(), d.column.unwrap()))
+        .collect();
+    // `&g attempt > 1 && atempt < 5`, then `*g`, then `!!str attempt > 1 && atempt < 5`.
+    assert_eq!(at, [(4, 27), (7, 9), (10, 30)]);
+}
+
+#[test]
 fn unknown_key_under_defaults_reads_like_any_other() {
     assert_error(
         "unknown-key-in-defaults",

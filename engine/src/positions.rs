@@ -39,6 +39,8 @@ pub struct ValuePos {
     pub quoted: bool,
     /// Whether it was a block scalar (`|`, `>`), whose text starts on the next line.
     pub block: bool,
+    /// Whether it was an alias (`*name`): its text is elsewhere, at the anchor.
+    pub alias: bool,
 }
 
 enum Frame {
@@ -71,7 +73,15 @@ impl PositionIndex {
                     let block = matches!(style, ScalarStyle::Literal | ScalarStyle::Folded);
                     let at =
                         Self::advance(&mut stack).map_or(String::new(), |seg| joined(&path, &seg));
-                    index.values.insert(at, ValuePos { pos, quoted, block });
+                    index.values.insert(
+                        at,
+                        ValuePos {
+                            pos,
+                            quoted,
+                            block,
+                            alias: false,
+                        },
+                    );
                 }
                 Event::Alias(_) => {
                     let at =
@@ -82,6 +92,7 @@ impl PositionIndex {
                             pos,
                             quoted: false,
                             block: false,
+                            alias: true,
                         },
                     );
                 }
@@ -99,6 +110,7 @@ impl PositionIndex {
                             pos,
                             quoted: false,
                             block: false,
+                            alias: false,
                         },
                     );
                     stack.push(if matches!(event, Event::MappingStart(..)) {
@@ -155,9 +167,22 @@ impl PositionIndex {
 /// YAML folds lines, strips a block's indentation and unescapes quoted text, so a place in
 /// the value and a place in the file differ as soon as the value spans lines. Every non-blank
 /// character of the value comes from the next non-blank character (or escape sequence) of the
-/// source, so walking both side by side finds it. `None` when the walk loses its way.
+/// source, so walking both side by side finds it. `None` when the walk loses its way, and for
+/// an alias (its text is at the anchor).
 pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) -> Option<Pos> {
-    let start = byte_offset(text, info.pos)?;
+    if info.alias {
+        return None;
+    }
+    let mut start = byte_offset(text, info.pos)?;
+    // The node's properties (`&anchor`, `!tag`) come before its text.
+    while text[start..].starts_with(['&', '!']) {
+        let rest = &text[start..];
+        let token = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let blank = rest[token..]
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(rest.len() - token);
+        start += token + blank;
+    }
     let quote = if info.quoted {
         text[start..].chars().next()
     } else {
