@@ -28,9 +28,20 @@ fn serve_json_prints_one_json_document_and_stops_on_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The start-up line, read on a thread: a server that stalls fails the test, not hangs it.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+        stdout
+    });
+    let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+        let _ = child.kill();
+        panic!("serve printed no start-up line within 60 s");
+    };
+    let mut stdout = reader.join().unwrap();
     let doc: Value = serde_json::from_str(&line)
         .unwrap_or_else(|e| panic!("the start-up line is one JSON document ({e}): {line:?}"));
     let addr = doc["listening"].as_str().expect("a 'listening' address");
