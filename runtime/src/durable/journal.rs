@@ -488,6 +488,12 @@ mod tests {
         MessageId(s.into())
     }
 
+    /// The ids with a retry row, in due order.
+    fn scheduled(store: &SqliteStore) -> Vec<MessageId> {
+        let rows = store.scheduled().unwrap();
+        rows.into_iter().map(|(id, _)| id).collect()
+    }
+
     /// Holds queued retries until a flush, so that what is moot does not depend on timing.
     fn holding_until_a_flush() -> JournalOptions {
         JournalOptions {
@@ -567,13 +573,7 @@ mod tests {
         assert_eq!(store.fate_of(&id("b")).unwrap(), Some(Fate::DeadLettered));
         assert_eq!(store.fate_of(&id("c")).unwrap(), None);
         assert_eq!(store.fate_of(&id("d")).unwrap(), None);
-        let scheduled: Vec<MessageId> = store
-            .scheduled()
-            .unwrap()
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        assert_eq!(scheduled, [id("c")]);
+        assert_eq!(scheduled(&store), [id("c")]);
     }
 
     #[test]
@@ -602,13 +602,7 @@ mod tests {
         journal.submit(schedule("settled", 1));
         journal.submit(acked("settled"));
         journal.flush().await;
-        let scheduled: Vec<MessageId> = store
-            .scheduled()
-            .unwrap()
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        assert_eq!(scheduled, [id("kept")]);
+        assert_eq!(scheduled(&store), [id("kept")]);
         assert_eq!(store.fate_of(&id("settled")).unwrap(), Some(Fate::Acked));
         let stats = journal.stats();
         assert_eq!(stats.committed, 3);
