@@ -22,8 +22,8 @@ pub fn run(args: Args) -> Outcome {
         Err(outcome) => return outcome,
     };
     let handle = PolicyHandle::new(set);
-    let (attrs, signals) = f.maps();
-    let decided = handle.decide(&f.context(&attrs, &signals), &mut f.rng());
+    let failure = f.failure();
+    let decided = handle.decide(&failure.context(), &mut f.rng());
     if f.json {
         println!(
             "{}",

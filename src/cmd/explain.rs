@@ -21,8 +21,8 @@ pub fn run(args: Args) -> Outcome {
         Err(outcome) => return outcome,
     };
     let handle = PolicyHandle::new(set);
-    let (attrs, signals) = f.maps();
-    let explained = handle.explain(&f.context(&attrs, &signals), &mut f.rng());
+    let failure = f.failure();
+    let explained = handle.explain(&failure.context(), &mut f.rng());
     if f.json {
         let doc = serde_json::json!({
             "decision": explained.decided.report(f.attempt),

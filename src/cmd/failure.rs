@@ -2,8 +2,8 @@
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rebound_engine::OwnedFailure;
 use rebound_engine::duration::parse_duration;
-use rebound_engine::{Attrs, FailureContext, Signals};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,25 +64,17 @@ fn signal(s: &str) -> Result<(String, f64), String> {
 }
 
 impl FailureArgs {
-    /// The attrs and signals maps the context borrows.
-    pub fn maps(&self) -> (Attrs, Signals) {
-        (
-            self.attrs.iter().cloned().collect(),
-            self.signals.iter().cloned().collect(),
-        )
-    }
-
-    /// The failure context, borrowing the maps from [`maps`](Self::maps).
-    pub fn context<'a>(&'a self, attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
-        FailureContext {
-            biz: &self.biz,
-            code: &self.code,
+    /// The failure the flags describe, for [`OwnedFailure::context`].
+    pub fn failure(&self) -> OwnedFailure {
+        OwnedFailure {
+            biz: self.biz.clone(),
+            code: self.code.clone(),
             attempt: self.attempt,
             elapsed: self.elapsed,
             retry_after: self.retry_after,
             last_delay: self.last_delay,
-            attrs,
-            signals,
+            attrs: self.attrs.iter().cloned().collect(),
+            signals: self.signals.iter().cloned().collect(),
         }
     }
 
