@@ -22,6 +22,14 @@ use std::time::Duration;
 ///
 /// On success the set carries its warnings; on failure every error and warning found.
 pub fn compile(files: Vec<SourceFile>) -> Result<CompiledSet, Rejected> {
+    compile_with(files, ScriptEngine::new())
+}
+
+/// [`compile`] on a given script engine (tests give it a smaller wall-time bound).
+pub(crate) fn compile_with(
+    files: Vec<SourceFile>,
+    scripts: ScriptEngine,
+) -> Result<CompiledSet, Rejected> {
     let mut diags = Vec::new();
     let mut parsed = Vec::new();
     for file in &files {
@@ -35,7 +43,6 @@ pub fn compile(files: Vec<SourceFile>) -> Result<CompiledSet, Rejected> {
             Err(d) => diags.extend(d),
         }
     }
-    let scripts = ScriptEngine::new();
     let mut cx = Compiler {
         scripts: &scripts,
         diags,

@@ -1,23 +1,20 @@
 //! rhai expressions: `if:` guards and `backoff.script` delays, compiled once, run sandboxed.
 //!
-//! One [`ScriptEngine`] is shared by a compiled set. It has no modules, no clock and no I/O,
-//! prints nothing, and bounds operations, expression depth, call depth and the sizes of
+//! One [`ScriptEngine`] is shared by a compiled set. It offers only pure functions (no
+//! modules, no clock, no I/O, no `sleep`: see [`sandbox`]), prints nothing, and bounds
+//! operations, wall time ([`WALL_LIMIT`]), expression depth, call depth and the sizes of
 //! strings, arrays and maps, so a guard can neither hang a decision nor exhaust memory.
 //! Integer overflow is an error (rhai's checked arithmetic), never a wrap.
 
+mod sandbox;
+
+pub use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
+
 use crate::decide::FailureContext;
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-
-/// Bounds of the sandbox. Generous for a guard, far below anything that would hurt.
-const MAX_OPERATIONS: u64 = 100_000;
-const MAX_EXPR_DEPTH: usize = 64;
-const MAX_FN_EXPR_DEPTH: usize = 32;
-const MAX_CALL_LEVELS: usize = 16;
-const MAX_STRING: usize = 16 * 1024;
-const MAX_ARRAY: usize = 1_024;
-const MAX_MAP: usize = 1_024;
+use std::time::Duration;
 
 /// The variables every expression may use.
 pub const VARIABLES: [&str; 8] = [
@@ -39,6 +36,10 @@ struct SignalsView(BTreeMap<String, f64>);
 #[derive(Clone)]
 pub struct ScriptEngine {
     engine: Arc<Engine>,
+    /// The functions an expression may call.
+    callable: Arc<HashSet<String>>,
+    /// How long one evaluation may run.
+    wall_limit: Duration,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -99,7 +100,23 @@ fn position(pos: Position) -> Option<(usize, usize)> {
     Some((pos.line()?, pos.position().unwrap_or(1)))
 }
 
-fn run_error(err: Box<EvalAltResult>) -> RunError {
+fn run_error(err: Box<EvalAltResult>, wall_limit: Duration) -> RunError {
+    if let EvalAltResult::ErrorTerminated(token, _) = err.unwrap_inner() {
+        match sandbox::stop_of(token) {
+            Some(sandbox::Stop::WallTime) => {
+                return RunError(format!(
+                    "stopped: it ran longer than the bound of {} ms",
+                    wall_limit.as_millis()
+                ));
+            }
+            Some(sandbox::Stop::Operations) => {
+                return RunError(format!(
+                    "stopped: it ran more than the bound of {MAX_OPERATIONS} operations"
+                ));
+            }
+            None => {}
+        }
+    }
     let mut text = err.to_string();
     // rhai appends " (line L, position P)"; inside a one-line guard that is noise.
     if let Some(cut) = text.rfind(" (line ") {
@@ -115,33 +132,28 @@ impl Default for ScriptEngine {
 }
 
 impl ScriptEngine {
-    /// The sandboxed engine.
+    /// The sandboxed engine, with the wall-time bound [`WALL_LIMIT`].
     pub fn new() -> Self {
-        let mut engine = Engine::new();
-        engine
-            .set_max_operations(MAX_OPERATIONS)
-            .set_max_expr_depths(MAX_EXPR_DEPTH, MAX_FN_EXPR_DEPTH)
-            .set_max_call_levels(MAX_CALL_LEVELS)
-            .set_max_string_size(MAX_STRING)
-            .set_max_array_size(MAX_ARRAY)
-            .set_max_map_size(MAX_MAP)
-            .set_max_variables(64)
-            .set_strict_variables(true)
-            .set_fail_on_invalid_map_property(false)
-            .disable_symbol("eval")
-            .on_print(|_| {})
-            .on_debug(|_, _, _| {});
+        Self::with_wall_limit(WALL_LIMIT)
+    }
+
+    /// The sandboxed engine, each evaluation bounded to `wall_limit` (tests use a small one).
+    pub fn with_wall_limit(wall_limit: Duration) -> Self {
+        let mut engine = sandbox::engine();
         engine
             .register_type_with_name::<SignalsView>("Signals")
             .register_indexer_get(|s: &mut SignalsView, key: ImmutableString| -> f64 {
                 s.0.get(key.as_str()).copied().unwrap_or(0.0)
             });
         ScriptEngine {
+            callable: Arc::new(sandbox::callable_names(&engine)),
             engine: Arc::new(engine),
+            wall_limit,
         }
     }
 
-    /// Compiles `source` once; unknown variables and syntax errors are reported here.
+    /// Compiles `source` once; syntax errors, unknown variables and calls to functions the
+    /// sandbox does not offer (`sleep`, for one) are reported here.
     pub fn compile(&self, source: &str) -> Result<Expr, CompileError> {
         let scope = Self::scope(&FailureContext::sample());
         let ast = self
@@ -151,6 +163,15 @@ impl ScriptEngine {
                 message: e.0.to_string(),
                 at: position(e.1),
             })?;
+        if let Some((name, pos)) = sandbox::check_calls(&ast, &self.callable) {
+            return Err(CompileError {
+                message: format!(
+                    "unknown function '{name}': expressions may use only pure functions \
+                     (no clock, no sleep, no I/O)"
+                ),
+                at: position(pos),
+            });
+        }
         Ok(Expr {
             ast: Arc::new(ast),
             source: source.into(),
@@ -188,9 +209,10 @@ impl ScriptEngine {
     /// Evaluates `expr` against `ctx`, whatever type it yields.
     pub fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
         let mut scope = Self::scope(ctx);
+        let _deadline = sandbox::Deadline::start(self.wall_limit);
         self.engine
             .eval_ast_with_scope::<Dynamic>(&mut scope, &expr.ast)
-            .map_err(run_error)
+            .map_err(|e| run_error(e, self.wall_limit))
     }
 
     /// Runs a guard: `Ok(true)` when the rule may decide.
@@ -260,15 +282,18 @@ mod tests {
         assert_eq!(err.at, Some((1, 1)));
     }
 
+    /// 125,000 innermost calls: past the operation bound.
+    const SPIN: &str = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49].map(|i| [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49].map(|j| [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49].map(|k| i * j * k).len()).len()).len() > 0";
+
     #[test]
     fn runaway_expressions_are_stopped() {
-        let e = ScriptEngine::new();
+        // Room in wall time, so that the operation bound is what stops the spin.
+        let e = ScriptEngine::with_wall_limit(std::time::Duration::from_secs(600));
         let (a, s) = (Attrs::new(), Signals::new());
         let c = ctx(&a, &s);
-        let spin = e
-            .compile("range(0, 1_000_000_000).reduce(|sum, x| sum + x, 0) > 0")
-            .unwrap();
-        assert!(e.guard(&spin, &c).is_err());
+        let spin = e.compile(SPIN).unwrap();
+        let err = e.guard(&spin, &c).unwrap_err();
+        assert!(err.0.contains("operations"), "{err}");
         let huge = e.compile(r#""x".pad(100_000_000, "y") == "x""#).unwrap();
         assert!(e.guard(&huge, &c).is_err());
         let overflow = e.compile("9223372036854775807 + attempt > 0").unwrap();
@@ -290,3 +315,6 @@ mod tests {
         assert!(e.delay(&text, &c).is_err());
     }
 }
+
+#[cfg(test)]
+mod bounds_tests;
