@@ -114,7 +114,7 @@ fn decision_latency_quiet_vs_storm() {
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let next = if n % 2 == 0 { &b } else { &a };
+                    let next = if n.is_multiple_of(2) { &b } else { &a };
                     handle.swap(Arc::clone(next));
                     n += 1;
                     std::thread::sleep(Duration::from_millis(1));
@@ -169,7 +169,7 @@ fn write_big_set(dir: &Path) {
         text.push_str("rules:\n");
         for r in 0..per_file {
             let i = f * per_file + r;
-            let code = if i % 7 == 0 {
+            let code = if i.is_multiple_of(7) {
                 format!("\"C{}*\"", i % 101)
             } else {
                 format!("C{}", i % 101)
@@ -181,7 +181,7 @@ fn write_big_set(dir: &Path) {
                 i % 37,
                 1 + i % 3
             );
-            if i % 50 == 0 {
+            if i.is_multiple_of(50) {
                 let _ = writeln!(text, "    if: 'signals.fail_rate > 0.{}'", i % 9);
             }
             let backoff = match i % 4 {

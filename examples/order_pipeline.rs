@@ -57,7 +57,7 @@ impl Spout for Orders {
         }
         let n = self.next;
         self.position.handing_out(n);
-        let payload = if n % 50 == 0 {
+        let payload = if n.is_multiple_of(50) {
             "{\"order\": ".to_string() // cut off: not JSON
         } else {
             format!(
@@ -118,7 +118,7 @@ impl Bolt for Write {
         let id = input.str("id").unwrap_or_default().to_owned();
         let attempt = input.int("attempt").unwrap_or(1);
         // Deterministic lock waits: one order in thirteen, at its first two attempts.
-        if number(&MessageId::from(id.as_str())) % 13 == 0 && attempt <= 2 {
+        if number(&MessageId::from(id.as_str())).is_multiple_of(13) && attempt <= 2 {
             return Err(Failure::new("DB_LOCK_WAIT", "lock wait timeout"));
         }
         self.table.lock().unwrap().insert(id); // idempotent by order id

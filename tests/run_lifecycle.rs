@@ -1,6 +1,7 @@
 //! `rebound run`'s life cycle as a user sees it: a graceful stop on SIGTERM (exit 0, an
 //! incomplete report, and a restart that finishes the run), `--json` as the only thing on
-//! stdout, a data directory that holds another run, and bad flags.
+//! stdout, a data directory that holds another run or is in use by another process, and bad
+//! flags.
 
 mod run_support;
 
@@ -8,6 +9,44 @@ use std::process::Command;
 use std::time::Duration;
 
 use run_support::*;
+
+#[test]
+fn a_second_process_on_a_data_directory_in_use_exits_2_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rules = shipped_rules();
+    let mut first = Running::spawn(run_cmd(&data, &rules, 2_000_000, 100.0));
+    assert!(
+        wait_until(Duration::from_secs(60), || first.exited()
+            || orders_written(&data) >= 100),
+        "no progress"
+    );
+    assert!(!first.exited(), "the first run ended early");
+    let expected = format!(
+        "error: data directory {} is in use by process {}",
+        data.display(),
+        first.id()
+    );
+    let second = Running::spawn(run_cmd(&data, &rules, 2_000_000, 100.0)).wait();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(second.stdout.is_empty(), "nothing on stdout");
+    // `serve` shares the rule.
+    let serve = Command::new(bin())
+        .args(["serve", "--admin", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .arg("--rules")
+        .arg(&rules)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert_eq!(serve.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    // The first one is untouched by all this.
+    assert!(!first.exited());
+    first.kill9();
+}
 
 #[test]
 fn sigterm_stops_gracefully_and_the_next_run_finishes_the_work() {

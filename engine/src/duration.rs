@@ -74,7 +74,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             .ok_or_else(|| err("it is too large"))?;
         rest = &after[unit_len..];
     }
-    if total_ns % 1_000_000 != 0 {
+    if !total_ns.is_multiple_of(1_000_000) {
         return Err(err("it is finer than a millisecond"));
     }
     let ms = u64::try_from(total_ns / 1_000_000).map_err(|_| err("it is too large"))?;

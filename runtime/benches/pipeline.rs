@@ -121,7 +121,8 @@ fn parse(work: Work, id: &str, payload: &[u8]) -> (u64, i64) {
 /// "Store": an idempotent write into a table; fails for one in `fail_one_in` (order, attempt)
 /// pairs (20: 5%).
 fn store(table: &mut [i64], order: u64, amount: i64, attempt: i64, fail_one_in: u64) -> bool {
-    if mix(order ^ (attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % fail_one_in == 0 {
+    if mix(order ^ (attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).is_multiple_of(fail_one_in)
+    {
         return false;
     }
     let slot = (mix(order) as usize) % table.len();

@@ -31,7 +31,7 @@ impl Spout for Sentences {
             return NextMessage::Exhausted;
         }
         self.next += 1;
-        let text = if self.next % 500 == 0 {
+        let text = if self.next.is_multiple_of(500) {
             "this one carries poison".to_string()
         } else {
             format!(
@@ -78,7 +78,7 @@ struct Count {
 impl Bolt for Count {
     fn execute(&mut self, input: &Tuple, out: &mut Emitter<'_>) -> Result<(), Failure> {
         self.seen += 1;
-        if self.seen % 997 == 0 {
+        if self.seen.is_multiple_of(997) {
             return Err(Failure::new("FLAKY", "a transient hiccup").with_attr("task", "count"));
         }
         let word = input.str("word").unwrap_or_default();

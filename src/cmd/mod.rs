@@ -4,6 +4,7 @@ pub mod check;
 pub mod decide;
 pub mod explain;
 mod failure;
+mod lifecycle;
 pub mod paths;
 pub mod run;
 pub mod schema;
@@ -48,6 +49,15 @@ pub fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>)
     let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
     (Arc::new(Reloader::new(dir, set, options)), metrics)
 }
+
+/// A duration flag: `250ms`, `30s`, `1h30m`.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    rebound_engine::duration::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// How long the async runtime of `run` and `serve` waits for its tasks once the command is
+/// done (the process exits after it in any case).
+pub const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The async runtime of `run` and `serve`: two workers, one per core of the target machine.
 pub fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {

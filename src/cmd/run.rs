@@ -2,6 +2,7 @@
 //! when a rule file changes) until every message has its fate, or until Ctrl-C / SIGTERM, and
 //! prints the report. The pipeline itself lives in `rebound_runtime::pipeline`.
 
+use super::lifecycle::{self, Ending, Signals};
 use crate::Outcome;
 use rebound_engine::reload::{Reloader, WatchOptions, Watcher};
 use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
@@ -44,10 +45,11 @@ pub struct Args {
     /// Print the report as one JSON document.
     #[arg(long)]
     json: bool,
+    /// How long a store that refuses every write (a full disk, a read-only file) is retried
+    /// before the run stops with the cause (exit 2).
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
+    store_give_up: Duration,
 }
-
-/// How long a stop waits for trees in flight (the rest are delivered again by the next run).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn run(args: Args) -> Outcome {
     let scale = match TimeScale::new(args.time_scale) {
@@ -97,6 +99,8 @@ pub fn run(args: Args) -> Outcome {
         view.clone(),
     ));
     view.finish();
+    // Whatever is still running (a blocking write on a store that hangs) is not waited for.
+    runtime.shutdown_timeout(super::RUNTIME_SHUTDOWN);
     outcome
 }
 
@@ -143,6 +147,7 @@ async fn run_pipeline(
     let mut options = PipelineOptions::new(reloader.handle().clone(), &args.data);
     options.messages = Some(args.messages);
     options.time_scale = scale;
+    options.store_give_up = args.store_give_up;
     let pipeline = match pipeline::start(options).await {
         Ok(p) => p,
         Err(e) => {
@@ -204,21 +209,26 @@ async fn run_pipeline(
         }
     });
 
-    let interrupted = tokio::select! {
-        () = pipeline.finished() => false,
-        () = signals.next() => true,
+    let handle = pipeline.handle();
+    let ending = tokio::select! {
+        () = pipeline.finished() => Ending::Finished,
+        ending = lifecycle::interrupted_or_failed(&mut signals, &handle) => ending,
     };
-    if interrupted {
-        view.suspend(|| {
+    match ending {
+        Ending::Finished => {}
+        Ending::Interrupted => view.suspend(|| {
             eprintln!("stopping: letting the trees in flight finish (again to stop at once; the next run continues either way)")
-        });
-        tokio::spawn(async move {
-            signals.next().await;
-            // Everything that counts is durable already: this is as safe as a crash.
-            std::process::exit(130);
-        });
+        }),
+        Ending::StoreFailed(failure) => {
+            progress.abort();
+            view.finish();
+            eprintln!("error: {failure}");
+            return Outcome::Trouble;
+        }
     }
-    let report = pipeline.stop(DRAIN_TIMEOUT).await;
+    // A signal during the stop stops at once.
+    signals.exit_on_next();
+    let report = lifecycle::stop(pipeline).await;
     progress.abort();
     view.finish();
     if let Some(w) = watcher {
@@ -253,40 +263,6 @@ fn print_report(report: &Report, json: bool) -> Outcome {
         Outcome::Wrong
     } else {
         Outcome::Ok
-    }
-}
-
-/// Ctrl-C and SIGTERM, installed at once (a signal right after start-up still stops
-/// gracefully).
-struct Signals {
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Signals> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Ok(Signals {
-                interrupt: signal(SignalKind::interrupt())?,
-                terminate: signal(SignalKind::terminate())?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Signals {})
-    }
-
-    async fn next(&mut self) {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

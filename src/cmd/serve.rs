@@ -2,8 +2,9 @@
 //! rules-directory watcher and, with `--rules-url`, the config-center pull client, until
 //! Ctrl-C or SIGTERM, then a graceful stop.
 
+use super::duration;
+use super::lifecycle::{self, Ending, Signals};
 use crate::Outcome;
-use rebound_engine::duration::parse_duration;
 use rebound_engine::reload::pull::{PullOptions, Puller};
 use rebound_engine::reload::{Reloader, WatchOptions, Watcher};
 use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
@@ -53,13 +54,10 @@ pub struct Args {
     /// (and an invalid set's diagnostics as `{"errors": […]}`).
     #[arg(long)]
     json: bool,
-}
-
-/// How long in-flight trees may take to finish on Ctrl-C or SIGTERM.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
+    /// How long a store that refuses every write (a full disk, a read-only file) is retried
+    /// before serve stops with the cause (exit 2).
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration)]
+    store_give_up: Duration,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -110,7 +108,10 @@ pub fn run(args: Args) -> Outcome {
             return Outcome::Trouble;
         }
     };
-    runtime.block_on(serve(args, addrs, token, reloader, metrics))
+    let outcome = runtime.block_on(serve(args, addrs, token, reloader, metrics));
+    // Whatever is still running (a blocking write on a store that hangs) is not waited for.
+    runtime.shutdown_timeout(super::RUNTIME_SHUTDOWN);
+    outcome
 }
 
 async fn serve(
@@ -170,14 +171,19 @@ async fn serve(
     options.messages = None;
     options.time_scale = scale;
     options.rate = Some(args.rate);
+    options.store_give_up = args.store_give_up;
     let running = match pipeline::start(options).await {
         Ok(p) => p,
+        Err(e @ pipeline::PipelineError::Lock(_)) => {
+            eprintln!("error: {e}");
+            return Outcome::Trouble;
+        }
         Err(e) => {
             eprintln!("error: cannot start the bundled topology: {e}");
             return Outcome::Trouble;
         }
     };
-    let shutdown = match shutdown_signal() {
+    let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot install the signal handlers: {e}");
@@ -209,51 +215,63 @@ async fn serve(
         token,
         dead_letters: None, // serve_admin makes the running pipeline the desk
     };
-    let served = pipeline::serve_admin(listener, state, running.handle(), shutdown).await;
-    // Graceful stop: the spouts stop, trees in flight finish (up to the timeout), and what
-    // is scheduled stays in the store for the next start.
-    if let Err(e) = running.stop(DRAIN_TIMEOUT).await {
-        eprintln!("error: stopping the topology: {e}");
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut admin = tokio::spawn(pipeline::serve_admin(
+        listener,
+        state,
+        running.handle(),
+        async {
+            let _ = admin_stopped.await;
+        },
+    ));
+    let handle = running.handle();
+    let ending = tokio::select! {
+        ending = lifecycle::interrupted_or_failed(&mut signals, &handle) => ending,
+        served = &mut admin => {
+            let e = served.map_or_else(|e| e.to_string(), |r| r.err().map_or_else(|| "it stopped".into(), |e| e.to_string()));
+            eprintln!("error: the admin API failed: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    if let Ending::StoreFailed(failure) = ending {
+        eprintln!("error: {failure}");
+        return Outcome::Trouble;
     }
+    tracing::info!("shutting down");
+    signals.exit_on_next();
+    // Graceful stop: the admin API finishes the requests in flight, the spouts stop, trees in
+    // flight finish, and what is scheduled stays in the store for the next start. All of it
+    // within the stop timeout.
+    let _ = stop_admin.send(());
+    let (stopped, served) = tokio::join!(
+        lifecycle::stop(running),
+        tokio::time::timeout(lifecycle::STOP_TIMEOUT, admin)
+    );
     watcher.stop();
     if let Some(p) = puller {
         p.stop();
     }
-    match served {
-        Ok(()) => {
+    match (stopped, served) {
+        (Err(e), _) => {
+            eprintln!("error: stopping the topology: {e}");
+            Outcome::Trouble
+        }
+        (Ok(_), Ok(Ok(Ok(())))) => {
             tracing::info!("stopped");
             Outcome::Ok
         }
-        Err(e) => {
+        (Ok(_), Ok(Ok(Err(e)))) => {
             eprintln!("error: the admin API failed: {e}");
             Outcome::Trouble
         }
-    }
-}
-
-/// Completes on Ctrl-C or SIGTERM. The handlers are installed here, at once, not when the
-/// future is first polled: a signal that arrives right after start-up must stop gracefully
-/// too.
-fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        let mut terminate = signal(SignalKind::terminate())?;
-        Ok(async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-            tracing::info!("shutting down");
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
-        })
+        (Ok(_), Ok(Err(e))) => {
+            eprintln!("error: the admin API failed: {e}");
+            Outcome::Trouble
+        }
+        (Ok(_), Err(_)) => {
+            eprintln!("error: the admin API did not finish its requests in time; stopping anyway");
+            Outcome::Trouble
+        }
     }
 }
 

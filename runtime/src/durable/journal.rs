@@ -29,8 +29,12 @@
 //! A batch that fails (disk full, database busy) is retried with backoff. After three failures
 //! the batch is split: each waiting caller's writes go in their own transaction, and the caller
 //! gets the error (the dead-letter writer then tries its batch again later); the fire-and-forget
-//! writes are retried until they commit, with an error logged each time. The journal stalls
-//! rather than drop a write, because a dropped fate or retry is a message that could be lost.
+//! writes are retried, each failure logged with its cause. A store that refuses every commit
+//! for [`JournalOptions::give_up_after`] (30 s by default) makes the journal give up
+//! ([`give_up`](super::give_up)): [`Journal::failed`] completes with the [`JournalFailure`],
+//! nothing more is committed, and the process that runs it is expected to stop. What was
+//! committed stays committed, and nothing dropped is lost: it never reached the store, so the
+//! source position never moved past it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -39,6 +43,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use tokio::sync::watch;
+
+use super::give_up::{JournalFailure, Retrying};
 use super::held::Held;
 use crate::clock::Timestamp;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
@@ -51,6 +58,9 @@ pub struct JournalOptions {
     /// How long a queued retry is held back before it is written (default 10 ms; see the
     /// [module docs](self)). A flush, or the journal's end, writes held retries at once.
     pub hold: Duration,
+    /// How long a store that refuses every commit is retried before the journal gives up
+    /// (default 30 s; see [`Journal::failed`]).
+    pub give_up_after: Duration,
 }
 
 impl Default for JournalOptions {
@@ -58,6 +68,7 @@ impl Default for JournalOptions {
         JournalOptions {
             max_batch: 4096,
             hold: Duration::from_millis(10),
+            give_up_after: Duration::from_secs(30),
         }
     }
 }
@@ -103,6 +114,7 @@ struct Counters {
 struct Inner {
     tx: mpsc::Sender<Entry>,
     counters: Arc<Counters>,
+    failed: watch::Receiver<Option<Arc<JournalFailure>>>,
 }
 
 /// The write-behind journal. Cheap to clone; the thread stops once every clone is dropped and
@@ -124,16 +136,28 @@ impl Journal {
     /// Starts the journal thread over `store`.
     pub fn spawn(store: Arc<dyn Store>, options: JournalOptions) -> Journal {
         let (tx, rx) = mpsc::channel();
+        let (failure_tx, failed) = watch::channel(None);
         let counters = Arc::new(Counters::default());
         let thread_counters = counters.clone();
-        let max_batch = options.max_batch.max(1);
-        let hold = options.hold;
+        let options = JournalOptions {
+            max_batch: options.max_batch.max(1),
+            ..options
+        };
         std::thread::Builder::new()
             .name("rebound-journal".into())
-            .spawn(move || run(store.as_ref(), rx, max_batch, hold, &thread_counters))
+            .spawn(move || {
+                if let Err(failure) = run(store.as_ref(), &rx, &options, &thread_counters) {
+                    let _ = failure_tx.send(Some(Arc::new(failure)));
+                    refuse_all(&rx, &thread_counters);
+                }
+            })
             .expect("spawning the journal thread");
         Journal {
-            inner: Arc::new(Inner { tx, counters }),
+            inner: Arc::new(Inner {
+                tx,
+                counters,
+                failed,
+            }),
         }
     }
 
@@ -182,6 +206,22 @@ impl Journal {
         if self.inner.tx.send(Entry::Flush(done)).is_ok() {
             let _ = flushed.await;
         }
+    }
+
+    /// Completes once the journal has given up on a store that refused every commit for
+    /// [`JournalOptions::give_up_after`]; never, while it is healthy.
+    pub async fn failed(&self) -> Arc<JournalFailure> {
+        let mut failed = self.inner.failed.clone();
+        match failed.wait_for(Option::is_some).await {
+            Ok(failure) => failure.clone().expect("waited for Some"),
+            // The thread ended without failing (every clone was dropped): nothing to report.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// The failure, if the journal has given up.
+    pub fn failure(&self) -> Option<Arc<JournalFailure>> {
+        self.inner.failed.borrow().clone()
     }
 
     /// Writes queued and not yet committed.
@@ -300,23 +340,23 @@ impl Batch {
     }
 }
 
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(10u64 << attempt.min(9)).min(Duration::from_secs(5))
-}
-
 /// While writes keep coming, the thread looks for more this often instead of blocking on
 /// the channel: a sender then never has to wake it (a futex call on the spout task's path
 /// for every write), and the writes that queue up meanwhile commit together.
 const POLL: Duration = Duration::from_millis(1);
 /// After this long without a write, the thread blocks until the next one.
 const PARK_AFTER: Duration = Duration::from_millis(100);
+/// The journal thread: batches and commits until every sender is gone (`Ok`), or until the
+/// store has refused commits for too long.
 fn run(
     store: &dyn Store,
-    rx: mpsc::Receiver<Entry>,
-    max_batch: usize,
-    hold: Duration,
+    rx: &mpsc::Receiver<Entry>,
+    options: &JournalOptions,
     counters: &Counters,
-) {
+) -> std::result::Result<(), JournalFailure> {
+    let JournalOptions {
+        max_batch, hold, ..
+    } = *options;
     let mut idle = Duration::ZERO;
     let mut held = Held::default();
     let mut next: Option<Entry> = None;
@@ -336,7 +376,7 @@ fn run(
         let work = next.is_some() || held_due || (closed && !held.is_empty());
         if !work {
             if closed {
-                return;
+                return Ok(());
             }
             if !held.is_empty() || idle < PARK_AFTER {
                 std::thread::sleep(POLL);
@@ -370,7 +410,7 @@ fn run(
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);
         counters.moot.fetch_add(moot as u64, Relaxed);
-        commit(store, &mut batch, counters);
+        commit(store, &mut batch, options.give_up_after, counters)?;
         counters.backlog.fetch_sub(batch.counted + moot, Relaxed);
         for done in batch.flushes.drain(..) {
             let _ = done.send(());
@@ -378,13 +418,39 @@ fn run(
     }
 }
 
-fn commit(store: &dyn Store, batch: &mut Batch, counters: &Counters) {
+/// After the journal gave up: every waiter hears that nothing was written, every flush is
+/// answered (nothing more will be written), and every write is dropped, until the last
+/// sender is gone.
+fn refuse_all(rx: &mpsc::Receiver<Entry>, counters: &Counters) {
+    while let Ok(entry) = rx.recv() {
+        let writes = match entry {
+            Entry::Op(_) | Entry::Retire(_) => 1,
+            Entry::Wait(ops, done) => {
+                let _ = done.send(Err(StoreError::WriterClosed));
+                ops.len()
+            }
+            Entry::Flush(done) => {
+                let _ = done.send(());
+                0
+            }
+        };
+        counters.backlog.fetch_sub(writes, Relaxed);
+    }
+}
+
+fn commit(
+    store: &dyn Store,
+    batch: &mut Batch,
+    give_up_after: Duration,
+    counters: &Counters,
+) -> std::result::Result<(), JournalFailure> {
     if batch.ops.is_empty() && batch.positions.is_empty() {
-        return;
+        return Ok(());
     }
     let mut ops = std::mem::take(&mut batch.ops);
     ops.extend(batch.position_ops());
-    for attempt in 0..3 {
+    let mut retrying = Retrying::new(give_up_after);
+    for _ in 0..3 {
         match store.apply(&ops) {
             Ok(applied) => {
                 counters.committed.fetch_add(ops.len() as u64, Relaxed);
@@ -392,12 +458,11 @@ fn commit(store: &dyn Store, batch: &mut Batch, counters: &Counters) {
                 for (range, done) in batch.waiters.drain(..) {
                     let _ = done.send(Ok(applied[range].to_vec()));
                 }
-                return;
+                return Ok(());
             }
             Err(e) => {
                 counters.failures.fetch_add(1, Relaxed);
-                tracing::warn!(error = %e, writes = ops.len(), attempt, "journal commit failed; retrying");
-                std::thread::sleep(backoff(attempt));
+                retrying.failed(&e, ops.len(), || store.location())?;
             }
         }
     }
@@ -414,19 +479,16 @@ fn commit(store: &dyn Store, batch: &mut Batch, counters: &Counters) {
     }
     let mut loose: Vec<WriteOp> = batch.loose.iter().map(|&i| ops[i].clone()).collect();
     loose.extend(batch.position_ops());
-    let mut attempt = 3;
     loop {
         match store.apply(&loose) {
             Ok(_) => {
                 counters.committed.fetch_add(loose.len() as u64, Relaxed);
                 counters.transactions.fetch_add(1, Relaxed);
-                return;
+                return Ok(());
             }
             Err(e) => {
                 counters.failures.fetch_add(1, Relaxed);
-                tracing::error!(error = %e, writes = loose.len(), "journal cannot commit; retrying until it can (nothing is dropped)");
-                std::thread::sleep(backoff(attempt));
-                attempt += 1;
+                retrying.failed(&e, loose.len(), || store.location())?;
             }
         }
     }
@@ -562,7 +624,7 @@ mod tests {
         let counters = Counters::default();
         let (mut batch, mut held, mut committed) = mixed_batch();
         batch.release(held.all());
-        commit(&store, &mut batch, &counters);
+        commit(&store, &mut batch, Duration::from_secs(30), &counters).unwrap();
 
         // The waiter hears about its own write, and only that.
         let applied = committed.try_recv().unwrap().unwrap();
@@ -587,7 +649,13 @@ mod tests {
         }
         assert_eq!(batch.moot, 2);
         batch.release(held.all());
-        commit(&store, &mut batch, &Counters::default());
+        commit(
+            &store,
+            &mut batch,
+            Duration::from_secs(30),
+            &Counters::default(),
+        )
+        .unwrap();
         let rows = store.retries(&[id("a")]).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].meta.attempt, 3);

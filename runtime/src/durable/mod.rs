@@ -42,12 +42,14 @@
 
 pub mod convert;
 mod dead_letters;
+mod give_up;
 mod held;
 pub mod journal;
 mod queue;
 mod source;
 
 pub use dead_letters::DurableDeadLetters;
+pub use give_up::JournalFailure;
 pub use journal::{Journal, JournalOptions, JournalStats};
 pub use queue::{DurableRetryQueue, Inbox};
 pub use source::SourcePosition;

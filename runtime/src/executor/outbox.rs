@@ -74,12 +74,12 @@ impl Outbox {
     /// parent's ack) and into the copy's anchors (reported with the copy's own ack).
     pub(crate) fn emit(&mut self, values: Values, parents: &[&Anchors], ack_vals: &mut [u64]) {
         // The common case — one subscriber, one task of it — without the target list.
-        if let [route] = &mut self.routes[..] {
-            if let Some(task) = route.select_one(&values) {
-                let anchors = self.anchor(parents, ack_vals);
-                self.push(task, values, anchors);
-                return;
-            }
+        if let [route] = &mut self.routes[..]
+            && let Some(task) = route.select_one(&values)
+        {
+            let anchors = self.anchor(parents, ack_vals);
+            self.push(task, values, anchors);
+            return;
         }
         self.targets.clear();
         for route in &mut self.routes {

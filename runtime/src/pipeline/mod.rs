@@ -27,6 +27,7 @@
 pub mod bolts;
 pub mod db;
 pub mod faults;
+pub mod lock;
 pub mod orders;
 pub mod progress;
 pub mod report;
@@ -34,6 +35,7 @@ mod spout;
 
 pub use db::{DbError, PipelineDb, RunRecord};
 pub use faults::{Fault, Faults};
+pub use lock::{DataDirLock, LockError};
 pub use progress::{Progress, ProgressView};
 pub use report::Report;
 pub use spout::Live;
@@ -77,6 +79,9 @@ pub enum PipelineError {
     /// `pipeline.db` failed.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// Another process runs in the data directory.
+    #[error(transparent)]
+    Lock(#[from] LockError),
     /// The data directory holds another run.
     #[error(
         "{dir} holds a run of {found} at time scale {found_scale}, not {asked} at {asked_scale}: \
@@ -124,6 +129,9 @@ pub struct PipelineOptions {
     pub admin: Option<SocketAddr>,
     /// How often the session's counters are checkpointed.
     pub checkpoint_every: Duration,
+    /// How long a store that refuses every write is retried before the pipeline gives up
+    /// ([`PipelineHandle::store_failed`]; `--store-give-up`, default 30 s).
+    pub store_give_up: Duration,
 }
 
 impl PipelineOptions {
@@ -139,11 +147,14 @@ impl PipelineOptions {
             config: Config::default(),
             admin: None,
             checkpoint_every: Duration::from_millis(250),
+            store_give_up: crate::durable::JournalOptions::default().give_up_after,
         }
     }
 }
 
 struct Shared {
+    /// Held for as long as anything can write to the data directory.
+    _lock: DataDirLock,
     store: Arc<SqliteStore>,
     db: Arc<PipelineDb>,
     durable: Option<Durable>,
@@ -215,6 +226,16 @@ impl PipelineHandle {
         self.shared
             .store
             .skip(&crate::store::MessageId(id.to_owned()), operator, reason)
+    }
+
+    /// Completes if the store stops taking writes: the journal retried it for its whole
+    /// bound and gave up (see [`Journal::failed`](crate::durable::Journal::failed)). The
+    /// process should then stop: nothing more is committed. Never completes otherwise.
+    pub async fn store_failed(&self) -> Arc<crate::durable::JournalFailure> {
+        match &self.shared.durable {
+            Some(d) => d.journal().failed().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Where the run stands now.
@@ -293,6 +314,7 @@ fn describe(messages: Option<u64>) -> String {
 }
 
 struct Prepared {
+    lock: DataDirLock,
     store: Arc<SqliteStore>,
     db: Arc<PipelineDb>,
     run: RunRecord,
@@ -312,6 +334,7 @@ fn prepare(
     time: Arc<dyn TimeSource>,
 ) -> Result<Prepared, PipelineError> {
     let dir = &options.data_dir;
+    let lock = DataDirLock::acquire(dir)?;
     let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real()))?);
     let db = Arc::new(PipelineDb::open(dir)?);
     let scale = options.time_scale.factor();
@@ -336,13 +359,16 @@ fn prepare(
     };
     if run.finished_ms.is_some() {
         return Ok(Prepared {
+            lock,
             store,
             db,
             run,
             resume: None,
         });
     }
-    let durable = Durable::new(store.clone(), time, DurableOptions::default());
+    let mut durable_options = DurableOptions::default();
+    durable_options.journal.give_up_after = options.store_give_up;
+    let durable = Durable::new(store.clone(), time, durable_options);
     let recovered = durable.recover()?;
     let owned: Vec<u64> = recovered
         .iter()
@@ -365,6 +391,7 @@ fn prepare(
         );
     }
     Ok(Prepared {
+        lock,
         store,
         db,
         run,
@@ -386,6 +413,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     let prep_time = time.clone();
     let prepared = blocking(move || prepare(&prep_options, prep_time)).await?;
     let Prepared {
+        lock,
         store,
         db,
         run,
@@ -400,6 +428,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     else {
         let handle = PipelineHandle {
             shared: Arc::new(Shared {
+                _lock: lock,
                 store,
                 db,
                 durable: None,
@@ -472,6 +501,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
 
     let handle = PipelineHandle {
         shared: Arc::new(Shared {
+            _lock: lock,
             store,
             db,
             durable: Some(durable),

@@ -464,6 +464,9 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 ///
 /// Every write method takes a slice and writes it in one transaction: all or nothing.
 pub trait Store: Send + Sync {
+    /// Where the store keeps its data, for messages (for SQLite, the database file).
+    fn location(&self) -> String;
+
     /// Applies `ops` in order, in one transaction. Returns one [`Applied`] per op.
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>>;
 

@@ -157,6 +157,10 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
         let now = self.clock.now();
         self.write(|tx| {

@@ -62,7 +62,7 @@ impl CountingSpout {
 impl Spout for CountingSpout {
     fn next(&mut self) -> NextMessage {
         self.calls += 1;
-        if self.idle_every > 0 && self.calls % self.idle_every == 0 {
+        if self.idle_every > 0 && self.calls.is_multiple_of(self.idle_every) {
             return NextMessage::Idle;
         }
         if self.next >= self.total {

@@ -1,0 +1,100 @@
+//! How `run` and `serve` end: on Ctrl-C or SIGTERM (a graceful stop, bounded in time; a second
+//! signal stops at once), when the store stops taking writes (exit 2 with the cause), or,
+//! for `run`, when every message has its fate.
+
+use rebound_runtime::pipeline::{PipelineHandle, Report, RunningPipeline};
+use std::time::Duration;
+
+/// The longest a graceful stop may take, from the signal to the exit: trees in flight get
+/// most of it, the last writes and the report the rest. Past it the process exits anyway
+/// (as safe as a crash: the next start continues).
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The share of [`STOP_TIMEOUT`] that trees in flight may take to finish.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Exit code after a second signal, as a shell reports a process stopped by SIGINT.
+const INTERRUPTED: i32 = 130;
+
+/// Ctrl-C and SIGTERM, installed at once (a signal right after start-up still stops
+/// gracefully).
+pub struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; must run inside the tokio runtime.
+    pub fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// Completes on the next Ctrl-C or SIGTERM.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
+
+    /// From now on, the next signal stops the process at once (exit 130). Everything that
+    /// counts is durable already, so this is as safe as a crash.
+    pub fn exit_on_next(mut self) {
+        tokio::spawn(async move {
+            self.next().await;
+            eprintln!("stopping at once");
+            std::process::exit(INTERRUPTED);
+        });
+    }
+}
+
+/// What ended the wait of `run` or `serve`.
+pub enum Ending {
+    /// Every message has its fate (`run` only).
+    Finished,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// The store refused every write for its whole bound.
+    StoreFailed(String),
+}
+
+/// Waits for a signal or a store failure, whichever comes first.
+pub async fn interrupted_or_failed(signals: &mut Signals, pipeline: &PipelineHandle) -> Ending {
+    tokio::select! {
+        () = signals.next() => Ending::Interrupted,
+        failure = pipeline.store_failed() => Ending::StoreFailed(failure.to_string()),
+    }
+}
+
+/// Stops `pipeline` gracefully within [`STOP_TIMEOUT`]: trees in flight finish (at most
+/// [`DRAIN_TIMEOUT`]), the last writes are committed, the report is read. An error says why
+/// the stop could not finish: the store failed, or the time ran out.
+pub async fn stop(pipeline: RunningPipeline) -> Result<Report, String> {
+    let handle = pipeline.handle();
+    tokio::select! {
+        stopped = tokio::time::timeout(STOP_TIMEOUT, pipeline.stop(DRAIN_TIMEOUT)) => match stopped {
+            Ok(Ok(report)) => Ok(report),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "the stop did not finish within {} s (is the store taking writes?); exiting \
+                 without it: what was committed is kept, and the next start continues",
+                STOP_TIMEOUT.as_secs()
+            )),
+        },
+        failure = handle.store_failed() => Err(failure.to_string()),
+    }
+}
