@@ -261,3 +261,37 @@ fn a_client_that_expects_100_continue_gets_the_413_without_sending_its_body() {
     );
     assert!(answer.contains("\"error\""), "{answer}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_token_file_others_can_read_gets_a_warning_naming_it_and_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = rules_dir_with("fast");
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let start_with_mode = |mode| {
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let server = Server::start(dir.path(), &["--token-file", token_file.to_str().unwrap()]);
+        // Still served, and still guarded.
+        let r = server
+            .put("/v1/rules")
+            .json(&push_body("slow"))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 401);
+        let (status, stderr) = server.terminate();
+        assert!(status.success(), "{stderr}");
+        stderr
+    };
+
+    let stderr = start_with_mode(0o644);
+    let warning = format!(
+        "warning: token file {} is readable by others (mode 0644); chmod 600 it",
+        token_file.display()
+    );
+    assert!(stderr.contains(&warning), "{stderr}");
+
+    let stderr = start_with_mode(0o600);
+    assert!(!stderr.contains("token file"), "{stderr}");
+}
