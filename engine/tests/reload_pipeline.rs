@@ -222,17 +222,52 @@ fn a_directory_reload_swaps_only_new_valid_contents_and_logs_a_broken_file_once(
 }
 
 #[test]
-fn a_set_that_cannot_be_written_is_not_swapped_in() {
+fn a_name_the_directory_cannot_hold_is_a_bad_name_and_nothing_is_swapped_in() {
     let (dir, reloader) = open("fast");
     // A directory where a pushed file must go: the rename cannot replace it.
     fs::create_dir(dir.path().join("zz.yaml")).unwrap();
     let mut files = files_of("slow");
     files.insert("zz.yaml".into(), "version: 1\n".into());
     let err = reloader.push(files, None, Source::Push).unwrap_err();
-    assert!(matches!(err, PushError::Write { .. }), "{err:?}");
+    assert!(
+        matches!(&err, PushError::BadName(m) if m.contains("'zz.yaml'") && m.contains("directory")),
+        "{err:?}"
+    );
     assert_eq!(payment_delay_ms(&reloader), Some(100));
     assert_eq!(dir_files(&dir), files_of("fast"));
+    let last = &reloader.history()[0];
+    assert_eq!(last.outcome, Outcome::Rejected);
+    assert_eq!(last.errors[0].file, "zz.yaml");
+}
+
+#[test]
+fn a_set_that_cannot_be_written_is_not_swapped_in() {
+    let (dir, reloader) = open("fast");
+    // The rules directory is gone: the server's trouble, not the pusher's.
+    fs::remove_dir_all(dir.path()).unwrap();
+    let err = reloader
+        .push(files_of("slow"), None, Source::Push)
+        .unwrap_err();
+    assert!(matches!(err, PushError::Write { .. }), "{err:?}");
+    assert_eq!(payment_delay_ms(&reloader), Some(100));
     assert_eq!(reloader.history()[0].outcome, Outcome::Rejected);
+}
+
+#[test]
+fn a_name_too_long_is_refused_by_push_and_dry_run_alike() {
+    let (dir, reloader) = open("fast");
+    let name = format!("{}.yaml", "a".repeat(10_000));
+    let files = BTreeMap::from([(name, files_of("slow")["10-payment.yaml"].clone())]);
+    let dry = reloader.validate(files.clone(), None).unwrap_err();
+    let push = reloader.push(files, None, Source::Push).unwrap_err();
+    for err in [dry, push] {
+        assert!(
+            matches!(&err, PushError::BadName(m) if m.contains("at most 242 bytes")),
+            "{err:?}"
+        );
+    }
+    assert_eq!(dir_files(&dir), files_of("fast"));
+    assert_eq!(payment_delay_ms(&reloader), Some(100));
 }
 
 #[test]

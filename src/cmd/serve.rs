@@ -75,6 +75,13 @@ pub fn run(args: Args) -> Outcome {
             return Outcome::Trouble;
         }
     };
+    if let Some(exposed) = args
+        .token_file
+        .as_deref()
+        .and_then(Token::readable_by_others)
+    {
+        eprintln!("warning: {exposed}");
+    }
     let addrs: Vec<SocketAddr> = match args.admin.to_socket_addrs() {
         Ok(a) => a.collect(),
         Err(e) => {

@@ -5,6 +5,9 @@
 //! does not have are removed; finally the directory itself is flushed so the renames are
 //! durable. Files whose bytes are already right are left alone, so writing the set that is
 //! already there touches nothing and wakes no watcher.
+//!
+//! The temporary name holds the final one, so a name the file system refuses (too long for
+//! it, a character it does not allow) fails while staging, before anything is renamed.
 
 use crate::load::{SourceFile, is_rule_file_name};
 use std::collections::BTreeSet;
@@ -12,8 +15,36 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// Why a pushed file name is refused: names must be plain `*.yaml`/`*.yml` file names.
+/// What a file's temporary name adds around its name: `.NAME.rebound-tmp`.
+const TMP_PREFIX: &str = ".";
+const TMP_SUFFIX: &str = ".rebound-tmp";
+
+/// The longest pushed file name, in bytes: 255 (a name's limit on Linux's and macOS's file
+/// systems) less what the temporary name adds, so that the temporary name fits too.
+pub const MAX_NAME_BYTES: usize = 255 - TMP_PREFIX.len() - TMP_SUFFIX.len();
+
+/// How an error message shows a name: whole when short, else its start and its length.
+pub(super) fn shown(name: &str) -> String {
+    const SHOWN: usize = 40;
+    match name.char_indices().nth(SHOWN) {
+        None => name.to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", &name[..end], name.len()),
+    }
+}
+
+/// Why a pushed file name is refused: names must be plain `*.yaml`/`*.yml` file names that
+/// the rules directory can hold. Every source of a set that is not read from the directory
+/// (a push, a dry run, a pull) goes through this one check.
 pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a file name must not be empty".to_string());
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "'{}' is too long: a file name can be at most {MAX_NAME_BYTES} bytes",
+            shown(name)
+        ));
+    }
     if name.contains("..") {
         return Err(format!(
             "'{name}' is not a plain file name: it must not contain '..'"
@@ -25,7 +56,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     if name.contains('\0') || name.chars().any(char::is_control) {
-        return Err(format!("'{name}' contains a control character"));
+        return Err(format!(
+            "'{}' contains a control character",
+            name.escape_default()
+        ));
     }
     if !(name.ends_with(".yaml") || name.ends_with(".yml")) {
         return Err(format!("'{name}' must end in .yaml or .yml"));
@@ -39,11 +73,42 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Why a set could not be written into its directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The directory cannot hold a file under this name (too long for its file system, a
+    /// character it refuses, a directory already there): the name is to blame, and nothing
+    /// was changed.
+    #[error(
+        "'{}' cannot be written into the rules directory: {source}",
+        shown(file)
+    )]
+    Name {
+        /// The pushed name.
+        file: String,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// Anything else: a full disk, a read-only mount, a missing directory.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl WriteError {
+    /// The I/O error underneath.
+    pub fn into_io(self) -> io::Error {
+        match self {
+            WriteError::Name { source, .. } | WriteError::Io(source) => source,
+        }
+    }
+}
+
 /// Makes the rule files in `dir` exactly `files`, each replaced atomically.
 ///
 /// Every new file is written and flushed before the first rename, so an error while writing
-/// (a full disk, a read-only mount) leaves the directory as it was.
-pub fn write_set(dir: &Path, files: &[SourceFile]) -> io::Result<()> {
+/// (a full disk, a read-only mount, a name the file system refuses) leaves the directory as
+/// it was.
+pub fn write_set(dir: &Path, files: &[SourceFile]) -> Result<(), WriteError> {
     let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
     let result = stage(dir, files, &mut staged);
     if let Err(e) = result {
@@ -57,7 +122,7 @@ pub fn write_set(dir: &Path, files: &[SourceFile]) -> io::Result<()> {
             for (left, _) in &staged[i..] {
                 let _ = fs::remove_file(left);
             }
-            return Err(e);
+            return Err(e.into());
         }
     }
     let keep: BTreeSet<&str> = files.iter().map(|f| f.name.as_str()).collect();
@@ -71,29 +136,53 @@ pub fn write_set(dir: &Path, files: &[SourceFile]) -> io::Result<()> {
             fs::remove_file(entry.path())?;
         }
     }
-    sync_dir(dir)
+    Ok(sync_dir(dir)?)
 }
 
 /// Writes the files whose bytes differ into hidden temporary files, flushed to disk.
-fn stage(dir: &Path, files: &[SourceFile], staged: &mut Vec<(PathBuf, PathBuf)>) -> io::Result<()> {
+fn stage(
+    dir: &Path,
+    files: &[SourceFile],
+    staged: &mut Vec<(PathBuf, PathBuf)>,
+) -> Result<(), WriteError> {
     for file in files {
+        let name_error = |source| WriteError::Name {
+            file: file.name.clone(),
+            source,
+        };
         let target = dir.join(&file.name);
         if target.is_dir() {
-            return Err(io::Error::new(
+            return Err(name_error(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{} is a directory", target.display()),
-            ));
+            )));
         }
         if fs::read(&target).is_ok_and(|old| old == file.bytes) && !is_symlink(&target) {
             continue;
         }
-        let tmp = dir.join(format!(".{}.rebound-tmp", file.name));
-        let mut out = File::create(&tmp)?;
+        let tmp = dir.join(format!("{TMP_PREFIX}{}{TMP_SUFFIX}", file.name));
+        let mut out = File::create(&tmp).map_err(|e| {
+            if refuses_the_name(&e) {
+                name_error(e)
+            } else {
+                WriteError::Io(e)
+            }
+        })?;
         staged.push((tmp, target));
         out.write_all(&file.bytes)?;
         out.sync_all()?;
     }
     Ok(())
+}
+
+/// Whether creating a file failed because of its name rather than the directory or disk.
+fn refuses_the_name(e: &io::Error) -> bool {
+    // Too long for this file system (ENAMETOOLONG: eCryptfs allows 143 bytes), or a character
+    // it does not allow (EINVAL: vfat and `:`).
+    matches!(
+        e.kind(),
+        io::ErrorKind::InvalidFilename | io::ErrorKind::InvalidInput
+    )
 }
 
 fn is_symlink(path: &Path) -> bool {
@@ -137,9 +226,67 @@ mod tests {
             "a\\b.yaml",
             "",
             "a\n.yaml",
+            "a\0.yaml",
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn names_are_refused_past_the_limit_and_the_message_says_it() {
+        let longest = format!("{}.yaml", "a".repeat(MAX_NAME_BYTES - 5));
+        assert!(check_name(&longest).is_ok());
+        let long = format!("{}.yaml", "a".repeat(10_000));
+        let err = check_name(&long).unwrap_err();
+        assert!(
+            err.contains(&format!("at most {MAX_NAME_BYTES} bytes")),
+            "{err}"
+        );
+        assert!(err.contains("10005 bytes"), "{err}");
+        assert!(err.len() < 200, "the whole name is not echoed: {err}");
+        // Multi-byte characters count as their bytes.
+        let wide = format!("{}.yaml", "é".repeat(MAX_NAME_BYTES / 2));
+        assert!(check_name(&wide).is_err());
+        assert_eq!(check_name("").unwrap_err(), "a file name must not be empty");
+    }
+
+    #[test]
+    fn the_longest_name_and_its_temporary_name_can_be_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("{}.yaml", "a".repeat(MAX_NAME_BYTES - 5));
+        write_set(dir.path(), &[SourceFile::new(&*name, &*name, "A")]).unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join(&name)).unwrap(), "A");
+    }
+
+    #[test]
+    fn a_name_the_file_system_refuses_is_a_name_error_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        fs::write(p.join("a.yaml"), "old").unwrap();
+        // Past check_name's limit, as a file system with a shorter one would see a name.
+        let long = format!("{}.yaml", "b".repeat(300));
+        let files = [
+            SourceFile::new("a.yaml", "a.yaml", "new"),
+            SourceFile::new(&*long, &*long, "B"),
+        ];
+        let err = write_set(p, &files).unwrap_err();
+        assert!(
+            matches!(&err, WriteError::Name { file, .. } if *file == long),
+            "{err:?}"
+        );
+        fs::create_dir(p.join("d.yaml")).unwrap();
+        let err = write_set(p, &[SourceFile::new("d.yaml", "d.yaml", "D")]).unwrap_err();
+        assert!(
+            matches!(&err, WriteError::Name { file, .. } if file == "d.yaml"),
+            "{err:?}"
+        );
+        let mut names: Vec<String> = fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.yaml", "d.yaml"], "no temporary file is left");
+        assert_eq!(fs::read_to_string(p.join("a.yaml")).unwrap(), "old");
     }
 
     #[test]

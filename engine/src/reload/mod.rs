@@ -7,8 +7,8 @@
 //! - [`Watcher`] (`watch.rs`): reloads when the rules directory changes (rename saves,
 //!   in-place saves, ConfigMap symlink swaps), one reload per burst.
 //! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
-//! - `files.rs`: pushed names are plain `*.yaml`; sets are written into the directory
-//!   atomically, file by file, so they survive a restart.
+//! - `files.rs`: pushed names are plain `*.yaml` of at most [`MAX_NAME_BYTES`]; sets are
+//!   written into the directory atomically, file by file, so they survive a restart.
 
 mod files;
 mod history;
@@ -17,7 +17,7 @@ mod pipeline;
 pub mod pull;
 mod watch;
 
-pub use files::check_name;
+pub use files::{MAX_NAME_BYTES, check_name};
 pub use history::{History, HistoryEntry, Outcome, Source};
 pub use pipeline::{
     IfMatch, OpenError, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded,

@@ -8,7 +8,7 @@
 //! or all of the new ones, never a mix. Deciding never takes the mutex: it reads the handle's
 //! atomic pointer.
 
-use super::files::{check_name, write_set};
+use super::files::{WriteError, check_name, shown, write_set};
 use super::history::{History, HistoryEntry, Outcome, Source};
 use crate::compile::compile;
 use crate::decide::Version;
@@ -128,7 +128,8 @@ impl IfMatch {
 /// Why a push (or a pull) was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    /// A file name is not a plain `*.yaml`/`*.yml` name.
+    /// A file name is not a plain `*.yaml`/`*.yml` name, or is one the rules directory
+    /// cannot hold (too long, refused by its file system, taken by a directory).
     #[error("invalid file name: {0}")]
     BadName(String),
     /// The push holds no file at all.
@@ -466,7 +467,9 @@ impl Reloader {
             return Err(RollbackError::NoPrevious);
         };
         let version = *target.version();
-        if let Err(source) = write_set(&self.dir, target.files()) {
+        if let Err(e) = write_set(&self.dir, target.files()) {
+            // The names were written before; whatever stops them now is the directory's fault.
+            let source = e.into_io();
             self.record_write_failure(version, Source::Rollback, &source);
             guarded.previous.push_front(target);
             return Err(RollbackError::Write {
@@ -546,11 +549,24 @@ impl Reloader {
         self.reject(version, source, vec![Diagnostic::error(dir, None, message)]);
     }
 
-    fn write_error(&self, version: &Version, source: Source, e: io::Error) -> PushError {
-        self.record_write_failure(*version, source, &e);
-        PushError::Write {
-            dir: self.dir.clone(),
-            source: e,
+    /// Records a push that could not be written, and says whose fault it was: a name the
+    /// directory cannot hold is the pusher's ([`PushError::BadName`]), anything else the
+    /// server's ([`PushError::Write`]).
+    fn write_error(&self, version: &Version, source: Source, e: WriteError) -> PushError {
+        match e {
+            WriteError::Name { ref file, .. } => {
+                let reason = e.to_string();
+                let diag = Diagnostic::error(shown(file), None, reason.clone());
+                self.reject(*version, source, vec![diag]);
+                PushError::BadName(reason)
+            }
+            WriteError::Io(io) => {
+                self.record_write_failure(*version, source, &io);
+                PushError::Write {
+                    dir: self.dir.clone(),
+                    source: io,
+                }
+            }
         }
     }
 
@@ -565,7 +581,7 @@ impl Reloader {
 /// A push refused before compiling: a bad name, or no file at all.
 struct Refused {
     version: Version,
-    /// The offending name, or `(files)` for an empty push.
+    /// The offending name (shortened when long), or `(files)` for an empty push.
     file: String,
     error: PushError,
 }
@@ -582,7 +598,7 @@ fn to_sources(files: BTreeMap<String, String>) -> Result<Vec<SourceFile>, Refuse
         sources.iter().find_map(|f| {
             check_name(&f.name)
                 .err()
-                .map(|reason| (f.name.clone(), PushError::BadName(reason)))
+                .map(|reason| (shown(&f.name), PushError::BadName(reason)))
         })
     };
     match refusal {

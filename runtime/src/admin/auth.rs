@@ -4,6 +4,9 @@
 //! bytes, so that neither the position of the first wrong byte nor the token's length shows
 //! in the response time. `subtle` does the comparison: a hand-written XOR fold is as short,
 //! but an optimiser is free to turn it into an early exit; `subtle` puts a barrier in the way.
+//!
+//! A token file that other users can read is worth a warning ([`Token::readable_by_others`]),
+//! not a refusal: Kubernetes mounts secrets with mode 0644 unless told otherwise.
 
 use super::AdminState;
 use super::error::ApiError;
@@ -12,7 +15,7 @@ use axum::http::header;
 use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use subtle::ConstantTimeEq;
 
 /// The environment variable that holds the token when `--token-file` is not given.
@@ -74,10 +77,73 @@ impl Token {
         }
     }
 
+    /// Whether users other than its owner can read the token `file`: its group or everyone
+    /// (unix only; elsewhere, and when the file cannot be looked at, `None`).
+    ///
+    /// ```
+    /// # #[cfg(unix)] {
+    /// use rebound_runtime::admin::auth::Token;
+    /// use std::os::unix::fs::PermissionsExt;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let file = dir.path().join("token");
+    /// std::fs::write(&file, "s3cret\n").unwrap();
+    /// std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    /// let exposed = Token::readable_by_others(&file).unwrap();
+    /// assert_eq!(exposed.mode, 0o644);
+    /// assert!(exposed.to_string().contains("readable by others (mode 0644); chmod 600 it"));
+    ///
+    /// std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    /// assert!(Token::readable_by_others(&file).is_none());
+    /// # }
+    /// ```
+    pub fn readable_by_others(file: &Path) -> Option<ReadableByOthers> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // Through a symlink, as a Kubernetes secret's `token -> ..data/token`.
+            let mode = std::fs::metadata(file).ok()?.permissions().mode() & 0o7777;
+            (mode & 0o044 != 0).then(|| ReadableByOthers {
+                path: file.to_path_buf(),
+                mode,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = file;
+            None
+        }
+    }
+
     /// Whether `presented` is this token, in constant time.
     pub fn verify(&self, presented: &str) -> bool {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         digest.ct_eq(&self.digest).into()
+    }
+}
+
+/// A token file that its group or everyone can read; shown as the warning to give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadableByOthers {
+    /// The token file.
+    pub path: PathBuf,
+    /// Its permission bits (`0o644`).
+    pub mode: u32,
+}
+
+impl fmt::Display for ReadableByOthers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let who = if self.mode & 0o004 != 0 {
+            "others"
+        } else {
+            "its group"
+        };
+        write!(
+            f,
+            "token file {} is readable by {who} (mode {:04o}); chmod 600 it",
+            self.path.display(),
+            self.mode
+        )
     }
 }
 
@@ -129,5 +195,34 @@ mod tests {
         assert!(Token::new("  \n", "test").is_err());
         assert!(Token::new("two words", "test").is_err());
         assert_eq!(format!("{t:?}"), "Token(<redacted>)");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_readable_by_its_group_or_everyone_is_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let with_mode = |mode| {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            Token::readable_by_others(&file).map(|e| e.to_string())
+        };
+        let path = file.display();
+        assert_eq!(
+            with_mode(0o640),
+            Some(format!(
+                "token file {path} is readable by its group (mode 0640); chmod 600 it"
+            ))
+        );
+        assert_eq!(
+            with_mode(0o604),
+            Some(format!(
+                "token file {path} is readable by others (mode 0604); chmod 600 it"
+            ))
+        );
+        assert_eq!(with_mode(0o600), None);
+        assert_eq!(with_mode(0o400), None);
+        assert!(Token::readable_by_others(&dir.path().join("missing")).is_none());
     }
 }

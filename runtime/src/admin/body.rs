@@ -1,10 +1,14 @@
 //! JSON request bodies with JSON errors: 413 past the size limit, 400 with serde's message
 //! for anything that is not the expected JSON.
+//!
+//! A `Content-Length` past the limit gets its 413 before any of the body is read (a client
+//! that sent `Expect: 100-continue` then never sends it); the [`drain`](super::drain) layer
+//! reads whatever the client sends anyway.
 
 use super::error::ApiError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
 /// A JSON body of type `T`. The `Content-Type` is not checked, so `curl -d` works as is.
@@ -15,17 +19,28 @@ pub struct JsonBody<T>(pub T);
 #[derive(Debug)]
 pub struct OptionalJsonBody<T>(pub Option<T>);
 
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the request body is larger than the limit of {} bytes",
+            super::MAX_BODY
+        ),
+    )
+}
+
 async fn bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > super::MAX_BODY as u64) {
+        return Err(too_large());
+    }
     Bytes::from_request(req, state).await.map_err(|rejection| {
         let status = rejection.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                status,
-                format!(
-                    "the request body is larger than the limit of {} bytes",
-                    super::MAX_BODY
-                ),
-            )
+            too_large()
         } else {
             ApiError::new(status, rejection.body_text())
         }

@@ -9,12 +9,15 @@
 //!
 //! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
 //! is configured ([`auth`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
-//! every error is JSON too ([`error`]).
+//! every error is JSON too ([`error`]). A body answered before it was read is read to its
+//! end before the answer goes out, so the client reads the answer rather than a reset
+//! ([`drain`]).
 
 pub mod auth;
 pub mod body;
 pub mod dead_letters;
 pub mod decide;
+pub mod drain;
 pub mod error;
 pub mod rules;
 pub mod status;
@@ -63,6 +66,7 @@ pub fn router(state: AdminState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(drain::drain_unread))
         .with_state(state)
 }
 
