@@ -109,6 +109,15 @@ fn a_delay_edited_mid_run_is_used_by_the_retries_that_follow() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The accepted reload is logged at the default level, with its version, source and files.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logged = stderr
+        .lines()
+        .find(|l| l.contains("rule set accepted"))
+        .unwrap_or_else(|| panic!("the reload is not logged:\n{stderr}"));
+    for part in [format!("version={new}"), "source=file".into(), "files=".into()] {
+        assert!(logged.contains(&part), "{part} missing: {logged}");
+    }
     let report = report(&out);
     assert_eq!(report["lost"], 0, "{report:#}");
     assert!(

@@ -279,13 +279,17 @@ impl Write for BarWriter {
     }
 }
 
-/// Logs go to stderr, through the bar. By default only warnings: every retry and dead letter
-/// is logged at `debug`/`info` (`RUST_LOG=info` shows the dead letters), and the store bolt's
+/// Logs go to stderr, through the bar. By default only warnings, and each rule set that a
+/// reload accepts (its version, source and file count; rejected ones are warnings). Every
+/// retry and dead letter is logged at `debug`/`info` (`RUST_LOG=info` shows the dead
+/// letters), and the store bolt's
 /// injected crashes are part of the show, so the bolt tasks' panic reports and the default
 /// panic message are kept quiet for them (the report counts them under `PANIC`).
 fn init_logging(view: ProgressView) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,rebound_runtime::executor::bolt=off")
+        tracing_subscriber::EnvFilter::new(
+            "warn,rebound_engine::reload::pipeline=info,rebound_runtime::executor::bolt=off",
+        )
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -360,6 +360,7 @@ impl Reloader {
             tracing::debug!(%version, "rules directory unchanged; nothing to reload");
             return Ok(Reloaded::Unchanged(version));
         }
+        let count = files.len();
         match compile(files) {
             Ok(set) => {
                 self.install(&mut guarded, Arc::new(set), Source::File);
@@ -367,7 +368,8 @@ impl Reloader {
             }
             Err(rejected) => {
                 guarded.last_rejected_dir = Some(version);
-                self.reject(version, Source::File, rejected.errors().cloned().collect());
+                let errors = rejected.errors().cloned().collect();
+                self.reject(version, Source::File, count, errors);
                 Err(ReloadError::Rejected(rejected))
             }
         }
@@ -394,6 +396,7 @@ impl Reloader {
                 current: *current.version(),
             });
         }
+        let count = files.len();
         let sources = match to_sources(files) {
             Ok(sources) => sources,
             Err(Refused {
@@ -402,13 +405,14 @@ impl Reloader {
                 error,
             }) => {
                 let diag = Diagnostic::error(file, None, error.to_string());
-                self.reject(version, source, vec![diag]);
+                self.reject(version, source, count, vec![diag]);
                 return Err(error);
             }
         };
         let version = version_of(&sources);
         if &version == current.version() {
-            write_set(&self.dir, &sources).map_err(|e| self.write_error(&version, source, e))?;
+            write_set(&self.dir, &sources)
+                .map_err(|e| self.write_error(&version, source, count, e))?;
             tracing::info!(%version, %source, "pushed set is already in force; nothing changed");
             return Ok(Pushed {
                 version,
@@ -419,11 +423,12 @@ impl Reloader {
         let set = match compile(sources) {
             Ok(set) => set,
             Err(rejected) => {
-                self.reject(version, source, rejected.errors().cloned().collect());
+                self.reject(version, source, count, rejected.errors().cloned().collect());
                 return Err(PushError::Rejected(rejected));
             }
         };
-        write_set(&self.dir, set.files()).map_err(|e| self.write_error(&version, source, e))?;
+        write_set(&self.dir, set.files())
+            .map_err(|e| self.write_error(&version, source, count, e))?;
         let warnings = set.warnings().to_vec();
         self.install(&mut guarded, Arc::new(set), source);
         Ok(Pushed {
@@ -470,7 +475,8 @@ impl Reloader {
         if let Err(e) = write_set(&self.dir, target.files()) {
             // The names were written before; whatever stops them now is the directory's fault.
             let source = e.into_io();
-            self.record_write_failure(version, Source::Rollback, &source);
+            let count = target.files().len();
+            self.record_write_failure(version, Source::Rollback, count, &source);
             guarded.previous.push_front(target);
             return Err(RollbackError::Write {
                 dir: self.dir.clone(),
@@ -520,12 +526,13 @@ impl Reloader {
         });
     }
 
-    /// Logs and records a rejected attempt.
-    fn reject(&self, version: Version, source: Source, errors: Vec<Diagnostic>) {
+    /// Logs and records a rejected attempt of a set of `files` files.
+    fn reject(&self, version: Version, source: Source, files: usize, errors: Vec<Diagnostic>) {
         let current = self.handle.current();
         tracing::warn!(
             %version,
             %source,
+            files,
             errors = errors.len(),
             "rule set rejected; version {} stays in force",
             current.version()
@@ -543,25 +550,36 @@ impl Reloader {
     }
 
     /// Records a valid set that could not be written (so it was not swapped in).
-    fn record_write_failure(&self, version: Version, source: Source, e: &io::Error) {
+    fn record_write_failure(&self, version: Version, source: Source, files: usize, e: &io::Error) {
         let dir = self.dir.display().to_string();
         let message = format!("cannot write the rule set into {dir}: {e}");
-        self.reject(version, source, vec![Diagnostic::error(dir, None, message)]);
+        self.reject(
+            version,
+            source,
+            files,
+            vec![Diagnostic::error(dir, None, message)],
+        );
     }
 
     /// Records a push that could not be written, and says whose fault it was: a name the
     /// directory cannot hold is the pusher's ([`PushError::BadName`]), anything else the
     /// server's ([`PushError::Write`]).
-    fn write_error(&self, version: &Version, source: Source, e: WriteError) -> PushError {
+    fn write_error(
+        &self,
+        version: &Version,
+        source: Source,
+        files: usize,
+        e: WriteError,
+    ) -> PushError {
         match e {
             WriteError::Name { ref file, .. } => {
                 let reason = e.to_string();
                 let diag = Diagnostic::error(shown(file), None, reason.clone());
-                self.reject(*version, source, vec![diag]);
+                self.reject(*version, source, files, vec![diag]);
                 PushError::BadName(reason)
             }
             WriteError::Io(io) => {
-                self.record_write_failure(*version, source, &io);
+                self.record_write_failure(*version, source, files, &io);
                 PushError::Write {
                     dir: self.dir.clone(),
                     source: io,
