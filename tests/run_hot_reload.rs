@@ -115,7 +115,11 @@ fn a_delay_edited_mid_run_is_used_by_the_retries_that_follow() {
         .lines()
         .find(|l| l.contains("rule set accepted"))
         .unwrap_or_else(|| panic!("the reload is not logged:\n{stderr}"));
-    for part in [format!("version={new}"), "source=file".into(), "files=".into()] {
+    for part in [
+        format!("version={new}"),
+        "source=file".into(),
+        "files=".into(),
+    ] {
         assert!(logged.contains(&part), "{part} missing: {logged}");
     }
     let report = report(&out);

@@ -38,8 +38,9 @@ pub struct Timestamp(u64);
 impl Timestamp {
     /// The epoch itself.
     pub const ZERO: Timestamp = Timestamp(0);
-    /// The far future; `due = MAX` never fires in practice.
-    pub const MAX: Timestamp = Timestamp(u64::MAX);
+    /// The far future (`i64::MAX` ms, what the store's columns hold); `due = MAX` never fires
+    /// in practice.
+    pub const MAX: Timestamp = Timestamp(i64::MAX as u64);
 
     /// A timestamp `ms` milliseconds after the epoch.
     pub const fn from_millis(ms: u64) -> Self {
@@ -54,7 +55,7 @@ impl Timestamp {
     /// `self + d`, clamped at [`Timestamp::MAX`]; sub-millisecond parts of `d` are dropped.
     pub fn saturating_add(self, d: Duration) -> Self {
         let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        Timestamp(self.0.saturating_add(ms))
+        Timestamp(self.0.saturating_add(ms).min(Self::MAX.0))
     }
 
     /// `self - d`, clamped at [`Timestamp::ZERO`].
@@ -248,6 +249,17 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_far_future_fits_the_store_and_additions_saturate_there() {
+        assert_eq!(Timestamp::MAX.as_millis(), i64::MAX as u64);
+        let now = Timestamp::from_millis(1_800_000_000_000);
+        assert_eq!(now.saturating_add(Duration::MAX), Timestamp::MAX);
+        assert_eq!(
+            Timestamp::MAX.saturating_add(Duration::from_millis(1)),
+            Timestamp::MAX
+        );
+    }
 
     #[test]
     fn scaled_clock_runs_faster_than_real_and_stays_near_unix_times_factor() {

@@ -161,3 +161,71 @@ async fn the_shipped_rules_decide_the_topologys_failures() {
     assert_eq!(stats.retry_delay.buckets[1], 2);
     assert!(store.scheduled().unwrap().is_empty());
 }
+
+/// Rate limited with the largest `retry_after` a client can send (2^64 − 1 ms).
+struct LimitedForever;
+
+impl Bolt for LimitedForever {
+    fn execute(&mut self, _: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
+        Err(Failure::new("RATE_LIMITED", "429").with_retry_after(Duration::from_millis(u64::MAX)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_beyond_every_clock_saturates_end_to_end() {
+    // At a time scale below 1 the real delay is longer still (2^65 ms): past what a Duration
+    // in milliseconds, an Instant or a store column could hold unclamped.
+    for scale in [1.0, 0.5] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+        let durable = Durable::new(
+            store.clone(),
+            Arc::new(TokioTime::new()),
+            DurableOptions::default(),
+        );
+        let told: Arc<Mutex<BTreeMap<String, &'static str>>> = Arc::default();
+        let (t2, fates) = (told.clone(), durable.fates());
+        let mut b = TopologyBuilder::new("t");
+        b.spout("src", 1, move |_| Ids {
+            ids: vec!["forever-1", "forever-2"],
+            fates: Some(fates.clone()),
+            told: t2.clone(),
+        });
+        b.bolt("store", 1, |_| LimitedForever).shuffle("src");
+        let running = b
+            .build()
+            .unwrap()
+            .start(durable.seams(RulePolicy::new(shipped(), TimeScale::new(scale).unwrap())));
+        let store_probe = store.clone();
+        tokio::time::timeout(Duration::from_secs(20), async move {
+            while store_probe.scheduled().unwrap().len() < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("both retries reach the store");
+        let stats = running.stats();
+        running.shutdown(Duration::from_secs(5)).await;
+        durable.journal().flush().await;
+        assert!(durable.journal().failure().is_none(), "scale {scale}");
+        assert_eq!(stats.retries_by_rule.get("rate-limited"), Some(&2));
+        let scheduled = store.scheduled().unwrap();
+        assert_eq!(scheduled.len(), 2, "scale {scale}");
+        for (id, due) in scheduled {
+            assert_eq!(
+                due,
+                rebound_runtime::clock::Timestamp::MAX,
+                "{id} at scale {scale}"
+            );
+        }
+        let retries = store
+            .retries(&[store::MessageId("forever-1".into())])
+            .unwrap();
+        assert_eq!(
+            retries[0].meta.last_delay,
+            rebound_runtime::fate::MAX_RETRY_DELAY,
+            "scale {scale}"
+        );
+        assert!(told.lock().unwrap().is_empty(), "no fate: they wait");
+    }
+}

@@ -33,11 +33,16 @@ impl TimeMap {
     }
 
     /// The timestamp of `at`, rounded up to the millisecond: a due time never moves earlier.
+    /// Clamped at [`Timestamp::MAX`], never wrapped.
     pub fn due_timestamp(&self, at: Instant) -> Timestamp {
         match at.checked_duration_since(self.base) {
             Some(after) => {
-                let ms = after.as_nanos().div_ceil(1_000_000);
-                Timestamp::from_millis(self.base_ms.saturating_add(ms as u64))
+                let ms = u64::try_from(after.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+                let ms = self
+                    .base_ms
+                    .saturating_add(ms)
+                    .min(Timestamp::MAX.as_millis());
+                Timestamp::from_millis(ms)
             }
             None => {
                 let before = (self.base - at).as_millis() as u64;
@@ -64,7 +69,11 @@ impl TimeMap {
     pub fn instant(&self, ts: Timestamp) -> Instant {
         let ms = ts.as_millis();
         if ms >= self.base_ms {
-            self.base + Duration::from_millis(ms - self.base_ms)
+            let after = Duration::from_millis(ms - self.base_ms);
+            // Far enough never to come; an Instant that cannot hold it waits a century.
+            self.base
+                .checked_add(after)
+                .unwrap_or_else(|| self.base + Duration::from_secs(100 * 365 * 86_400))
         } else {
             self.base
                 .checked_sub(Duration::from_millis(self.base_ms - ms))
@@ -183,6 +192,15 @@ pub fn dead_letter(d: &DeadLetter) -> store::DeadLetter {
 mod tests {
     use super::*;
     use crate::time_source::TokioTime;
+
+    #[tokio::test]
+    async fn a_due_time_past_every_clock_is_clamped_not_wrapped() {
+        let time = TokioTime::new();
+        let map = TimeMap::new(&time);
+        let far = time.now() + crate::fate::MAX_RETRY_DELAY;
+        assert_eq!(map.due_timestamp(far), Timestamp::MAX);
+        assert!(map.instant(Timestamp::MAX) > time.now());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn due_times_round_up_and_now_rounds_down() {

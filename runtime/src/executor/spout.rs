@@ -13,8 +13,8 @@ use super::{Control, SpoutStatus, panic_message};
 use crate::acker::Terminal;
 use crate::fairness::{Mixer, RetryFuse, Turn};
 use crate::fate::{
-    DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, RetryQueue, Signals,
-    Verdict,
+    DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, MAX_RETRY_DELAY,
+    RetryQueue, Signals, Verdict,
 };
 use crate::stats::{Histogram, Stats};
 use crate::time_source::TimeSource;
@@ -424,6 +424,9 @@ impl<S: Spout> SpoutTask<S> {
                 rule,
                 version,
             } => {
+                // Saturate here, once: the due instant, the stored due time and the stored
+                // delay are all computed from this.
+                let delay = delay.min(MAX_RETRY_DELAY);
                 // One span per retry: the scheduling (and a durable queue's write) runs in it.
                 let span = tracing::info_span!(
                     "retry", id = %msg.id, rule = %rule, version = %version,
@@ -442,7 +445,11 @@ impl<S: Spout> SpoutTask<S> {
                     rule,
                     version,
                 }));
-                self.p.queue.schedule(now + delay, msg);
+                // An Instant that cannot reach that far (not Linux's) waits a century instead.
+                let due = now
+                    .checked_add(delay)
+                    .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
+                self.p.queue.schedule(due, msg);
             }
             Verdict::DeadLetter {
                 label,

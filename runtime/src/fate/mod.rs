@@ -108,10 +108,16 @@ impl fmt::Display for GiveUpReason {
     }
 }
 
+/// The longest a retry waits: what the store's millisecond columns hold (`i64::MAX` ms, about
+/// 292 million years). A longer [`Verdict::Retry`] delay (a `retry_after` of 2^64 − 1 ms, a
+/// delay divided by a time scale below 1) is scheduled at this bound: every time computed from
+/// it fits every clock and column, so nothing overflows or wraps on the way to the store.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(i64::MAX as u64);
+
 /// A policy's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
-    /// Deliver again after `delay`.
+    /// Deliver again after `delay` (at most [`MAX_RETRY_DELAY`]; longer ones saturate).
     Retry {
         /// How long to wait.
         delay: Duration,
