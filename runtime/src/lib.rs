@@ -13,8 +13,8 @@
 //! - [`fairness`]: mixing due retries with new messages, and the retry fuse.
 //! - [`stats`]: counters and a latency histogram for the metrics exporter.
 //! - [`time_source`]: monotonic and wall-clock time (tokio's clock by default).
-//! - `executor` (private): the spout, bolt and acker tasks, and start/shutdown
-//!   ([`RunningTopology`]).
+//! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
+//!   ([`RunningTopology`]), and telling a stall at `max_spout_pending` from backpressure.
 //! - [`clock`]: `Timestamp` and the `Clock` trait (wall, scaled for `--time-scale`, manual for
 //!   tests). The only place that reads the system time.
 //! - [`scheduler`]: `RetryScheduler`, the delay queue of message ids by due time (cancel,

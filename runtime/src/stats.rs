@@ -153,6 +153,8 @@ pub struct Stats {
     pending: AtomicI64,
     retry_queue_depth: AtomicI64,
     fuse_open_tasks: AtomicI64,
+    stalled_tasks: AtomicI64,
+    stalled_nanos: AtomicU64,
     pending_high_water: AtomicU64,
     failures_by_code: Mutex<BTreeMap<String, u64>>,
     retries_by_rule: Mutex<BTreeMap<String, u64>>,
@@ -182,6 +184,11 @@ pub struct StatsSnapshot {
     pub retry_queue_depth: u64,
     /// Whether any spout task's retry fuse is open.
     pub fuse_open: bool,
+    /// Spout tasks stalled now: at `max_spout_pending` with no tree finished for a second, so
+    /// that nothing new or retried goes out until trees finish or time out.
+    pub stalled_spout_tasks: u64,
+    /// Time spout tasks have spent stalled, summed over the tasks.
+    pub stalled: Duration,
     /// Failed trees by failure code (including `TIMEOUT`, `PANIC`, `UNACKED`).
     pub failures_by_code: BTreeMap<String, u64>,
     /// Retries scheduled, by deciding rule.
@@ -220,6 +227,8 @@ impl Stats {
             pending_high_water: self.pending_high_water.load(Relaxed),
             retry_queue_depth: self.retry_queue_depth.load(Relaxed).max(0) as u64,
             fuse_open: self.fuse_open_tasks.load(Relaxed) > 0,
+            stalled_spout_tasks: self.stalled_tasks.load(Relaxed).max(0) as u64,
+            stalled: Duration::from_nanos(self.stalled_nanos.load(Relaxed)),
             failures_by_code: map(&self.failures_by_code),
             retries_by_rule: map(&self.retries_by_rule),
             dead_letters_by_label: map(&self.dead_letters_by_label),
@@ -242,6 +251,15 @@ impl Stats {
     }
     pub(crate) fn add_fuse_open(&self, delta: i64) {
         self.fuse_open_tasks.fetch_add(delta, Relaxed);
+    }
+    pub(crate) fn add_stalled_tasks(&self, delta: i64) {
+        self.stalled_tasks.fetch_add(delta, Relaxed);
+    }
+    pub(crate) fn add_stalled(&self, d: Duration) {
+        if !d.is_zero() {
+            let nanos = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.stalled_nanos.fetch_add(nanos, Relaxed);
+        }
     }
     pub(crate) fn note_pending(&self, pending: u64) {
         self.pending_high_water.fetch_max(pending, Relaxed);

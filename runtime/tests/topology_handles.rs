@@ -408,6 +408,85 @@ impl DeferredBolt for SlowAcker {
     }
 }
 
+/// The stall of `serve` in miniature: every `max_spout_pending` slot holds a tree that only ends
+/// at its timeout, so nothing goes out until the acker times them out. The task says so.
+#[test]
+fn a_spout_whose_every_slot_waits_for_the_timeout_reports_a_stall_until_they_time_out() {
+    paused_runtime().block_on(async {
+        let log = new_log();
+        let mut b = TopologyBuilder::new("stall");
+        b.config(Config {
+            max_spout_pending: 4,
+            message_timeout: Duration::from_secs(30),
+            ..Config::default()
+        });
+        let spout_log = log.clone();
+        b.spout("source", 1, move |_| {
+            CountingSpout::new("m", 8, spout_log.clone())
+        });
+        b.deferred_bolt("careless", 1, |_| Careless {
+            keep: true,
+            kept: Vec::new(),
+        })
+        .shuffle("source");
+        let seams = Seams::in_memory().with_policy(give_up_on(&[codes::TIMEOUT]));
+        let start = Instant::now();
+        let running = b.build().unwrap().start(seams);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let s = running.stats();
+        assert_eq!(
+            (s.pending, s.stalled_spout_tasks),
+            (4, 0),
+            "full, not stalled yet"
+        );
+        tokio::time::sleep(Duration::from_millis(9_500)).await;
+        let s = running.stats();
+        assert_eq!((s.emitted, s.stalled_spout_tasks), (4, 1));
+        let stalled = s.stalled;
+        assert!(
+            (Duration::from_secs(9)..=Duration::from_secs(10)).contains(&stalled),
+            "counted while it lasts: {stalled:?}"
+        );
+        running.wait_quiescent().await;
+        let took = start.elapsed();
+        let s = running.stats();
+        assert_eq!(s.failures_by_code[codes::TIMEOUT], 8);
+        assert_eq!(s.stalled_spout_tasks, 0);
+        // Two stalls, each from the fourth emit of a round to its timeout.
+        assert!(
+            s.stalled >= Duration::from_secs(2 * 29) && s.stalled <= took,
+            "stalled {:?} of {took:?}",
+            s.stalled
+        );
+        running.shutdown(Duration::from_secs(1)).await;
+        log.lock().unwrap().assert_one_fate_each();
+    });
+}
+
+/// Backpressure is no stall: at the limit all the time, but a tree finishes every 200 ms.
+#[test]
+fn a_spout_at_its_limit_whose_trees_keep_finishing_is_not_stalled() {
+    paused_runtime().block_on(async {
+        let log = new_log();
+        let mut b = TopologyBuilder::new("busy");
+        b.config(Config {
+            max_spout_pending: 4,
+            ..Config::default()
+        });
+        let spout_log = log.clone();
+        b.spout("source", 1, move |_| {
+            CountingSpout::new("m", 100, spout_log.clone())
+        });
+        b.deferred_bolt("slow", 1, |_| SlowAcker).shuffle("source");
+        let running = b.build().unwrap().start(Seams::in_memory());
+        running.wait_quiescent().await;
+        let s = running.stats();
+        assert_eq!((s.acked, s.pending_high_water), (100, 4));
+        assert_eq!((s.stalled_spout_tasks, s.stalled), (0, Duration::ZERO));
+        running.shutdown(Duration::from_secs(1)).await;
+    });
+}
+
 #[test]
 fn shutdown_stops_the_spouts_and_lets_trees_in_flight_finish() {
     paused_runtime().block_on(async {

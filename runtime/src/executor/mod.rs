@@ -9,6 +9,7 @@
 pub(crate) mod bolt;
 pub(crate) mod outbox;
 pub(crate) mod spout;
+mod stall;
 
 use std::any::Any;
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! The spout task: emits deliveries (new messages mixed with due retries) under
 //! `max_spout_pending`, and turns each tree's terminal into the message's fate — `ack`, a
-//! retry, or a dead letter.
+//! retry, or a dead letter. It also reports when it stalls at its limit (see `stall`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -19,10 +19,11 @@ use crate::fate::{
 use crate::stats::{Histogram, Stats};
 use crate::time_source::TimeSource;
 use crate::topology::{
-    Config, Failure, LastFailure, Message, MessageId, NextMessage, Spout, Value, Values,
+    Config, Failure, LastFailure, Message, MessageId, NextMessage, Spout, Value, Values, codes,
 };
 
 use super::outbox::Outbox;
+use super::stall::{Change, STALL_AFTER, StallWatch};
 
 struct InFlight {
     root: u64,
@@ -127,6 +128,7 @@ pub(crate) struct SpoutTask<S: Spout> {
     source: Source,
     mixer: Mixer,
     fuse: RetryFuse,
+    stall: StallWatch,
     // Published to the shared stats once per pass.
     emitted: u64,
     acked: u64,
@@ -168,6 +170,7 @@ impl<S: Spout> SpoutTask<S> {
             source: Source::Open,
             mixer: Mixer::new(p.cfg.retry_mix),
             fuse: RetryFuse::new(p.cfg.fuse, now),
+            stall: StallWatch::default(),
             emitted: 0,
             acked: 0,
             latency: Histogram::default(),
@@ -215,6 +218,7 @@ impl<S: Spout> SpoutTask<S> {
             }
             self.p.outbox.flush().await;
             self.publish(now);
+            self.watch_stall(now, control);
             if control == Control::Drain && self.in_flight() == 0 {
                 break;
             }
@@ -233,11 +237,15 @@ impl<S: Spout> SpoutTask<S> {
     }
 
     /// Sleeps until something can be done: a fate, a stored dead letter, a control change, a
-    /// retry coming due (or the fuse possibly closing), or time to ask an idle spout again.
+    /// retry coming due (or the fuse possibly closing), time to ask an idle spout again, or
+    /// (at the limit) time to check for a stall.
     async fn wait(&mut self, control: Control) -> Event {
         let now = self.p.time.now();
         let mut wake: Option<Instant> = None;
         let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        if let Some(t) = self.stall.next_check() {
+            at(t);
+        }
         if control == Control::Run && self.in_flight() < self.p.cfg.max_spout_pending {
             if self.source == Source::Idle {
                 at(now + self.p.cfg.spout_idle_wait);
@@ -369,6 +377,9 @@ impl<S: Spout> SpoutTask<S> {
             let Some(flight) = self.pending.remove(t.root()) else {
                 continue;
             };
+            self.stall.finished(
+                matches!(&t, Terminal::Failed { failure, .. } if failure.code == codes::TIMEOUT),
+            );
             match t {
                 Terminal::Acked { .. } => {
                     acked += 1;
@@ -485,6 +496,7 @@ impl<S: Spout> SpoutTask<S> {
     fn on_stored(&mut self, ids: Vec<(MessageId, String)>) {
         for (id, label) in ids {
             self.dl_in_flight -= 1;
+            self.stall.freed();
             self.p.stats.dead_letter(&label);
             self.tell_spout(|s| s.dead_lettered(&id));
         }
@@ -534,11 +546,54 @@ impl<S: Spout> SpoutTask<S> {
         });
     }
 
+    /// Counts and logs stalls: running at `max_spout_pending` with no tree finished for
+    /// [`STALL_AFTER`].
+    fn watch_stall(&mut self, now: Instant, control: Control) {
+        let limit = self.p.cfg.max_spout_pending;
+        let in_flight = self.in_flight();
+        let full = control == Control::Run && in_flight >= limit;
+        let (stalled, change) = self.stall.check(now, full);
+        let stats = &self.p.stats;
+        stats.add_stalled(stalled);
+        match change {
+            Change::None => {}
+            Change::Began { .. } => {
+                stats.add_stalled_tasks(1);
+                tracing::warn!(
+                    task = self.p.global,
+                    in_flight,
+                    max_spout_pending = limit,
+                    retry_queue = self.p.queue.len(),
+                    message_timeout_ms = self.p.cfg.message_timeout.as_millis() as u64,
+                    "spout stalled: every max_spout_pending slot holds a tree and none finished \
+                     for {STALL_AFTER:?}; new messages and due retries wait until trees finish or \
+                     time out (a tree that times out holds its slot for up to 1.5 × \
+                     message_timeout, so max_spout_pending must exceed their rate × that)"
+                );
+            }
+            Change::Ended {
+                since,
+                finished,
+                timed_out,
+            } => {
+                stats.add_stalled_tasks(-1);
+                tracing::info!(
+                    task = self.p.global,
+                    stalled_ms = (now - since).as_millis() as u64,
+                    finished,
+                    timed_out,
+                    "spout no longer stalled"
+                );
+            }
+        }
+    }
+
     async fn finish(mut self) {
         self.p.queue.flush().await;
         let _ = catch_unwind(AssertUnwindSafe(|| self.spout.close()));
         let now = self.p.time.now();
         self.publish(now);
+        self.watch_stall(now, Control::Stop);
         if self.published_fuse {
             self.p.stats.add_fuse_open(-1);
         }

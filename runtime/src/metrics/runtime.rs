@@ -62,6 +62,20 @@ impl EncodeMetric for Value {
     }
 }
 
+/// A counter of seconds.
+#[derive(Debug)]
+struct SecondsTotal(std::time::Duration);
+
+impl EncodeMetric for SecondsTotal {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_counter::<NoLabelSet, _, u64>(&self.0.as_secs_f64(), None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
+
 /// A histogram snapshot with its bucket bounds, in seconds.
 #[derive(Debug)]
 struct Seconds<'a>(&'a Histogram, &'a [std::time::Duration]);
@@ -186,6 +200,18 @@ impl Collector for RuntimeMetrics {
         )?;
         single(
             e,
+            "spout_stalled",
+            "Spout tasks stalled now: at max_spout_pending with no tree finished for a second.",
+            &gauge(s.stalled_spout_tasks),
+        )?;
+        single(
+            e,
+            "spout_stalled_seconds",
+            "Time spout tasks spent stalled at max_spout_pending, summed over the tasks.",
+            &SecondsTotal(s.stalled),
+        )?;
+        single(
+            e,
             "complete_latency_seconds",
             "Time from a delivery's emit to its tree's completion.",
             &Seconds(&s.complete_latency, &LATENCY_BOUNDS),
@@ -255,6 +281,27 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn stalls_show_up_as_a_gauge_and_a_seconds_counter() {
+        let text = Metrics::new().encode(false);
+        assert!(text.contains("rebound_spout_stalled 0\n"), "{text}");
+        assert!(
+            text.contains("rebound_spout_stalled_seconds_total 0.0\n"),
+            "{text}"
+        );
+        let metrics = Metrics::new();
+        let stats = Arc::new(Stats::default());
+        stats.add_stalled_tasks(1);
+        stats.add_stalled(std::time::Duration::from_millis(22_500));
+        metrics.runtime.attach(stats);
+        let text = metrics.encode(false);
+        assert!(text.contains("rebound_spout_stalled 1\n"), "{text}");
+        assert!(
+            text.contains("rebound_spout_stalled_seconds_total 22.5\n"),
+            "{text}"
+        );
     }
 
     #[test]
