@@ -26,8 +26,8 @@ fn snippet(d: &Diagnostic, sources: &[SourceFile]) -> Option<String> {
     // A file that is not UTF-8 still has an offending line to show: its first bad byte, which
     // the lossy text shows as U+FFFD at the same line and column.
     let text = String::from_utf8_lossy(&source.bytes);
-    // Positions do not count a byte-order mark (see `utf8_text`).
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    // Positions do not count the byte-order marks a file starts with.
+    let text = rebound_engine::load::without_leading_byte_order_marks(&text);
     let pos = d.pos()?;
     let offset = byte_offset(text, pos.line, pos.column)?;
     // Underline the token that starts there: up to a space, a colon or the line's end.

@@ -86,12 +86,13 @@ pub fn version_of(files: &[SourceFile]) -> Version {
     Version::from_hash(u64::from_be_bytes(first))
 }
 
-/// The text of `file`, or an error at the first byte that is not UTF-8.
+/// The text of `file` without its leading byte-order marks, or an error at the first byte
+/// that is not UTF-8.
 pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
-    // A byte-order mark is no character of line 1 to an editor, nor to a column here.
-    let text = std::str::from_utf8(&file.bytes).map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
+    let text = std::str::from_utf8(&file.bytes).map(without_leading_byte_order_marks);
     text.map_err(|e| {
         let valid = std::str::from_utf8(&file.bytes[..e.valid_up_to()]).unwrap_or_default();
+        let valid = without_leading_byte_order_marks(valid);
         Diagnostic::error(
             &file.path,
             Some(pos_of_offset(valid, valid.len())),
@@ -101,6 +102,15 @@ pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
             ),
         )
     })
+}
+
+/// `text` without the byte-order marks it starts with: the text that positions count in.
+///
+/// A byte-order mark is no character of line 1 to an editor, nor to a column here; YAML 1.2
+/// allows several (a tool that adds one to a file that has one makes two), though libyaml
+/// would read a second as a column of indentation.
+pub fn without_leading_byte_order_marks(text: &str) -> &str {
+    text.trim_start_matches('\u{feff}')
 }
 
 /// Deserialises a YAML document into `T`, turning serde's error into a diagnostic with the
@@ -362,13 +372,19 @@ rules:
 
     #[test]
     fn a_byte_order_mark_moves_no_column() {
-        let file = SourceFile::new("x.yaml", "x.yaml", "\u{feff}mach: 1\nversion: 1\n");
-        let errs = parse_yaml::<RuleFile>("x.yaml", utf8_text(&file).unwrap()).unwrap_err();
-        assert_eq!(
-            (errs[0].line, errs[0].column),
-            (Some(1), Some(1)),
-            "{errs:?}"
-        );
+        for start in ["\u{feff}", "\u{feff}\u{feff}"] {
+            let text = format!("{start}mach: 1\nversion: 1\n");
+            let file = SourceFile::new("x.yaml", "x.yaml", text);
+            let errs = parse_yaml::<RuleFile>("x.yaml", utf8_text(&file).unwrap()).unwrap_err();
+            assert_eq!(
+                (errs[0].line, errs[0].column),
+                (Some(1), Some(1)),
+                "{errs:?}"
+            );
+        }
+        let file = SourceFile::new("x.yaml", "x.yaml", b"\xef\xbb\xbfversion: \xff\n".to_vec());
+        let err = utf8_text(&file).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(1), Some(10)));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Where each value of a YAML file sits, so that semantic errors (a duplicate id, a rhai error
 //! inside an `if`) can point at the value rather than at the file.
 //!
-//! serde deserialises the typed model but forgets positions, so a second, cheap pass over the
-//! parser's events records the position of every key and value by its path, such as
-//! `rules.3.retry.backoff`. The pass runs only on files that already deserialised, so its
-//! input is known to be well-formed; aliases are not expanded (no alias bombs here).
+//! serde deserialises the typed model but forgets positions, so a second, cheap pass over
+//! saphyr-parser's events records the position of every key and value by its path, such as
+//! `rules.3.retry.backoff`. The pass runs only on files that already deserialised; aliases are
+//! not expanded (no alias bombs here). saphyr reads a [view](crate::yaml_view) of the text in
+//! which byte-order marks read as serde_yaml reads them.
 
 use crate::diag::{Pos, pos_of_offset};
-use saphyr_parser::{Event, Parser, ScalarStyle};
+use crate::yaml_view::View;
+use saphyr_parser::{Event, ScalarStyle};
 use std::collections::HashMap;
 
 type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
@@ -56,7 +58,8 @@ impl PositionIndex {
         // The dotted path of the innermost open container, and where each level starts.
         let mut path = String::new();
         let mut levels: Vec<usize> = Vec::new();
-        for event in Parser::new_from_str(text) {
+        let view = View::new(text);
+        for event in view.parser() {
             let Ok((event, span)) = event else { break };
             let pos = Pos::new(span.start.line(), span.start.col() + 1);
             match event {
@@ -64,6 +67,7 @@ impl PositionIndex {
                     if let Some(Frame::Map { key }) = stack.last_mut()
                         && key.is_none()
                     {
+                        let value = view.original(value);
                         index.keys.insert(joined(&path, &value), pos);
                         *key = Some(value.into_owned());
                         continue;
@@ -309,6 +313,16 @@ mod tests {
         assert_eq!(ix.value("rules.1.id"), Some(Pos::new(5, 9)));
         assert_eq!(ix.value("rules.1.match.code.1"), Some(Pos::new(6, 24)));
         assert_eq!(ix.entry("rules.1"), Some(Pos::new(5, 5)));
+    }
+
+    #[test]
+    fn byte_order_marks_lose_no_position() {
+        // In a comment, inside a value, and indenting a line as libyaml reads them.
+        let text = "a: 1 # \u{feff}\nb: x\u{feff}y\nc:\n\u{feff} d: { e\u{feff}: 2 }\n";
+        let ix = PositionIndex::build(text);
+        assert_eq!(ix.value("b"), Some(Pos::new(2, 4)));
+        assert_eq!(ix.key("c.d"), Some(Pos::new(4, 3)));
+        assert_eq!(ix.value("c.d.e\u{feff}"), Some(Pos::new(4, 12)));
     }
 
     /// The file position of `value`'s char `offset`, for the scalar at `path` of `text`.
