@@ -153,6 +153,30 @@ fn byte_order_marks_inside_values_lose_no_position() {
 }
 
 #[test]
+fn a_line_indented_by_a_byte_order_mark_is_pointed_out() {
+    assert_error(
+        "bom-indents-a-line",
+        "rules.yaml",
+        3,
+        1,
+        "a second YAML document starts here",
+    );
+    let help = rejected("bom-indents-a-line")[0].help.clone();
+    assert!(
+        help.as_deref()
+            .is_some_and(|h| h.starts_with("line 2 starts with a byte-order mark (U+FEFF)")),
+        "{help:?}"
+    );
+}
+
+#[test]
+fn errors_past_what_the_position_pass_reads_keep_their_place() {
+    // The flow sequence's second line starts at column 1, which serde_yaml accepts and
+    // saphyr-parser does not: the guard and the duration after it are located all the same.
+    assert_eq!(places("flow-at-column-one"), [(7, 10), (9, 25)]);
+}
+
+#[test]
 fn unknown_key_under_defaults_reads_like_any_other() {
     assert_error(
         "unknown-key-in-defaults",

@@ -4,6 +4,7 @@ use crate::decide::Version;
 use crate::diag::{Diagnostic, Pos, did_you_mean, pos_of_offset};
 use crate::model::RuleFile;
 use crate::yaml_errors;
+use crate::yaml_seek;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::{fs, io};
@@ -232,13 +233,43 @@ fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnosti
     }
     if message.starts_with("deserializing from YAML containing more than one document") {
         message = "a second YAML document starts here; a rule file holds exactly one".into();
-        pos = yaml_errors::second_document(text).or(pos);
+        pos = yaml_errors::second_document(text)
+            .or_else(|| yaml_seek::second_document(text))
+            .or(pos);
     }
     let mut diag = Diagnostic::error(path, pos, message.clone());
-    if let Some(help) = unknown_key_help(&message) {
+    if let Some(help) = byte_order_mark_help(text, &message, pos).or(unknown_key_help(&message)) {
         diag = diag.with_help(help);
     }
     diag
+}
+
+/// A hint at a byte-order mark (U+FEFF) that likely caused a YAML error: one in the text the
+/// message quotes, or one that starts a line up to the error's, which YAML reads as a column
+/// of indentation. Editors show neither.
+fn byte_order_mark_help(text: &str, message: &str, pos: Option<Pos>) -> Option<String> {
+    const MARK: &str = "a byte-order mark (U+FEFF)";
+    // serde quotes a string with the mark escaped.
+    if message.contains('\u{feff}') || message.contains("\\u{feff}") {
+        return Some(format!(
+            "the quoted text holds {MARK}, which most editors do not show; delete it"
+        ));
+    }
+    let last_line = pos?.line;
+    let line = text
+        .lines()
+        .take(last_line)
+        .enumerate()
+        .filter(|(_, l)| {
+            l.strip_prefix('\u{feff}')
+                .is_some_and(|rest| !rest.trim().is_empty())
+        })
+        .map(|(i, _)| i + 1)
+        .last()?;
+    Some(format!(
+        "line {line} starts with {MARK}, which YAML reads as a column of indentation and \
+         most editors do not show; delete it"
+    ))
 }
 
 /// "did you mean 'max_retries'?" for `unknown field 'max_retry', expected one of ...`.
@@ -385,6 +416,31 @@ rules:
         let file = SourceFile::new("x.yaml", "x.yaml", b"\xef\xbb\xbfversion: \xff\n".to_vec());
         let err = utf8_text(&file).unwrap_err();
         assert_eq!((err.line, err.column), (Some(1), Some(10)));
+    }
+
+    #[test]
+    fn a_byte_order_mark_behind_a_yaml_error_is_pointed_out() {
+        let indented = "# c\n\u{feff}version: 1\nrules: []\n";
+        let err = parse_yaml::<RuleFile>("x.yaml", indented)
+            .unwrap_err()
+            .remove(0);
+        assert_eq!((err.line, err.column), (Some(3), Some(1)), "{err}");
+        assert!(err.message.starts_with("a second YAML document"), "{err}");
+        let help = err.help.unwrap_or_default();
+        assert!(
+            help.starts_with("line 2 starts with a byte-order mark"),
+            "{help}"
+        );
+        let quoted = "version: 1\nrules:\n  - \u{feff}id: a\n";
+        let err = parse_yaml::<RuleFile>("x.yaml", quoted)
+            .unwrap_err()
+            .remove(0);
+        assert_eq!((err.line, err.column), (Some(3), Some(5)), "{err}");
+        let help = err.help.unwrap_or_default();
+        assert!(
+            help.starts_with("the quoted text holds a byte-order mark"),
+            "{help}"
+        );
     }
 
     #[test]
