@@ -53,19 +53,10 @@ fn snippet(d: &Diagnostic, sources: &[SourceFile]) -> Option<String> {
     Some(out)
 }
 
-/// The byte offset of a 1-based line and column (in characters).
+/// The byte offset of a 1-based line and column (in characters), within the text.
 fn byte_offset(text: &str, line: usize, column: usize) -> Option<usize> {
-    let start: usize = text
-        .split_inclusive('\n')
-        .take(line - 1)
-        .map(str::len)
-        .sum();
-    let rest = text.get(start..)?;
-    let within = rest
-        .char_indices()
-        .nth(column.saturating_sub(1))
-        .map_or(rest.len(), |(i, _)| i);
-    Some((start + within).min(text.len().saturating_sub(1)))
+    let at = rebound_engine::diag::offset_of_pos(text, rebound_engine::Pos::new(line, column))?;
+    Some(at.min(text.len().saturating_sub(1)))
 }
 
 #[cfg(test)]

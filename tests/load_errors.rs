@@ -170,6 +170,12 @@ fn a_line_indented_by_a_byte_order_mark_is_pointed_out() {
 }
 
 #[test]
+fn a_yaml_1_1_line_break_ends_a_line_for_every_position() {
+    // Line 2 is a U+0085 (next line) alone, a line break to serde_yaml: `rules` is on line 3.
+    assert_eq!(places("nel-line-break"), [(6, 25)]);
+}
+
+#[test]
 fn errors_past_what_the_position_pass_reads_keep_their_place() {
     // The flow sequence's second line starts at column 1, which serde_yaml accepts and
     // saphyr-parser does not: the guard and the duration after it are located all the same.

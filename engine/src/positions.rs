@@ -9,7 +9,7 @@
 //! where serde_yaml read on, a path the walk never reached is sought the slow way, by asking
 //! serde_yaml ([`yaml_seek`](crate::yaml_seek)): a value the model holds always has a place.
 
-use crate::diag::{Pos, pos_of_offset};
+use crate::diag::{Pos, offset_of_pos, pos_of_offset};
 use crate::yaml_seek;
 use crate::yaml_view::View;
 use saphyr_parser::{Event, ScalarStyle};
@@ -251,7 +251,7 @@ impl Unfinished {
 /// How the value that starts at `pos` of `text` is written, from its first character after
 /// any `&anchor` and `!tag` (an alias is sought at its anchor, so it is never one).
 fn value_written_at(text: &str, pos: Pos) -> ValuePos {
-    let first = byte_offset(text, pos)
+    let first = offset_of_pos(text, pos)
         .and_then(|at| {
             text[at..]
                 .split_whitespace()
@@ -278,7 +278,7 @@ pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) ->
     if info.alias {
         return None;
     }
-    let mut start = byte_offset(text, info.pos)?;
+    let mut start = offset_of_pos(text, info.pos)?;
     // The node's properties (`&anchor`, `!tag`) come before its text.
     while text[start..].starts_with(['&', '!']) {
         let rest = &text[start..];
@@ -318,22 +318,6 @@ pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) ->
     }
     let end = pos_of_offset(text, after_last);
     Some(Pos::new(end.line, end.column + blanks))
-}
-
-/// The byte offset of a 1-based line and column (in characters) of `text`.
-fn byte_offset(text: &str, pos: Pos) -> Option<usize> {
-    let line_start: usize = text
-        .split_inclusive('\n')
-        .take(pos.line.checked_sub(1)?)
-        .map(str::len)
-        .sum();
-    let line = text.get(line_start..)?;
-    let within: usize = line
-        .chars()
-        .take(pos.column.checked_sub(1)?)
-        .map(char::len_utf8)
-        .sum();
-    Some(line_start + within)
 }
 
 /// A cursor over a scalar's source text.

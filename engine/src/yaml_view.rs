@@ -1,14 +1,22 @@
 //! The text of a rule file as saphyr-parser must read it to see what serde_yaml read.
 //!
 //! A file is deserialised by serde_yaml (libyaml) and located by passes over saphyr-parser's
-//! events ([`positions`](crate::positions), `yaml_errors`). The two parsers read U+FEFF, the
-//! byte-order mark, differently: libyaml takes one inside a document as an ordinary character
-//! (and at the start of a line, as one column of indentation), while saphyr follows YAML 1.2
-//! and stops with an error, so a pass over its events lost every position after the mark.
-//! saphyr therefore reads a view in which each U+FEFF is replaced by a character it reads the
-//! way libyaml reads the mark: a space at the start of a line, elsewhere a private-use
-//! character that the file does not use. Characters are replaced one for one, so lines,
-//! columns and character offsets are those of the file.
+//! events ([`positions`](crate::positions), `yaml_errors`). The two parsers read some
+//! characters differently, and where they do, a pass over saphyr's events stops at an error
+//! or walks another structure, and positions are lost:
+//!
+//! - U+FEFF, the byte-order mark: libyaml takes one inside a document as an ordinary
+//!   character (and at the start of a line, as one column of indentation), while saphyr
+//!   follows YAML 1.2 and stops with an error.
+//! - U+0085, U+2028 and U+2029: line breaks to libyaml (YAML 1.1), characters of a line to
+//!   saphyr (YAML 1.2).
+//!
+//! saphyr therefore reads a view in which each is replaced by a character it reads the way
+//! libyaml reads the original: a byte-order mark by a space at the start of a line and
+//! elsewhere by a private-use character that the file does not use, the three line breaks by
+//! `\n`. Characters are replaced one for one, so lines (counted as
+//! [`line_starts`](crate::diag::line_starts) counts them), columns and character offsets are
+//! those of the file.
 
 use saphyr_parser::{Parser, StrInput};
 use std::borrow::Cow;
@@ -25,7 +33,7 @@ pub(crate) struct View<'a> {
 impl<'a> View<'a> {
     /// The view of `text`: `text` itself unless it holds a byte-order mark.
     pub(crate) fn new(text: &'a str) -> View<'a> {
-        if !text.contains(BOM) {
+        if !text.contains([BOM, '\u{85}', '\u{2028}', '\u{2029}']) {
             return View {
                 text: Cow::Borrowed(text),
                 stand_in: None,
@@ -35,12 +43,14 @@ impl<'a> View<'a> {
         let mut out = String::with_capacity(text.len());
         let mut line_start = true;
         for c in text.chars() {
-            out.push(match c {
+            let read_as = match c {
                 BOM if line_start => ' ',
                 BOM => stand_in,
+                '\u{85}' | '\u{2028}' | '\u{2029}' => '\n',
                 c => c,
-            });
-            line_start = c == '\n' || c == '\r';
+            };
+            out.push(read_as);
+            line_start = matches!(read_as, '\n' | '\r');
         }
         View {
             text: Cow::Owned(out),
@@ -102,6 +112,14 @@ mod tests {
         // At the start of a line, a column of indentation.
         assert!(scalars("a: 1\n\u{feff}b: 2\n").is_err());
         assert_eq!(scalars("a:\n\u{feff} b: 2\n").unwrap(), ["a", "b", "2"]);
+    }
+
+    #[test]
+    fn yaml_1_1_line_breaks_end_lines() {
+        assert_eq!(
+            scalars("a: 1\u{85}b: 2\u{2028}c: 3\u{2029}d: 4\n").unwrap(),
+            ["a", "1", "b", "2", "c", "3", "d", "4"]
+        );
     }
 
     #[test]
