@@ -1,7 +1,7 @@
 //! From a directory to source files, and from a source file to its typed model.
 
 use crate::decide::Version;
-use crate::diag::{Diagnostic, Pos, did_you_mean, pos_of_offset};
+use crate::diag::{Diagnostic, Pos, did_you_mean, line_starts, pos_of_offset};
 use crate::model::RuleFile;
 use crate::yaml_errors;
 use crate::yaml_seek;
@@ -255,14 +255,14 @@ fn byte_order_mark_help(text: &str, message: &str, pos: Option<Pos>) -> Option<S
             "the quoted text holds {MARK}, which most editors do not show; delete it"
         ));
     }
-    let last_line = pos?.line;
-    let line = text
-        .lines()
-        .take(last_line)
+    let line = line_starts(text)
+        .take(pos?.line)
         .enumerate()
-        .filter(|(_, l)| {
-            l.strip_prefix('\u{feff}')
-                .is_some_and(|rest| !rest.trim().is_empty())
+        .filter(|&(_, start)| {
+            text[start..].strip_prefix('\u{feff}').is_some_and(|rest| {
+                let end = rest.find(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}']);
+                !rest[..end.unwrap_or(rest.len())].trim().is_empty()
+            })
         })
         .map(|(i, _)| i + 1)
         .last()?;

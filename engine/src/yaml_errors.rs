@@ -3,7 +3,7 @@
 //! the repeated key and the `---` that starts the second document. Both come from one walk
 //! over the parser's events (the text already failed to deserialise, so the walk stops at the
 //! first parse error and gives up). saphyr-parser reads the [view](crate::yaml_view) of the
-//! text in which byte-order marks read as serde_yaml reads them.
+//! text in which the characters the two parsers disagree about read as serde_yaml reads them.
 
 use crate::diag::Pos;
 use crate::yaml_view::View;
