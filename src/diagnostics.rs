@@ -26,8 +26,8 @@ fn snippet(d: &Diagnostic, sources: &[SourceFile]) -> Option<String> {
     // A file that is not UTF-8 still has an offending line to show: its first bad byte, which
     // the lossy text shows as U+FFFD at the same line and column.
     let text = String::from_utf8_lossy(&source.bytes);
-    // Positions do not count a byte-order mark (see `utf8_text`).
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    // Positions do not count the byte-order marks a file starts with.
+    let text = rebound_engine::load::without_leading_byte_order_marks(&text);
     let pos = d.pos()?;
     let offset = byte_offset(text, pos.line, pos.column)?;
     // Underline the token that starts there: up to a space, a colon or the line's end.
@@ -53,19 +53,10 @@ fn snippet(d: &Diagnostic, sources: &[SourceFile]) -> Option<String> {
     Some(out)
 }
 
-/// The byte offset of a 1-based line and column (in characters).
+/// The byte offset of a 1-based line and column (in characters), within the text.
 fn byte_offset(text: &str, line: usize, column: usize) -> Option<usize> {
-    let start: usize = text
-        .split_inclusive('\n')
-        .take(line - 1)
-        .map(str::len)
-        .sum();
-    let rest = text.get(start..)?;
-    let within = rest
-        .char_indices()
-        .nth(column.saturating_sub(1))
-        .map_or(rest.len(), |(i, _)| i);
-    Some((start + within).min(text.len().saturating_sub(1)))
+    let at = rebound_engine::diag::offset_of_pos(text, rebound_engine::Pos::new(line, column))?;
+    Some(at.min(text.len().saturating_sub(1)))
 }
 
 #[cfg(test)]

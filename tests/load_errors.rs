@@ -16,6 +16,17 @@ fn rejected(name: &str) -> Vec<Diagnostic> {
     }
 }
 
+/// Where each diagnostic of a rejected fixture set is, as (line, column); every one has both.
+fn places(name: &str) -> Vec<(usize, usize)> {
+    rejected(name)
+        .iter()
+        .map(|d| match (d.line, d.column) {
+            (Some(line), Some(column)) => (line, column),
+            _ => panic!("{name}: no position in {d}"),
+        })
+        .collect()
+}
+
 /// Asserts the first error is at `file:line:col` and says `needle`.
 fn assert_error(name: &str, file: &str, line: usize, column: usize, needle: &str) {
     let diags = rejected(name);
@@ -106,21 +117,69 @@ fn a_second_document_is_located_at_its_marker() {
 
 #[test]
 fn a_files_errors_come_top_to_bottom() {
-    let at: Vec<(usize, usize)> = rejected("several-errors")
-        .iter()
-        .map(|d| (d.line.unwrap(), d.column.unwrap()))
-        .collect();
-    assert_eq!(at, [(5, 13), (6, 12), (7, 16), (9, 25), (10, 9)]);
+    assert_eq!(
+        places("several-errors"),
+        [(5, 13), (6, 12), (7, 16), (9, 25), (10, 9)]
+    );
 }
 
 #[test]
 fn rhai_errors_skip_anchors_and_tags_and_stay_at_an_alias() {
-    let at: Vec<(usize, usize)> = rejected("rhai-anchored-guard")
-        .iter()
-        .map(|d| (d.line.unwrap(), d.column.unwrap()))
-        .collect();
     // `&g attempt > 1 && atempt < 5`, then `*g`, then `!!str attempt > 1 && atempt < 5`.
-    assert_eq!(at, [(4, 27), (7, 9), (10, 30)]);
+    assert_eq!(places("rhai-anchored-guard"), [(4, 27), (7, 9), (10, 30)]);
+}
+
+#[test]
+fn a_byte_order_mark_in_a_comment_loses_no_position() {
+    assert_error("bom-in-comment", "rules.yaml", 6, 25, "bad duration '5q'");
+}
+
+#[test]
+fn two_leading_byte_order_marks_move_no_column() {
+    assert_error(
+        "two-leading-boms",
+        "rules.yaml",
+        1,
+        10,
+        "unsupported version 2",
+    );
+    assert_eq!(places("two-leading-boms"), [(1, 10), (5, 25)]);
+}
+
+#[test]
+fn byte_order_marks_inside_values_lose_no_position() {
+    // The id, a code (valid, so no error), a duration, and a later value.
+    assert_eq!(places("bom-in-value"), [(3, 9), (6, 25), (7, 20)]);
+}
+
+#[test]
+fn a_line_indented_by_a_byte_order_mark_is_pointed_out() {
+    assert_error(
+        "bom-indents-a-line",
+        "rules.yaml",
+        3,
+        1,
+        "a second YAML document starts here",
+    );
+    let help = rejected("bom-indents-a-line")[0].help.clone();
+    assert!(
+        help.as_deref()
+            .is_some_and(|h| h.starts_with("line 2 starts with a byte-order mark (U+FEFF)")),
+        "{help:?}"
+    );
+}
+
+#[test]
+fn a_yaml_1_1_line_break_ends_a_line_for_every_position() {
+    // Line 2 is a U+0085 (next line) alone, a line break to serde_yaml: `rules` is on line 3.
+    assert_eq!(places("nel-line-break"), [(6, 25)]);
+}
+
+#[test]
+fn errors_past_what_the_position_pass_reads_keep_their_place() {
+    // The flow sequence's second line starts at column 1, which serde_yaml accepts and
+    // saphyr-parser does not: the guard and the duration after it are located all the same.
+    assert_eq!(places("flow-at-column-one"), [(7, 10), (9, 25)]);
 }
 
 #[test]

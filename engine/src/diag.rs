@@ -148,19 +148,48 @@ pub fn did_you_mean<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
+/// The byte offsets where the lines of `text` start, the first at 0.
+///
+/// A line ends at `\n`, at a `\r` that no `\n` follows, and at U+0085, U+2028 and U+2029:
+/// the line breaks of YAML 1.1, which libyaml (and so serde_yaml) reads and which the
+/// positions pass is made to read too. Every line of a diagnostic is counted this way.
+pub fn line_starts(text: &str) -> impl Iterator<Item = usize> + '_ {
+    let ends = text.char_indices().filter_map(move |(i, c)| {
+        let next = i + c.len_utf8();
+        let ends = match c {
+            '\n' | '\u{85}' | '\u{2028}' | '\u{2029}' => true,
+            '\r' => !text[next..].starts_with('\n'),
+            _ => false,
+        };
+        ends.then_some(next)
+    });
+    std::iter::once(0).chain(ends)
+}
+
 /// 1-based line and column of byte offset `offset` in `text`.
 pub fn pos_of_offset(text: &str, offset: usize) -> Pos {
-    let before = &text.as_bytes()[..offset.min(text.len())];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[line_start..])
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let (line, start) = line_starts(text)
+        .take_while(|&start| start <= offset)
+        .enumerate()
+        .last()
+        .unwrap_or((0, 0));
+    Pos::new(line + 1, text[start..offset].chars().count() + 1)
+}
+
+/// The byte offset of `pos` (1-based line and column, in characters) in `text`; a column
+/// past the end of its line runs on into the next. `None` past the last line.
+pub fn offset_of_pos(text: &str, pos: Pos) -> Option<usize> {
+    let start = line_starts(text).nth(pos.line.checked_sub(1)?)?;
+    let within: usize = text[start..]
         .chars()
-        .count()
-        + 1;
-    Pos::new(line, column)
+        .take(pos.column.checked_sub(1)?)
+        .map(char::len_utf8)
+        .sum();
+    Some(start + within)
 }
 
 #[cfg(test)]
@@ -188,5 +217,19 @@ mod tests {
         assert_eq!(pos_of_offset(t, 0), Pos::new(1, 1));
         assert_eq!(pos_of_offset(t, 4), Pos::new(2, 2));
         assert_eq!(pos_of_offset(t, 6), Pos::new(3, 1));
+    }
+
+    #[test]
+    fn lines_end_where_yaml_ends_them() {
+        let t = "a\r\nb\rc\u{85}d\u{2028}é\u{2029}f\n";
+        let starts: Vec<usize> = line_starts(t).collect();
+        assert_eq!(starts, [0, 3, 5, 8, 12, 17, 19]);
+        for (i, &start) in starts.iter().enumerate() {
+            assert_eq!(pos_of_offset(t, start), Pos::new(i + 1, 1));
+            assert_eq!(offset_of_pos(t, Pos::new(i + 1, 1)), Some(start));
+        }
+        assert_eq!(offset_of_pos(t, Pos::new(5, 2)), Some(14));
+        assert_eq!(pos_of_offset(t, 14), Pos::new(5, 2));
+        assert_eq!(offset_of_pos(t, Pos::new(8, 1)), None);
     }
 }

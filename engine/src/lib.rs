@@ -44,6 +44,8 @@ mod set;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod yaml_errors;
+mod yaml_seek;
+mod yaml_view;
 
 pub use compile::compile;
 pub use decide::{

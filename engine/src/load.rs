@@ -1,9 +1,10 @@
 //! From a directory to source files, and from a source file to its typed model.
 
 use crate::decide::Version;
-use crate::diag::{Diagnostic, Pos, did_you_mean, pos_of_offset};
+use crate::diag::{Diagnostic, Pos, did_you_mean, line_starts, pos_of_offset};
 use crate::model::RuleFile;
 use crate::yaml_errors;
+use crate::yaml_seek;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::{fs, io};
@@ -86,12 +87,13 @@ pub fn version_of(files: &[SourceFile]) -> Version {
     Version::from_hash(u64::from_be_bytes(first))
 }
 
-/// The text of `file`, or an error at the first byte that is not UTF-8.
+/// The text of `file` without its leading byte-order marks, or an error at the first byte
+/// that is not UTF-8.
 pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
-    // A byte-order mark is no character of line 1 to an editor, nor to a column here.
-    let text = std::str::from_utf8(&file.bytes).map(|t| t.strip_prefix('\u{feff}').unwrap_or(t));
+    let text = std::str::from_utf8(&file.bytes).map(without_leading_byte_order_marks);
     text.map_err(|e| {
         let valid = std::str::from_utf8(&file.bytes[..e.valid_up_to()]).unwrap_or_default();
+        let valid = without_leading_byte_order_marks(valid);
         Diagnostic::error(
             &file.path,
             Some(pos_of_offset(valid, valid.len())),
@@ -101,6 +103,15 @@ pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
             ),
         )
     })
+}
+
+/// `text` without the byte-order marks it starts with: the text that positions count in.
+///
+/// A byte-order mark is no character of line 1 to an editor, nor to a column here; YAML 1.2
+/// allows several (a tool that adds one to a file that has one makes two), though libyaml
+/// would read a second as a column of indentation.
+pub fn without_leading_byte_order_marks(text: &str) -> &str {
+    text.trim_start_matches('\u{feff}')
 }
 
 /// Deserialises a YAML document into `T`, turning serde's error into a diagnostic with the
@@ -222,13 +233,43 @@ fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnosti
     }
     if message.starts_with("deserializing from YAML containing more than one document") {
         message = "a second YAML document starts here; a rule file holds exactly one".into();
-        pos = yaml_errors::second_document(text).or(pos);
+        pos = yaml_errors::second_document(text)
+            .or_else(|| yaml_seek::second_document(text))
+            .or(pos);
     }
     let mut diag = Diagnostic::error(path, pos, message.clone());
-    if let Some(help) = unknown_key_help(&message) {
+    if let Some(help) = byte_order_mark_help(text, &message, pos).or(unknown_key_help(&message)) {
         diag = diag.with_help(help);
     }
     diag
+}
+
+/// A hint at a byte-order mark (U+FEFF) that likely caused a YAML error: one in the text the
+/// message quotes, or one that starts a line up to the error's, which YAML reads as a column
+/// of indentation. Editors show neither.
+fn byte_order_mark_help(text: &str, message: &str, pos: Option<Pos>) -> Option<String> {
+    const MARK: &str = "a byte-order mark (U+FEFF)";
+    // serde quotes a string with the mark escaped.
+    if message.contains('\u{feff}') || message.contains("\\u{feff}") {
+        return Some(format!(
+            "the quoted text holds {MARK}, which most editors do not show; delete it"
+        ));
+    }
+    let line = line_starts(text)
+        .take(pos?.line)
+        .enumerate()
+        .filter(|&(_, start)| {
+            text[start..].strip_prefix('\u{feff}').is_some_and(|rest| {
+                let end = rest.find(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}']);
+                !rest[..end.unwrap_or(rest.len())].trim().is_empty()
+            })
+        })
+        .map(|(i, _)| i + 1)
+        .last()?;
+    Some(format!(
+        "line {line} starts with {MARK}, which YAML reads as a column of indentation and \
+         most editors do not show; delete it"
+    ))
 }
 
 /// "did you mean 'max_retries'?" for `unknown field 'max_retry', expected one of ...`.
@@ -362,12 +403,43 @@ rules:
 
     #[test]
     fn a_byte_order_mark_moves_no_column() {
-        let file = SourceFile::new("x.yaml", "x.yaml", "\u{feff}mach: 1\nversion: 1\n");
-        let errs = parse_yaml::<RuleFile>("x.yaml", utf8_text(&file).unwrap()).unwrap_err();
-        assert_eq!(
-            (errs[0].line, errs[0].column),
-            (Some(1), Some(1)),
-            "{errs:?}"
+        for start in ["\u{feff}", "\u{feff}\u{feff}"] {
+            let text = format!("{start}mach: 1\nversion: 1\n");
+            let file = SourceFile::new("x.yaml", "x.yaml", text);
+            let errs = parse_yaml::<RuleFile>("x.yaml", utf8_text(&file).unwrap()).unwrap_err();
+            assert_eq!(
+                (errs[0].line, errs[0].column),
+                (Some(1), Some(1)),
+                "{errs:?}"
+            );
+        }
+        let file = SourceFile::new("x.yaml", "x.yaml", b"\xef\xbb\xbfversion: \xff\n".to_vec());
+        let err = utf8_text(&file).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(1), Some(10)));
+    }
+
+    #[test]
+    fn a_byte_order_mark_behind_a_yaml_error_is_pointed_out() {
+        let indented = "# c\n\u{feff}version: 1\nrules: []\n";
+        let err = parse_yaml::<RuleFile>("x.yaml", indented)
+            .unwrap_err()
+            .remove(0);
+        assert_eq!((err.line, err.column), (Some(3), Some(1)), "{err}");
+        assert!(err.message.starts_with("a second YAML document"), "{err}");
+        let help = err.help.unwrap_or_default();
+        assert!(
+            help.starts_with("line 2 starts with a byte-order mark"),
+            "{help}"
+        );
+        let quoted = "version: 1\nrules:\n  - \u{feff}id: a\n";
+        let err = parse_yaml::<RuleFile>("x.yaml", quoted)
+            .unwrap_err()
+            .remove(0);
+        assert_eq!((err.line, err.column), (Some(3), Some(5)), "{err}");
+        let help = err.help.unwrap_or_default();
+        assert!(
+            help.starts_with("the quoted text holds a byte-order mark"),
+            "{help}"
         );
     }
 

@@ -1,14 +1,22 @@
 //! Where each value of a YAML file sits, so that semantic errors (a duplicate id, a rhai error
 //! inside an `if`) can point at the value rather than at the file.
 //!
-//! serde deserialises the typed model but forgets positions, so a second, cheap pass over the
-//! parser's events records the position of every key and value by its path, such as
-//! `rules.3.retry.backoff`. The pass runs only on files that already deserialised, so its
-//! input is known to be well-formed; aliases are not expanded (no alias bombs here).
+//! serde deserialises the typed model but forgets positions, so a second, cheap pass over
+//! saphyr-parser's events records the position of every key and value by its path, such as
+//! `rules.3.retry.backoff`. The pass runs only on files that already deserialised; aliases are
+//! not expanded (no alias bombs here). saphyr reads a [view](crate::yaml_view) of the text in
+//! which the characters the two parsers disagree about (byte-order marks, YAML 1.1 line
+//! breaks) read as serde_yaml reads them. Should saphyr still stop at an error
+//! where serde_yaml read on, a path the walk never reached is sought the slow way, by asking
+//! serde_yaml ([`yaml_seek`](crate::yaml_seek)): a value the model holds always has a place.
 
-use crate::diag::{Pos, pos_of_offset};
-use saphyr_parser::{Event, Parser, ScalarStyle};
+use crate::diag::{Pos, offset_of_pos, pos_of_offset};
+use crate::yaml_seek;
+use crate::yaml_view::View;
+use saphyr_parser::{Event, ScalarStyle};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
@@ -17,7 +25,22 @@ type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 pub struct PositionIndex {
     values: Map<ValuePos>,
     keys: Map<Pos>,
+    /// Set when the walk stopped at a parse error: what the slow way needs.
+    unfinished: Option<Arc<Unfinished>>,
 }
+
+/// The text of a file whose walk stopped short, and how much more of it may be parsed.
+#[derive(Debug)]
+struct Unfinished {
+    text: String,
+    /// Bytes that seeks may still parse. Each seek parses the whole file, so a large file
+    /// with many lookups past the stop gets its nearest known container instead, in bounded
+    /// time.
+    budget: AtomicUsize,
+}
+
+/// How many bytes the seeks of one file may parse in all.
+const SEEK_BUDGET: usize = 32 << 20;
 
 fn joined(path: &str, segment: &str) -> String {
     if path.is_empty() {
@@ -39,7 +62,8 @@ pub struct ValuePos {
     pub quoted: bool,
     /// Whether it was a block scalar (`|`, `>`), whose text starts on the next line.
     pub block: bool,
-    /// Whether it was an alias (`*name`): its text is elsewhere, at the anchor.
+    /// Whether its text is elsewhere: an alias (`*name`), whose text is at the anchor, or
+    /// the container that stands in for a value that could not be sought.
     pub alias: bool,
 }
 
@@ -49,21 +73,35 @@ enum Frame {
 }
 
 impl PositionIndex {
-    /// Indexes `text`. A parse error ends the walk; positions seen so far are kept.
+    /// Indexes `text`. A parse error ends the walk; positions seen so far are kept, and
+    /// the rest are sought in the text when asked for.
     pub fn build(text: &str) -> PositionIndex {
+        Self::build_within(text, SEEK_BUDGET)
+    }
+
+    /// [`build`](Self::build), with `budget` bytes for the seeks past a parse error.
+    fn build_within(text: &str, budget: usize) -> PositionIndex {
         let mut index = PositionIndex::default();
         let mut stack: Vec<Frame> = Vec::new();
         // The dotted path of the innermost open container, and where each level starts.
         let mut path = String::new();
         let mut levels: Vec<usize> = Vec::new();
-        for event in Parser::new_from_str(text) {
-            let Ok((event, span)) = event else { break };
+        let view = View::new(text);
+        for event in view.parser() {
+            let Ok((event, span)) = event else {
+                index.unfinished = Some(Arc::new(Unfinished {
+                    text: text.to_owned(),
+                    budget: AtomicUsize::new(budget),
+                }));
+                break;
+            };
             let pos = Pos::new(span.start.line(), span.start.col() + 1);
             match event {
                 Event::Scalar(value, style, ..) => {
                     if let Some(Frame::Map { key }) = stack.last_mut()
                         && key.is_none()
                     {
+                        let value = view.original(value);
                         index.keys.insert(joined(&path, &value), pos);
                         *key = Some(value.into_owned());
                         continue;
@@ -142,22 +180,90 @@ impl PositionIndex {
 
     /// Where the value at `path` starts.
     pub fn value(&self, path: &str) -> Option<Pos> {
-        self.values.get(path).map(|v| v.pos)
+        self.value_info(path).map(|v| v.pos)
     }
 
     /// Where the value at `path` starts, with how it was written.
     pub fn value_info(&self, path: &str) -> Option<ValuePos> {
-        self.values.get(path).copied()
+        if let Some(v) = self.values.get(path) {
+            return Some(*v);
+        }
+        let rest = self.unfinished.as_deref()?;
+        let Some(seek) = rest.seek(path, false) else {
+            return self.nearest_container(path);
+        };
+        let pos = seek?;
+        Some(value_written_at(&rest.text, pos))
     }
 
     /// Where the key of the entry at `path` starts.
     pub fn key(&self, path: &str) -> Option<Pos> {
-        self.keys.get(path).copied()
+        if let Some(k) = self.keys.get(path) {
+            return Some(*k);
+        }
+        // A value the walk reached without a key has none (a sequence element).
+        let rest = self
+            .unfinished
+            .as_deref()
+            .filter(|_| !self.values.contains_key(path))?;
+        rest.seek(path, true).flatten()
     }
 
     /// The key's position if known, else the value's: the best place to point at an entry.
     pub fn entry(&self, path: &str) -> Option<Pos> {
         self.key(path).or_else(|| self.value(path))
+    }
+
+    /// The start of the innermost container of `path` that the walk reached, once the seeks
+    /// are spent: a place near the value rather than none. It is marked as an alias, whose
+    /// text is elsewhere, so that nothing looks for a place inside it.
+    fn nearest_container(&self, path: &str) -> Option<ValuePos> {
+        let mut at = path;
+        let found = loop {
+            at = at.rsplit_once('.').map_or("", |(parent, _)| parent);
+            if let Some(v) = self.values.get(at) {
+                break v.pos;
+            }
+            if at.is_empty() {
+                break Pos::new(1, 1);
+            }
+        };
+        Some(ValuePos {
+            pos: found,
+            quoted: false,
+            block: false,
+            alias: true,
+        })
+    }
+}
+
+impl Unfinished {
+    /// Where serde_yaml puts `path` (its `key`, or its value), or `None` when the budget is
+    /// spent.
+    fn seek(&self, path: &str, key: bool) -> Option<Option<Pos>> {
+        let len = self.text.len().max(1);
+        self.budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(len))
+            .ok()?;
+        Some(yaml_seek::seek(&self.text, path, key))
+    }
+}
+
+/// How the value that starts at `pos` of `text` is written, from its first character after
+/// any `&anchor` and `!tag` (an alias is sought at its anchor, so it is never one).
+fn value_written_at(text: &str, pos: Pos) -> ValuePos {
+    let first = offset_of_pos(text, pos)
+        .and_then(|at| {
+            text[at..]
+                .split_whitespace()
+                .find(|token| !token.starts_with(['&', '!']))
+        })
+        .and_then(|token| token.chars().next());
+    ValuePos {
+        pos,
+        quoted: matches!(first, Some('\'' | '"')),
+        block: matches!(first, Some('|' | '>')),
+        alias: false,
     }
 }
 
@@ -173,7 +279,7 @@ pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) ->
     if info.alias {
         return None;
     }
-    let mut start = byte_offset(text, info.pos)?;
+    let mut start = offset_of_pos(text, info.pos)?;
     // The node's properties (`&anchor`, `!tag`) come before its text.
     while text[start..].starts_with(['&', '!']) {
         let rest = &text[start..];
@@ -213,22 +319,6 @@ pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) ->
     }
     let end = pos_of_offset(text, after_last);
     Some(Pos::new(end.line, end.column + blanks))
-}
-
-/// The byte offset of a 1-based line and column (in characters) of `text`.
-fn byte_offset(text: &str, pos: Pos) -> Option<usize> {
-    let line_start: usize = text
-        .split_inclusive('\n')
-        .take(pos.line.checked_sub(1)?)
-        .map(str::len)
-        .sum();
-    let line = text.get(line_start..)?;
-    let within: usize = line
-        .chars()
-        .take(pos.column.checked_sub(1)?)
-        .map(char::len_utf8)
-        .sum();
-    Some(line_start + within)
 }
 
 /// A cursor over a scalar's source text.
@@ -309,6 +399,42 @@ mod tests {
         assert_eq!(ix.value("rules.1.id"), Some(Pos::new(5, 9)));
         assert_eq!(ix.value("rules.1.match.code.1"), Some(Pos::new(6, 24)));
         assert_eq!(ix.entry("rules.1"), Some(Pos::new(5, 5)));
+    }
+
+    #[test]
+    fn byte_order_marks_lose_no_position() {
+        // In a comment, inside a value, and indenting a line as libyaml reads them.
+        let text = "a: 1 # \u{feff}\nb: x\u{feff}y\nc:\n\u{feff} d: { e\u{feff}: 2 }\n";
+        let ix = PositionIndex::build(text);
+        assert!(ix.unfinished.is_none());
+        assert_eq!(ix.value("b"), Some(Pos::new(2, 4)));
+        assert_eq!(ix.key("c.d"), Some(Pos::new(4, 3)));
+        assert_eq!(ix.value("c.d.e\u{feff}"), Some(Pos::new(4, 12)));
+    }
+
+    #[test]
+    fn past_a_parse_error_of_the_walk_serde_yaml_is_asked() {
+        // libyaml takes a flow sequence's line at column 1; saphyr stops there.
+        let text = "a:\n  b: [1,\n2]\n  c: 'x'\nd:\n  - e: 1\n";
+        let ix = PositionIndex::build(text);
+        assert!(ix.unfinished.is_some());
+        assert_eq!(ix.key("a.b"), Some(Pos::new(2, 3)));
+        assert_eq!(
+            ix.value_info("a.c"),
+            Some(ValuePos {
+                pos: Pos::new(4, 6),
+                quoted: true,
+                block: false,
+                alias: false
+            })
+        );
+        assert_eq!(ix.entry("d.0"), Some(Pos::new(6, 5)));
+        assert_eq!(ix.key("d.0.e"), Some(Pos::new(6, 5)));
+        assert_eq!(ix.value("d.1"), None);
+        // With the seeks spent, the innermost container the walk reached.
+        let spent = PositionIndex::build_within(text, 0);
+        assert_eq!(spent.value("a.c"), Some(Pos::new(2, 3)));
+        assert_eq!(spent.value("d.0.e"), Some(Pos::new(1, 1)));
     }
 
     /// The file position of `value`'s char `offset`, for the scalar at `path` of `text`.

@@ -2,10 +2,12 @@
 //! mapping that holds it, and a second document with no position at all; a rule author needs
 //! the repeated key and the `---` that starts the second document. Both come from one walk
 //! over the parser's events (the text already failed to deserialise, so the walk stops at the
-//! first parse error and gives up).
+//! first parse error and gives up). saphyr-parser reads the [view](crate::yaml_view) of the
+//! text in which the characters the two parsers disagree about read as serde_yaml reads them.
 
 use crate::diag::Pos;
-use saphyr_parser::{Event, Parser, Span};
+use crate::yaml_view::View;
+use saphyr_parser::{Event, Span};
 
 fn pos_of(span: &Span) -> Pos {
     Pos::new(span.start.line(), span.start.col() + 1)
@@ -23,7 +25,8 @@ enum Frame {
 /// The second key `name` of the mapping that starts at `at` or has a key there.
 pub(crate) fn duplicate_key(text: &str, at: Pos, name: &str) -> Option<Pos> {
     let mut stack: Vec<Frame> = Vec::new();
-    for event in Parser::new_from_str(text) {
+    let view = View::new(text);
+    for event in view.parser() {
         let (event, span) = event.ok()?;
         let pos = pos_of(&span);
         match event {
@@ -45,7 +48,7 @@ pub(crate) fn duplicate_key(text: &str, at: Pos, name: &str) -> Option<Pos> {
                 }) => {
                     *key_next = false;
                     *watched |= pos == at;
-                    if *watched && value == name {
+                    if *watched && view.original(value) == name {
                         *seen += 1;
                         if *seen == 2 {
                             return Some(pos);
@@ -89,7 +92,8 @@ pub(crate) fn entry_span(text: &str, key: Pos) -> Option<std::ops::Range<usize>>
     let mut stack: Vec<Open> = Vec::new();
     let mut start = None;
     let mut depth = 0usize;
-    for event in Parser::new_from_str(text) {
+    let view = View::new(text);
+    for event in view.parser() {
         let (event, span) = event.ok()?;
         if let Some(start) = start {
             // The key's value: one scalar or alias, or a whole collection.
@@ -140,7 +144,7 @@ pub(crate) fn entry_span(text: &str, key: Pos) -> Option<std::ops::Range<usize>>
 /// Where the second document of `text` starts.
 pub(crate) fn second_document(text: &str) -> Option<Pos> {
     let mut documents = 0;
-    for event in Parser::new_from_str(text) {
+    for event in View::new(text).parser() {
         let (event, span) = event.ok()?;
         if let Event::DocumentStart(..) = event {
             documents += 1;
