@@ -109,3 +109,10 @@ fn a_set_calling_sleep_is_rejected_with_the_position() {
     );
     assert_eq!((error.line, error.column), (Some(6), Some(25)), "{error:?}");
 }
+
+#[test]
+fn conversions_work_with_the_packages_in_one_module() {
+    let e = ScriptEngine::new();
+    let x = e.compile("'a'.to_int() == 97 && 5.to_int() == 5").unwrap();
+    assert_eq!(e.guard(&x, &FailureContext::sample()), Ok(true));
+}
