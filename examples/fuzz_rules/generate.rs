@@ -213,8 +213,8 @@ pub fn comparison(rng: &mut SmallRng, durations: bool) -> String {
     format!("{op}{space}{value}")
 }
 
-/// A rhai boolean expression, often with calls to functions. Never `sleep`: that hang is
-/// known and being removed from the sandbox.
+/// A rhai boolean expression, often with calls to functions (some the sandbox does not
+/// offer, such as `sleep`: those must be rejected at load, never run).
 pub fn guard(rng: &mut SmallRng) -> String {
     if rng.random_bool(0.15) {
         return nasty_expr(rng);
@@ -291,7 +291,7 @@ fn comparison_expr(rng: &mut SmallRng) -> String {
 /// Expressions that push the sandbox: deep nesting, long chains, loops, overflow, garbage.
 fn nasty_expr(rng: &mut SmallRng) -> String {
     let depth = rng.random_range(10..400);
-    match rng.random_range(0..9) {
+    match rng.random_range(0..12) {
         0 => format!("{}attempt > 1{}", "(".repeat(depth), ")".repeat(depth)),
         1 => format!("{} > 1", vec!["attempt"; depth].join(" + ")),
         2 => "{ let x = 0; while x < 100_000_000 { x += 1; } x > 1 }".into(),
@@ -300,6 +300,27 @@ fn nasty_expr(rng: &mut SmallRng) -> String {
         5 => format!("{}true", "!".repeat(depth)),
         6 => "[1, 2, 3].map(|x| x * attempt).len() > 1".into(),
         7 => format!("\"{}\".len() > 1", "x".repeat(depth * 100)),
+        8 => [
+            "attempt > 1 && sleep(100000) == ()",
+            "sleep(0.5) == ()",
+            "timestamp() > 0",
+            "exit()",
+        ]
+        .choose(rng)
+        .unwrap()
+        .to_string(),
+        // Nested closures: rhai's own operation count restarts in each; the sandbox's does not.
+        9 => {
+            let a = format!(
+                "[{}]",
+                (0..40)
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            format!("{a}.map(|i| {a}.map(|j| {a}.map(|k| i * j * k).len()).len()).len() > 0")
+        }
+        10 => "Fn(\"sleep\").call(1) == ()".into(),
         _ => {
             let junk = [
                 "(", ")", "{", "}", "&&", "||", "!", "attempt", "1", "\"", "fn", ".",

@@ -16,8 +16,9 @@
 //!
 //! Flags: `--seconds N` (default 60), `--seed N` (default: from the clock), `--cases N`
 //! (stop after N cases), `--out DIR` (default `target/fuzz_rules/`). Exit status 1 when it
-//! found a panic, a hang or a diagnostic without a position, else 0. Guards never call
-//! `sleep` (a known hang of the sandbox, being removed).
+//! found a panic, a hang or a diagnostic without a position, else 0. Guards include calls the
+//! sandbox must refuse (`sleep`, `exit`, the clock) and nested closures that only its own
+//! operation count stops.
 
 mod generate;
 mod mutate;
