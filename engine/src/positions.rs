@@ -4,11 +4,11 @@
 //! serde deserialises the typed model but forgets positions, so a second, cheap pass over
 //! saphyr-parser's events records the position of every key and value by its path, such as
 //! `rules.3.retry.backoff`. The pass runs only on files that already deserialised; aliases are
-//! not expanded (no alias bombs here). saphyr reads a [view](crate::yaml_view) of the text in
+//! not expanded (no alias bombs here). saphyr reads a view of the text (`yaml_view.rs`) in
 //! which the characters the two parsers disagree about (byte-order marks, YAML 1.1 line
 //! breaks) read as serde_yaml reads them. Should saphyr still stop at an error
 //! where serde_yaml read on, a path the walk never reached is sought the slow way, by asking
-//! serde_yaml ([`yaml_seek`](crate::yaml_seek)): a value the model holds always has a place.
+//! serde_yaml (`yaml_seek.rs`): a value the model holds always has a place.
 
 use crate::diag::{Pos, offset_of_pos, pos_of_offset};
 use crate::yaml_seek;

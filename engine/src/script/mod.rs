@@ -1,7 +1,7 @@
 //! rhai expressions: `if:` guards and `backoff.script` delays, compiled once, run sandboxed.
 //!
 //! One [`ScriptEngine`] is shared by a compiled set. It offers only pure functions (no
-//! modules, no clock, no I/O, no `sleep`: see [`sandbox`]), prints nothing, and bounds
+//! modules, no clock, no I/O, no `sleep`: see `script/sandbox.rs`), prints nothing, and bounds
 //! operations, wall time ([`WALL_LIMIT`]), expression depth, call depth and the sizes of
 //! strings, arrays and maps, so a guard can neither hang a decision nor exhaust memory.
 //! Integer overflow is an error (rhai's checked arithmetic), never a wrap.

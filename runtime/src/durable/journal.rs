@@ -31,7 +31,7 @@
 //! gets the error (the dead-letter writer then tries its batch again later); the fire-and-forget
 //! writes are retried, each failure logged with its cause. A store that refuses every commit
 //! for [`JournalOptions::give_up_after`] (30 s by default) makes the journal give up
-//! ([`give_up`](super::give_up)): [`Journal::failed`] completes with the [`JournalFailure`],
+//! (`durable/give_up.rs`): [`Journal::failed`] completes with the [`JournalFailure`],
 //! nothing more is committed, and the process that runs it is expected to stop. What was
 //! committed stays committed, and nothing dropped is lost: it never reached the store, so the
 //! source position never moved past it.
