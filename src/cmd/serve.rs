@@ -235,7 +235,7 @@ async fn serve(
     let ending = tokio::select! {
         ending = lifecycle::interrupted_or_failed(&mut signals, &handle) => ending,
         served = &mut admin => {
-            let e = served.map_or_else(|e| e.to_string(), |r| r.err().map_or_else(|| "it stopped".into(), |e| e.to_string()));
+            let e = admin_result(served).err().unwrap_or_else(|| "it stopped".into());
             eprintln!("error: the admin API failed: {e}");
             return Outcome::Trouble;
         }
@@ -258,27 +258,30 @@ async fn serve(
     if let Some(p) = puller {
         p.stop();
     }
+    let served = served
+        .map_err(|_| "it did not finish its requests in time; stopping anyway".to_string())
+        .and_then(admin_result);
     match (stopped, served) {
         (Err(e), _) => {
             eprintln!("error: stopping the topology: {e}");
             Outcome::Trouble
         }
-        (Ok(_), Ok(Ok(Ok(())))) => {
+        (Ok(_), Err(e)) => {
+            eprintln!("error: the admin API failed: {e}");
+            Outcome::Trouble
+        }
+        (Ok(_), Ok(())) => {
             tracing::info!("stopped");
             Outcome::Ok
         }
-        (Ok(_), Ok(Ok(Err(e)))) => {
-            eprintln!("error: the admin API failed: {e}");
-            Outcome::Trouble
-        }
-        (Ok(_), Ok(Err(e))) => {
-            eprintln!("error: the admin API failed: {e}");
-            Outcome::Trouble
-        }
-        (Ok(_), Err(_)) => {
-            eprintln!("error: the admin API did not finish its requests in time; stopping anyway");
-            Outcome::Trouble
-        }
+    }
+}
+
+/// What the admin API's task ended with.
+fn admin_result(joined: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), String> {
+    match joined {
+        Ok(served) => served.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
