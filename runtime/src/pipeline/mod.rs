@@ -11,6 +11,8 @@
 //! - [`bolts`]: `parse` and `store`; [`db`]: `pipeline.db` (orders, duplicates, the run and its
 //!   sessions).
 //! - [`report`]: the final report, from the durable state; [`progress`]: the progress bar.
+//! - `handle.rs`: [`PipelineHandle`], what the admin API holds; [`lock`]: one process per
+//!   data directory.
 //!
 //! [`start`] opens (or resumes) the run in the data directory and returns a
 //! [`RunningPipeline`]. Everything that must survive a `kill -9` is durable before it counts:
@@ -27,6 +29,7 @@
 pub mod bolts;
 pub mod db;
 pub mod faults;
+mod handle;
 pub mod lock;
 pub mod orders;
 pub mod progress;
@@ -35,6 +38,8 @@ mod spout;
 
 pub use db::{DbError, PipelineDb, RunRecord};
 pub use faults::{Fault, Faults};
+pub use handle::PipelineHandle;
+use handle::Shared;
 pub use lock::{DataDirLock, LockError};
 pub use progress::{Progress, ProgressView};
 pub use report::Report;
@@ -57,7 +62,7 @@ use crate::clock::{Clock, WallClock};
 use crate::durable::{Durable, DurableOptions, SourcePosition};
 use crate::policy::{RulePolicy, TimeScale};
 use crate::stats::Stats;
-use crate::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
+use crate::store::{ScheduledRetry, SqliteStore, StoreError, StoredDeadLetter};
 use crate::time_source::{TimeSource, TokioTime};
 use crate::topology::{BuildError, Config, TopologyBuilder};
 use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
@@ -149,123 +154,6 @@ impl PipelineOptions {
             checkpoint_every: Duration::from_millis(250),
             store_give_up: crate::durable::JournalOptions::default().give_up_after,
         }
-    }
-}
-
-struct Shared {
-    /// Held for as long as anything can write to the data directory.
-    _lock: DataDirLock,
-    store: Arc<SqliteStore>,
-    db: Arc<PipelineDb>,
-    durable: Option<Durable>,
-    stats: Arc<Stats>,
-    live: Arc<Live>,
-    run: RunRecord,
-}
-
-/// A cheap, cloneable handle on a running (or finished) pipeline: its counters, its store,
-/// and the operators' dead-letter actions. This is what the admin API holds.
-#[derive(Clone)]
-pub struct PipelineHandle {
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for PipelineHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PipelineHandle")
-            .field("run", &self.shared.run)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PipelineHandle {
-    /// The live counters: emitted, acked, retries (by rule, with a delay histogram), dead
-    /// letters (by label), failures (by code), pending, retry queue depth, fuse, complete
-    /// latency.
-    pub fn stats(&self) -> Arc<Stats> {
-        self.shared.stats.clone()
-    }
-
-    /// The store (dead letters, audit log, fates, scheduled retries).
-    pub fn store(&self) -> Arc<SqliteStore> {
-        self.shared.store.clone()
-    }
-
-    /// The run this pipeline works on.
-    pub fn run(&self) -> &RunRecord {
-        &self.shared.run
-    }
-
-    /// Replays a dead letter: marked `replayed` and audited in the store, its fate cleared,
-    /// and the message back in the live retry queue, due now, to be delivered as a fresh
-    /// delivery (attempt 1). Blocking (one store transaction): call it from
-    /// `spawn_blocking` in async code.
-    pub fn replay(
-        &self,
-        id: &str,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        match &self.shared.durable {
-            Some(d) => d.replay(id, operator, reason),
-            None => {
-                self.shared
-                    .store
-                    .replay(&crate::store::MessageId(id.to_owned()), operator, reason)
-            }
-        }
-    }
-
-    /// Marks a dead letter `skipped` (handled), audited. Blocking.
-    pub fn skip(
-        &self,
-        id: &str,
-        operator: &str,
-        reason: &str,
-    ) -> Result<StoredDeadLetter, StoreError> {
-        self.shared
-            .store
-            .skip(&crate::store::MessageId(id.to_owned()), operator, reason)
-    }
-
-    /// Completes if the store stops taking writes: the journal retried it for its whole
-    /// bound and gave up (see [`Journal::failed`](crate::durable::Journal::failed)). The
-    /// process should then stop: nothing more is committed. Never completes otherwise.
-    pub async fn store_failed(&self) -> Arc<crate::durable::JournalFailure> {
-        match &self.shared.durable {
-            Some(d) => d.journal().failed().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Where the run stands now.
-    pub fn progress(&self) -> Progress {
-        let s = self.shared.stats.snapshot();
-        let live = &self.shared.live;
-        Progress {
-            total: self.shared.run.messages,
-            settled: live.settled.load(Relaxed),
-            acked: live.acked.load(Relaxed),
-            dead_lettered: live.dead_lettered.load(Relaxed),
-            retries: s.retries,
-            retry_queue: s.retry_queue_depth,
-            pending: s.pending,
-            journal_backlog: self
-                .shared
-                .durable
-                .as_ref()
-                .map_or(0, |d| d.journal().backlog() as u64),
-        }
-    }
-
-    /// The report from the durable state (as of the last commit). Blocking.
-    pub fn report(&self) -> Result<Report, PipelineError> {
-        let run = self
-            .shared
-            .db
-            .run()?
-            .unwrap_or_else(|| self.shared.run.clone());
-        Report::load(self.shared.store.as_ref(), &self.shared.db, &run)
     }
 }
 
@@ -670,35 +558,6 @@ impl RunningPipeline {
             Ok(report)
         })
         .await
-    }
-}
-
-/// A running pipeline is the admin API's dead-letter desk: listing reads the store, and a
-/// replay also puts the message into the live retry queue at once.
-impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
-    fn list(
-        &self,
-        filter: &crate::store::DeadLetterFilter,
-    ) -> Result<crate::store::Page<StoredDeadLetter, crate::store::DeadLetterId>, StoreError> {
-        self.shared.store.dead_letters(filter)
-    }
-
-    fn replay(
-        &self,
-        id: &crate::store::MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        PipelineHandle::replay(self, &id.0, operator, reason)
-    }
-
-    fn skip(
-        &self,
-        id: &crate::store::MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<StoredDeadLetter, StoreError> {
-        PipelineHandle::skip(self, &id.0, operator, reason)
     }
 }
 
