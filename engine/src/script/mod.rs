@@ -145,8 +145,11 @@ impl ScriptEngine {
             .register_indexer_get(|s: &mut SignalsView, key: ImmutableString| -> f64 {
                 s.0.get(key.as_str()).copied().unwrap_or(0.0)
             });
+        // Every sandbox offers the same functions: list them once per process, not per set.
+        static CALLABLE: std::sync::OnceLock<Arc<HashSet<String>>> = std::sync::OnceLock::new();
+        let callable = CALLABLE.get_or_init(|| Arc::new(sandbox::callable_names(&engine)));
         ScriptEngine {
-            callable: Arc::new(sandbox::callable_names(&engine)),
+            callable: Arc::clone(callable),
             engine: Arc::new(engine),
             wall_limit,
         }
