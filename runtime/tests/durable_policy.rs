@@ -23,6 +23,17 @@ fn shipped() -> Arc<PolicyHandle> {
     Arc::new(PolicyHandle::new(set))
 }
 
+/// A SQLite store in `dir` and the durable seams over it.
+fn durable_on(dir: &Path) -> (Arc<SqliteStore>, Durable) {
+    let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real())).unwrap());
+    let durable = Durable::new(
+        store.clone(),
+        Arc::new(TokioTime::new()),
+        DurableOptions::default(),
+    );
+    (store, durable)
+}
+
 struct Ids {
     ids: Vec<&'static str>,
     fates: Option<rebound_runtime::durable::Fates>,
@@ -80,12 +91,7 @@ impl Bolt for Store429 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_rules_decide_the_topologys_failures() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
-    let durable = Durable::new(
-        store.clone(),
-        Arc::new(TokioTime::new()),
-        DurableOptions::default(),
-    );
+    let (store, durable) = durable_on(dir.path());
     let rules = shipped();
     let version = rules.current().version().to_string();
     let scale = TimeScale::new(100.0).unwrap();
@@ -177,12 +183,7 @@ async fn a_retry_after_beyond_every_clock_saturates_end_to_end() {
     // in milliseconds, an Instant or a store column could hold unclamped.
     for scale in [1.0, 0.5] {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
-        let durable = Durable::new(
-            store.clone(),
-            Arc::new(TokioTime::new()),
-            DurableOptions::default(),
-        );
+        let (store, durable) = durable_on(dir.path());
         let told: Arc<Mutex<BTreeMap<String, &'static str>>> = Arc::default();
         let (t2, fates) = (told.clone(), durable.fates());
         let mut b = TopologyBuilder::new("t");
