@@ -5,6 +5,10 @@
 
 mod run_support;
 
+/// A data directory that fills up.
+#[path = "cases/run_store_failure.rs"]
+mod store_failure;
+
 use std::process::Command;
 use std::time::Duration;
 

@@ -3,6 +3,10 @@
 
 mod serve_support;
 
+/// The edges: what a careless or hostile client sends, what a set-up gets wrong.
+#[path = "cases/serve_edges.rs"]
+mod edges;
+
 use serde_json::{Value, json};
 use serve_support::*;
 

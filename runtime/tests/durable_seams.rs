@@ -3,6 +3,10 @@
 //! again; a spout hears `dead_lettered` only after the letter is committed; a replayed dead
 //! letter re-enters a live topology.
 
+/// A store that refuses every commit.
+#[path = "cases/journal_gives_up.rs"]
+mod journal_gives_up;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

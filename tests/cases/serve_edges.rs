@@ -1,10 +1,8 @@
 //! End to end, at the edges: what a careless or hostile client sends the real `rebound serve`
 //! binary, and what an operator's set-up gets wrong.
 
-mod serve_support;
-
+use super::serve_support::*;
 use serde_json::{Value, json};
-use serve_support::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
