@@ -1,5 +1,5 @@
 //! `rebound paths --json` on the shipped rules matches retry paths computed by hand from
-//! rules/*.yaml and the backoff table of spec/rules.md.
+//! rules/*.yaml and the backoff table of docs/spec/rules.md.
 
 use assert_cmd::Command;
 use serde_json::{Value, json};

@@ -241,15 +241,19 @@ pub enum GiveUpReason {
     MaxRetries,
     /// The retry would start after `max_elapsed`.
     MaxElapsed,
+    /// The runtime's own: the failure policy itself failed (it panicked), so the message is
+    /// kept as a dead letter to replay once the policy is fixed. `decide` never returns it.
+    PolicyError,
 }
 
 impl GiveUpReason {
-    /// `give_up`, `max_retries` or `max_elapsed`.
+    /// `give_up`, `max_retries`, `max_elapsed` or `policy_error`.
     pub fn as_str(self) -> &'static str {
         match self {
             GiveUpReason::GiveUp => "give_up",
             GiveUpReason::MaxRetries => "max_retries",
             GiveUpReason::MaxElapsed => "max_elapsed",
+            GiveUpReason::PolicyError => "policy_error",
         }
     }
 }

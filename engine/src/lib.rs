@@ -1,5 +1,5 @@
 //! rebound-engine: Rebound's rule engine. It turns a directory of YAML rule files into fast,
-//! exact retry decisions, as `spec/rules.md` defines them.
+//! exact retry decisions, as `docs/spec/rules.md` defines them.
 //!
 //! The way through the crate:
 //!

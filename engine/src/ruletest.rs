@@ -1,5 +1,5 @@
 //! Rule tests: the runner behind `rebound test`, built on the same decision loop the engine
-//! uses (`spec/rules.md`, "Rule tests").
+//! uses (`docs/spec/rules.md`, "Rule tests").
 //!
 //! - [`model`]: what a test file says (serde types; the source of the JSON Schema).
 //! - `read_test_files` / `load_suite`: `tests/*.yaml` → a validated `Suite`, with

@@ -194,6 +194,7 @@ impl FailurePolicy for RulePolicy {
                     rebound_engine::GiveUpReason::GiveUp => GiveUpReason::GiveUp,
                     rebound_engine::GiveUpReason::MaxRetries => GiveUpReason::MaxRetries,
                     rebound_engine::GiveUpReason::MaxElapsed => GiveUpReason::MaxElapsed,
+                    rebound_engine::GiveUpReason::PolicyError => GiveUpReason::PolicyError,
                 },
                 rule: rule_id(&rule),
                 version: version(&decided.version),

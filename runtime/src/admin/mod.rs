@@ -1,4 +1,4 @@
-//! The admin API (`spec/runtime.md`, "Admin API"): HTTP and JSON over axum.
+//! The admin API (`docs/spec/runtime.md`, "Admin API"): HTTP and JSON over axum.
 //!
 //! | route | module |
 //! |---|---|

@@ -1,4 +1,4 @@
-//! The Prometheus registry and the spec's metric names (`spec/runtime.md`, "Metrics").
+//! The Prometheus registry and the spec's metric names (`docs/spec/runtime.md`, "Metrics").
 //!
 //! Metrics come in groups, one struct per part of the system, each registering its own
 //! families into the one [`Registry`]: the rule-set group (`rebound_rules_reloads_total{result}`,

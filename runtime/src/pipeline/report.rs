@@ -31,7 +31,7 @@ pub struct Latency {
     pub p99: f64,
 }
 
-/// The report of a run. The first ten fields are the keys `spec/runtime.md` requires of
+/// The report of a run. The first ten fields are the keys `docs/spec/runtime.md` requires of
 /// `rebound run --json`; the rest are extra.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
