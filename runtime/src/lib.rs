@@ -12,11 +12,11 @@
 //!   `DeadLetterSink`, and in-memory implementations of each.
 //! - [`fairness`]: mixing due retries with new messages, and the retry fuse.
 //! - [`stats`]: counters and a latency histogram for the metrics exporter.
-//! - [`time_source`]: monotonic and wall-clock time (tokio's clock by default).
 //! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
 //!   ([`RunningTopology`]), and telling a stall at `max_spout_pending` from backpressure.
-//! - [`clock`]: `Timestamp` and the `Clock` trait (wall, scaled for `--time-scale`, manual for
-//!   tests). The only place that reads the system time.
+//! - [`time`]: one time model: monotonic instants to wait on, wall [`Timestamp`](time::Timestamp)s
+//!   to persist, the [`TimeSource`](time::TimeSource) trait (tokio and manual), and
+//!   [`TimeScale`](time::TimeScale). The only place that reads a clock.
 //! - [`scheduler`]: `RetryScheduler`, the delay queue of message ids by due time (cancel,
 //!   reschedule, drain in due order, async `next_due`).
 //! - [`store`]: the `Store` trait (scheduled retries, dead letters, audit log, message fates,
@@ -35,7 +35,6 @@
 
 pub mod acker;
 pub mod admin;
-pub mod clock;
 pub mod durable;
 mod executor;
 pub mod fairness;
@@ -46,7 +45,7 @@ pub mod policy;
 pub mod scheduler;
 pub mod stats;
 pub mod store;
-pub mod time_source;
+pub mod time;
 pub mod topology;
 
 pub use executor::{RunningTopology, ShutdownReport};

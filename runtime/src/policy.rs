@@ -17,89 +17,13 @@
 //! scaled where the topology's `Config` is built.
 
 use std::cell::RefCell;
-use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rand::rngs::SmallRng;
-use rebound_engine::{Decision, FailureContext as EngineContext, PolicyHandle, RuleRef, Version};
+use rebound_engine::PolicyHandle;
 
-use crate::fate::{FailureContext, FailurePolicy, GiveUpReason, Verdict};
-use crate::topology::{PolicyVersion, RuleId};
-
-/// A time scale that is not a finite number in the accepted range.
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-#[error("the time scale must be a number between 0.001 and 1000000, got {0}")]
-pub struct InvalidTimeScale(pub f64);
-
-/// How many times faster than the rules' time the runtime runs (`--time-scale F`).
-///
-/// ```
-/// use rebound_runtime::policy::TimeScale;
-/// use std::time::Duration;
-/// let f = TimeScale::new(100.0).unwrap();
-/// assert_eq!(f.to_real(Duration::from_secs(30)), Duration::from_millis(300));
-/// assert_eq!(f.to_rules(Duration::from_millis(300)), Duration::from_secs(30));
-/// assert!(TimeScale::new(0.0).is_err());
-/// ```
-#[derive(Clone, Copy, PartialEq)]
-pub struct TimeScale(f64);
-
-impl TimeScale {
-    /// Real time: the rules' delays are waited as written.
-    pub const REAL: TimeScale = TimeScale(1.0);
-
-    /// A scale of `factor`, between 0.001 and 1,000,000.
-    pub fn new(factor: f64) -> Result<TimeScale, InvalidTimeScale> {
-        if factor.is_finite() && (0.001..=1e6).contains(&factor) {
-            Ok(TimeScale(factor))
-        } else {
-            Err(InvalidTimeScale(factor))
-        }
-    }
-
-    /// The factor F.
-    pub fn factor(self) -> f64 {
-        self.0
-    }
-
-    /// A duration in the rules' time, as real time (divided by F, to the nearest nanosecond).
-    pub fn to_real(self, rules: Duration) -> Duration {
-        Self::nanos(rules.as_nanos() as f64 / self.0)
-    }
-
-    /// A real duration, in the rules' time (multiplied by F, to the nearest nanosecond).
-    pub fn to_rules(self, real: Duration) -> Duration {
-        Self::nanos(real.as_nanos() as f64 * self.0)
-    }
-
-    fn nanos(n: f64) -> Duration {
-        // Integer nanoseconds, so that 100 ms at 100× is exactly 1 ms.
-        if n >= u64::MAX as f64 {
-            Duration::MAX
-        } else {
-            Duration::from_nanos(n.round() as u64)
-        }
-    }
-}
-
-impl Default for TimeScale {
-    fn default() -> Self {
-        TimeScale::REAL
-    }
-}
-
-impl fmt::Debug for TimeScale {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TimeScale({})", self.0)
-    }
-}
-
-impl fmt::Display for TimeScale {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}×", self.0)
-    }
-}
+use crate::fate::{Decided, Decision, FailureContext, FailurePolicy};
+pub use crate::time::TimeScale;
 
 thread_local! {
     /// Jitter for decisions made on this thread; `decide` takes `&self`, and spout tasks move
@@ -143,72 +67,34 @@ impl RulePolicy {
     }
 }
 
-fn rule_id(rule: &RuleRef) -> RuleId {
-    RuleId::from(rule.as_str())
-}
-
-fn version(v: &Version) -> PolicyVersion {
-    PolicyVersion::from(v.as_str())
-}
-
 impl FailurePolicy for RulePolicy {
-    fn decide(&self, ctx: &FailureContext<'_>) -> Verdict {
-        let signals: rebound_engine::Signals = ctx
-            .signals
-            .named()
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value))
-            .collect();
-        let engine_ctx = EngineContext {
-            biz: ctx.biz(),
-            code: ctx.code(),
-            attempt: ctx.attempt(),
+    fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
+        let rules_ctx = FailureContext {
             elapsed: self.scale.to_rules(ctx.elapsed),
-            retry_after: ctx.failure.retry_after,
-            last_delay: self.scale.to_rules(ctx.message.retry.last_delay()),
-            attrs: &ctx.failure.attrs,
-            signals: &signals,
+            last_delay: self.scale.to_rules(ctx.last_delay),
+            ..*ctx
         };
-        let decided = RNG.with(|rng| self.handle.decide(&engine_ctx, &mut *rng.borrow_mut()));
-        match decided.decision {
-            Decision::Retry { delay, rule } => {
-                let real = self.scale.to_real(delay);
-                tracing::trace!(
-                    id = %ctx.message.id, rule = %rule, attempt = ctx.attempt(),
-                    rules_delay_ms = delay.as_millis() as u64,
-                    delay_ms = real.as_millis() as u64, "decided: retry"
-                );
-                Verdict::Retry {
-                    delay: real,
-                    rule: rule_id(&rule),
-                    version: version(&decided.version),
-                }
-            }
-            Decision::DeadLetter {
-                label,
-                reason,
-                rule,
-            } => Verdict::DeadLetter {
-                label: label.as_str().to_owned(),
-                reason: match reason {
-                    rebound_engine::GiveUpReason::GiveUp => GiveUpReason::GiveUp,
-                    rebound_engine::GiveUpReason::MaxRetries => GiveUpReason::MaxRetries,
-                    rebound_engine::GiveUpReason::MaxElapsed => GiveUpReason::MaxElapsed,
-                    rebound_engine::GiveUpReason::PolicyError => GiveUpReason::PolicyError,
-                },
-                rule: rule_id(&rule),
-                version: version(&decided.version),
-            },
+        let mut decided = RNG.with(|rng| self.handle.decide(&rules_ctx, &mut *rng.borrow_mut()));
+        if let Decision::Retry { delay, rule } = &mut decided.decision {
+            let real = self.scale.to_real(*delay);
+            tracing::trace!(
+                biz = ctx.biz, code = ctx.code, rule = %rule, attempt = ctx.attempt,
+                rules_delay_ms = delay.as_millis() as u64,
+                delay_ms = real.as_millis() as u64, "decided: retry"
+            );
+            *delay = real;
         }
+        decided
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fate::Signals;
+    use crate::fate::{GiveUpReason, RuleRef, Signals};
     use crate::topology::{Failure, LastFailure, Message};
     use rebound_engine::{SourceFile, compile};
+    use std::time::Duration;
 
     const RULES: &str = "version: 1
 defaults:
@@ -242,12 +128,22 @@ rules:
         )
     }
 
-    fn decide(p: &RulePolicy, m: &Message, f: &Failure, elapsed: Duration, s: Signals) -> Verdict {
+    /// What the spout task asks: the message's metadata, the failure and the signals.
+    fn decide(p: &RulePolicy, m: &Message, f: &Failure, elapsed: Duration, s: Signals) -> Decided {
+        let signals: rebound_engine::Signals = s
+            .named()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         p.decide(&FailureContext {
-            message: m,
-            failure: f,
+            biz: &m.biz,
+            code: &f.code,
+            attempt: m.retry.attempt,
             elapsed,
-            signals: &s,
+            retry_after: f.retry_after,
+            last_delay: m.retry.last_delay(),
+            attrs: &f.attrs,
+            signals: &signals,
         })
     }
 
@@ -267,19 +163,18 @@ rules:
             Duration::ZERO,
             Signals::default(),
         );
-        let Verdict::DeadLetter {
+        let Decision::DeadLetter {
             label,
             reason,
             rule,
-            version,
-        } = v
+        } = v.decision
         else {
             panic!("{v:?}")
         };
         assert_eq!((label.as_str(), reason), ("L3", GiveUpReason::GiveUp));
-        assert_eq!(rule.0.as_ref(), "bad");
+        assert_eq!(rule.as_str(), "bad");
         assert_eq!(
-            version.0.as_ref(),
+            v.version.as_str(),
             p.handle().current().version().as_str(),
             "the verdict carries the deciding set's version"
         );
@@ -289,9 +184,9 @@ rules:
     fn delays_are_scaled_and_retry_after_is_in_rule_time() {
         let p = policy(100.0);
         let f = Failure::new("RATE_LIMITED", "429").with_retry_after(Duration::from_secs(45));
-        match decide(&p, &msg(1), &f, Duration::ZERO, Signals::default()) {
-            Verdict::Retry { delay, rule, .. } => {
-                assert_eq!(rule.0.as_ref(), "limited");
+        match decide(&p, &msg(1), &f, Duration::ZERO, Signals::default()).decision {
+            Decision::Retry { delay, rule } => {
+                assert_eq!(rule.as_str(), "limited");
                 assert_eq!(
                     delay,
                     Duration::from_millis(450),
@@ -314,7 +209,10 @@ rules:
             Duration::from_millis(400),
             Signals::default(),
         );
-        assert!(matches!(early, Verdict::Retry { .. }), "{early:?}");
+        assert!(
+            matches!(early.decision, Decision::Retry { .. }),
+            "{early:?}"
+        );
         let late = decide(
             &p,
             &msg(2),
@@ -324,8 +222,8 @@ rules:
         );
         assert!(
             matches!(
-                late,
-                Verdict::DeadLetter {
+                late.decision,
+                Decision::DeadLetter {
                     reason: GiveUpReason::MaxElapsed,
                     ..
                 }
@@ -341,10 +239,10 @@ rules:
         m.retry.last_failure = Some(Box::new(LastFailure {
             code: "HOT".into(),
             message: String::new(),
-            at: std::time::SystemTime::UNIX_EPOCH,
+            at: crate::time::Timestamp::ZERO,
             delay: Duration::from_secs(2), // 20 s of rule time at 10×
-            rule: "defaults".into(),
-            version: "x".into(),
+            rule: RuleRef::Defaults,
+            version: rebound_engine::Version::from_hash(0),
         }));
         let hot = Signals {
             fail_rate: 0.9,
@@ -352,7 +250,7 @@ rules:
         };
         let v = decide(&p, &m, &Failure::new("HOT", ""), Duration::ZERO, hot);
         assert!(
-            matches!(&v, Verdict::DeadLetter { label, .. } if label == "L9"),
+            matches!(&v.decision, Decision::DeadLetter { label, .. } if label.as_str() == "L9"),
             "{v:?}"
         );
         let calm = decide(
@@ -362,7 +260,7 @@ rules:
             Duration::ZERO,
             Signals::default(),
         );
-        assert!(matches!(calm, Verdict::Retry { .. }), "{calm:?}");
+        assert!(matches!(calm.decision, Decision::Retry { .. }), "{calm:?}");
     }
 
     #[test]
@@ -370,7 +268,9 @@ rules:
         let p = policy(1.0);
         let f = Failure::new("UNKNOWN", "");
         let before = decide(&p, &msg(1), &f, Duration::ZERO, Signals::default());
-        assert!(matches!(before, Verdict::Retry { delay, .. } if delay == Duration::from_secs(1)));
+        assert!(
+            matches!(before.decision, Decision::Retry { delay, .. } if delay == Duration::from_secs(1))
+        );
         let faster = RULES.replace(
             "fixed: 1s } }\n  dead_letter: L2",
             "fixed: 3s } }\n  dead_letter: L2",
@@ -378,10 +278,11 @@ rules:
         let set = compile(vec![SourceFile::new("a.yaml", "a.yaml", faster.as_str())]).unwrap();
         let new_version = set.version().as_str().to_owned();
         p.handle().swap(Arc::new(set));
-        match decide(&p, &msg(1), &f, Duration::ZERO, Signals::default()) {
-            Verdict::Retry { delay, version, .. } => {
+        let after = decide(&p, &msg(1), &f, Duration::ZERO, Signals::default());
+        match after.decision {
+            Decision::Retry { delay, .. } => {
                 assert_eq!(delay, Duration::from_secs(3));
-                assert_eq!(version.0.as_ref(), new_version);
+                assert_eq!(after.version.as_str(), new_version);
             }
             other => panic!("{other:?}"),
         }

@@ -72,7 +72,7 @@ use std::mem;
 
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 
-use crate::clock::{SharedClock, Timestamp};
+use crate::time::Timestamp;
 
 /// No slot: the end of a list.
 const NIL: u32 = u32::MAX;
@@ -125,12 +125,10 @@ fn expand(hash: u32) -> u64 {
 /// [`RetryScheduler::reschedule`]).
 ///
 /// ```
-/// use rebound_runtime::clock::{ManualClock, Timestamp};
 /// use rebound_runtime::scheduler::RetryScheduler;
-/// use std::sync::Arc;
+/// use rebound_runtime::time::Timestamp;
 ///
-/// let clock = ManualClock::new(Timestamp::from_millis(0));
-/// let mut q = RetryScheduler::new(Arc::new(clock.clone()));
+/// let mut q = RetryScheduler::new();
 /// q.schedule("a", Timestamp::from_millis(20));
 /// q.schedule("b", Timestamp::from_millis(10));
 /// q.schedule("c", Timestamp::from_millis(10));
@@ -151,7 +149,6 @@ pub struct RetryScheduler<Id> {
     /// (emptied by cancel), but never on top: see `drop_stale_tops`.
     order: BinaryHeap<Reverse<u64>>,
     len: usize,
-    clock: SharedClock,
 }
 
 impl<Id> std::fmt::Debug for RetryScheduler<Id> {
@@ -165,9 +162,15 @@ impl<Id> std::fmt::Debug for RetryScheduler<Id> {
     }
 }
 
+impl<Id: Hash + Eq> Default for RetryScheduler<Id> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<Id: Hash + Eq> RetryScheduler<Id> {
-    /// An empty scheduler whose async methods wait on `clock`.
-    pub fn new(clock: SharedClock) -> Self {
+    /// An empty scheduler. It reads no clock: every method that asks what is due takes `now`.
+    pub fn new() -> Self {
         RetryScheduler {
             nodes: Vec::new(),
             free: NIL,
@@ -176,13 +179,7 @@ impl<Id: Hash + Eq> RetryScheduler<Id> {
             buckets: HashMap::new(),
             order: BinaryHeap::new(),
             len: 0,
-            clock,
         }
-    }
-
-    /// The clock this scheduler waits on.
-    pub fn clock(&self) -> &SharedClock {
-        &self.clock
     }
 
     /// Number of scheduled entries.
@@ -350,42 +347,6 @@ impl<Id: Hash + Eq> RetryScheduler<Id> {
             self.maybe_shrink();
         }
         taken
-    }
-
-    /// Waits on the clock until an entry is due, then removes and returns it.
-    ///
-    /// While the queue is empty this waits forever: use it inside `tokio::select!` next to the
-    /// channel that brings new entries. It is cancel-safe: dropping the future before it
-    /// completes removes nothing.
-    pub async fn next_due(&mut self) -> Expired<Id> {
-        loop {
-            let now = self.clock.now();
-            if let Some(expired) = self.pop_due(now) {
-                return expired;
-            }
-            self.wait_for_next().await;
-        }
-    }
-
-    /// Waits like [`RetryScheduler::next_due`], then returns every entry due by then, up to
-    /// `limit` (at least one). Cancel-safe.
-    pub async fn next_due_batch(&mut self, limit: usize) -> Vec<Expired<Id>> {
-        let limit = limit.max(1);
-        loop {
-            let now = self.clock.now();
-            let batch = self.drain_due(now, limit);
-            if !batch.is_empty() {
-                return batch;
-            }
-            self.wait_for_next().await;
-        }
-    }
-
-    async fn wait_for_next(&self) {
-        match self.next_due_time() {
-            Some(due) => self.clock.sleep_until(due).await,
-            None => std::future::pending::<()>().await,
-        }
     }
 
     /// An estimate of the heap bytes this scheduler holds (slab, index, buckets), for metrics.
@@ -592,15 +553,13 @@ fn node_id<Id>(nodes: &[Node<Id>], slot: u32) -> &Id {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use std::sync::Arc;
 
     fn ms(t: u64) -> Timestamp {
         Timestamp::from_millis(t)
     }
 
     fn sched() -> RetryScheduler<u64> {
-        RetryScheduler::new(Arc::new(ManualClock::new(ms(0))))
+        RetryScheduler::new()
     }
 
     #[test]

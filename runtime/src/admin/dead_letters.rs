@@ -9,9 +9,10 @@ use super::auth::Writer;
 use super::body::JsonBody;
 use super::error::ApiError;
 use crate::store::{
-    DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, Page, ScheduledRetry, Store, StoreError,
-    StoredDeadLetter,
+    self, DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, OperatorAction, Page,
+    ScheduledRetry, Store, StoreError, StoredDeadLetter,
 };
+use crate::time::Timestamp;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -66,7 +67,8 @@ impl DeadLetterDesk for StoreDesk {
         operator: &str,
         reason: &str,
     ) -> Result<ScheduledRetry, StoreError> {
-        self.0.replay(id, operator, reason)
+        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
+        store::replay(self.0.as_ref(), action)
     }
 
     fn skip(
@@ -75,7 +77,8 @@ impl DeadLetterDesk for StoreDesk {
         operator: &str,
         reason: &str,
     ) -> Result<StoredDeadLetter, StoreError> {
-        self.0.skip(id, operator, reason)
+        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
+        store::skip(self.0.as_ref(), action)
     }
 }
 
@@ -135,22 +138,23 @@ async fn blocking<T: Send + 'static>(
 /// The JSON of one dead letter: every field the spec lists.
 pub fn letter_json(d: &StoredDeadLetter) -> Value {
     let l = &d.letter;
+    let m = &l.message;
     json!({
-        "id": l.message.id.0,
+        "id": m.id.as_str(),
         "seq": d.id.0,
         "status": d.status.as_str(),
-        "biz": l.message.biz,
-        "payload": String::from_utf8_lossy(&l.message.payload),
-        "headers": l.message.headers,
-        "label": l.label,
-        "reason": l.reason,
-        "last_code": l.last_code,
-        "last_message": l.last_message,
-        "attempts": l.attempts,
-        "first_time_ms": l.first_time.as_millis(),
-        "last_time_ms": l.last_time.as_millis(),
-        "rule": l.rule.0,
-        "rule_set_version": l.rule_set_version.0,
+        "biz": &*m.biz,
+        "payload": String::from_utf8_lossy(&m.payload),
+        "headers": m.headers.as_map().cloned().unwrap_or_default(),
+        "label": l.label.as_str(),
+        "reason": l.reason.as_str(),
+        "last_code": l.failure.code,
+        "last_message": l.failure.message,
+        "attempts": m.retry.attempt,
+        "first_time_ms": l.first_at().as_millis(),
+        "last_time_ms": l.at.as_millis(),
+        "rule": l.rule.as_str(),
+        "rule_set_version": l.version.as_str(),
     })
 }
 
@@ -208,7 +212,7 @@ pub async fn replay(
 ) -> Result<Json<Value>, ApiError> {
     let (operator, reason) = action(body)?;
     let desk = desk(&state)?;
-    let message = MessageId(id.clone());
+    let message = MessageId::from(id.as_str());
     let retry = blocking(move || desk.replay(&message, &operator, &reason)).await?;
     Ok(Json(
         json!({ "id": id, "status": "replayed", "due_ms": retry.due.as_millis() }),
@@ -224,7 +228,7 @@ pub async fn skip(
 ) -> Result<Json<Value>, ApiError> {
     let (operator, reason) = action(body)?;
     let desk = desk(&state)?;
-    let message = MessageId(id);
+    let message = MessageId::from(id);
     let letter = blocking(move || desk.skip(&message, &operator, &reason)).await?;
     Ok(Json(letter_json(&letter)))
 }

@@ -1,7 +1,6 @@
 //! [`DurableDeadLetters`]: the dead-letter sink that writes to the store.
 
-use super::convert::dead_letter;
-use super::{Journal, RetryRows};
+use super::Journal;
 use crate::fate::{BoxFuture, DeadLetter, DeadLetterSink, SinkError};
 use crate::store::{Applied, Fate, WriteOp};
 
@@ -14,31 +13,24 @@ use crate::store::{Applied, Fate, WriteOp};
 #[derive(Clone, Debug)]
 pub struct DurableDeadLetters {
     journal: Journal,
-    rows: RetryRows,
 }
 
 impl DurableDeadLetters {
-    pub(crate) fn new(journal: Journal, rows: RetryRows) -> DurableDeadLetters {
-        DurableDeadLetters { journal, rows }
+    pub(crate) fn new(journal: Journal) -> DurableDeadLetters {
+        DurableDeadLetters { journal }
     }
 }
 
 impl DeadLetterSink for DurableDeadLetters {
     fn store<'a>(&'a self, batch: &'a [DeadLetter]) -> BoxFuture<'a, Result<(), SinkError>> {
         Box::pin(async move {
-            // Forgotten before the write: once the letter is committed an operator may replay
-            // it at once, and the replay's own row must not be forgotten after it. (If the
-            // write fails, the message is not acked in between: the sink tries again.)
-            for letter in batch {
-                self.rows.remove(&letter.id);
-            }
             let ops = batch
                 .iter()
-                .map(|d| WriteOp::DeadLetter(dead_letter(d)))
+                .map(|d| WriteOp::DeadLetter(Box::new(d.clone())))
                 .collect();
             let applied = self
                 .journal
-                .write(ops)
+                .commit(ops)
                 .await
                 .map_err(|e| SinkError(e.to_string()))?;
             for (letter, applied) in batch.iter().zip(applied) {
@@ -47,7 +39,7 @@ impl DeadLetterSink for DurableDeadLetters {
                         Fate::Acked => "acked",
                         Fate::DeadLettered => "dead-lettered",
                     };
-                    tracing::warn!(id = %letter.id, fate, "dead letter not stored: the message already has a fate");
+                    tracing::warn!(id = %letter.id(), fate, "dead letter not stored: the message already has a fate");
                 }
             }
             Ok(())

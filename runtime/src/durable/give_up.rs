@@ -101,7 +101,7 @@ mod tests {
         assert!(failure.retried >= Duration::from_millis(30));
         let text = failure.to_string();
         assert!(
-            text.starts_with("/data/rebound.db cannot be written: the store's batch writer"),
+            text.starts_with("/data/rebound.db cannot be written: the store's journal has stopped"),
             "{text}"
         );
     }

@@ -7,11 +7,10 @@
 //! in the journal's queue: until the message has a fate its source delivers it again after a
 //! crash.
 //!
-//! It also remembers which messages have a retry row that this journal wrote (a held retry
-//! that was released), until a later write drops the row: a write whose only purpose is to
-//! drop a row the journal never wrote is moot too (see [`Journal::retire`]).
-//!
-//! [`Journal::retire`]: super::Journal::retire
+//! It also keeps the journal's one record of which messages have a retry row in the store (a
+//! held retry released, a retry written for a waiting caller, a replay, a row recovered at
+//! start), until a later write drops the row: an acked fate with no row to drop may then be
+//! moot (see the journal's module docs).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -28,8 +27,8 @@ pub(super) struct Held {
     /// The live entry per message.
     live: HashMap<MessageId, u64>,
     next: u64,
-    /// Messages whose retry was released (written) and whose row no later write has dropped.
-    written: HashSet<MessageId>,
+    /// Messages whose retry row the store holds (no later write has dropped it).
+    rows: HashSet<MessageId>,
 }
 
 /// What a write that drops a message's retry row found.
@@ -37,8 +36,8 @@ pub(super) struct Held {
 pub(super) struct Settled {
     /// A held retry of the message was dropped: it is moot.
     pub(super) moot: bool,
-    /// A retry row of the message was written by this journal (so the store may hold one).
-    pub(super) written: bool,
+    /// The store held a retry row of the message (so the write must drop it).
+    pub(super) had_row: bool,
 }
 
 impl Held {
@@ -52,19 +51,19 @@ impl Held {
     }
 
     /// A later write of `id` that replaces or drops its retry row arrived: drops its held
-    /// retry, if any, and forgets that its row was written.
+    /// retry, if any, and forgets its row.
     pub(super) fn settle(&mut self, id: &MessageId) -> Settled {
         Settled {
             moot: self.live.remove(id).is_some(),
-            written: self.written.remove(id),
+            had_row: self.rows.remove(id),
         }
     }
 
-    /// A retry of `id` is being written now (released from the hold, or written on a caller's
-    /// behalf): the store will have a row for it.
-    pub(super) fn wrote(&mut self, id: &MessageId) {
-        if !self.written.contains(id) {
-            self.written.insert(id.clone());
+    /// The store has (or is about to have) a retry row for `id`: a retry released from the
+    /// hold or written for a caller, a replay, or a row recovered at start.
+    pub(super) fn has_row(&mut self, id: &MessageId) {
+        if !self.rows.contains(id) {
+            self.rows.insert(id.clone());
         }
     }
 
@@ -110,7 +109,7 @@ impl Held {
         let live = self.live.get(&retry.message.id) == Some(&seq);
         live.then(|| {
             self.live.remove(&retry.message.id);
-            self.wrote(&retry.message.id);
+            self.has_row(&retry.message.id);
             retry
         })
     }
@@ -128,35 +127,27 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Timestamp;
-    use crate::store::{Message, RetryMeta, RuleId, RuleSetVersion};
+    use crate::time::Timestamp;
+    use crate::topology::Message;
 
     fn retry(id: &str, attempt: u32) -> ScheduledRetry {
+        let mut message = Message::new(id, "ORDER", "");
+        message.retry.attempt = attempt;
         ScheduledRetry {
-            message: Message {
-                id: MessageId(id.into()),
-                biz: "ORDER".into(),
-                payload: Vec::new(),
-                headers: Default::default(),
-            },
+            message,
             due: Timestamp::from_millis(u64::from(attempt)),
-            meta: RetryMeta {
-                attempt,
-                first_seen: Timestamp::from_millis(1),
-                last_code: "X".into(),
-                last_message: String::new(),
-                last_delay: Duration::ZERO,
-                rule: RuleId("r".into()),
-                rule_set_version: RuleSetVersion("v".into()),
-            },
         }
     }
 
     fn ids(retries: &[ScheduledRetry]) -> Vec<(String, u32)> {
         retries
             .iter()
-            .map(|r| (r.message.id.0.clone(), r.meta.attempt))
+            .map(|r| (r.message.id.to_string(), r.message.retry.attempt))
             .collect()
+    }
+
+    fn id(s: &str) -> MessageId {
+        MessageId::from(s)
     }
 
     #[test]
@@ -168,8 +159,8 @@ mod tests {
         assert!(!held.hold(retry("b", 1), t0 + ms(1)));
         assert!(held.hold(retry("a", 2), t0 + ms(2))); // replaces a#1
         assert!(!held.hold(retry("c", 1), t0 + ms(3)));
-        assert!(held.settle(&MessageId("c".into())).moot);
-        assert!(!held.settle(&MessageId("c".into())).moot);
+        assert!(held.settle(&id("c")).moot);
+        assert!(!held.settle(&id("c")).moot);
         assert_eq!(held.len(), 2);
         assert_eq!(held.oldest(), Some(t0 + ms(1))); // a#1 is dead
         assert_eq!(ids(&held.due(t0 + ms(11), ms(10))), [("b".into(), 1)]);
@@ -185,15 +176,15 @@ mod tests {
         let mut held = Held::default();
         held.hold(retry("a", 1), t0);
         held.hold(retry("b", 1), t0);
-        let (a, b) = (MessageId("a".into()), MessageId("b".into()));
+        let (a, b) = (id("a"), id("b"));
         let settled_b = held.settle(&b);
-        assert_eq!((settled_b.moot, settled_b.written), (true, false));
+        assert_eq!((settled_b.moot, settled_b.had_row), (true, false));
         assert_eq!(ids(&held.all()), [("a".into(), 1)]);
         // a's next retry is held again: its released row is still in the store.
         held.hold(retry("a", 2), t0);
         let settled_a = held.settle(&a);
-        assert_eq!((settled_a.moot, settled_a.written), (true, true));
+        assert_eq!((settled_a.moot, settled_a.had_row), (true, true));
         let again = held.settle(&a);
-        assert_eq!((again.moot, again.written), (false, false));
+        assert_eq!((again.moot, again.had_row), (false, false));
     }
 }

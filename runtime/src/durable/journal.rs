@@ -4,10 +4,16 @@
 //! fate, a source position) has to reach the store in order. The journal is one thread and
 //! one FIFO channel:
 //!
-//! - [`Journal::submit`] queues a write and returns at once (the spout task's path);
-//! - [`Journal::write`] queues writes and waits until they are committed (the dead-letter path:
-//!   `dead_lettered(id)` may only follow a commit);
+//! - [`Journal::write_behind`] queues a write and returns at once (fire and forget: the spout
+//!   task's path);
+//! - [`Journal::commit`] queues writes and waits until they are committed (the dead-letter path:
+//!   `dead_lettered(id)` may only follow a commit; an operator's replay or skip);
 //! - [`Journal::flush`] waits until everything queued before it is committed.
+//!
+//! **The journal thread is the one owner of what the store holds.** It alone knows which
+//! messages have a retry row (written by it, recovered at start and told with
+//! [`Journal::known_rows`], or written by a replay), and so which writes are moot: nobody else
+//! keeps that fact, and nobody asks before writing.
 //!
 //! The thread takes whatever queued up while the previous commit ran (up to
 //! [`JournalOptions::max_batch`] writes) and applies it as one transaction, so one fsync covers
@@ -17,14 +23,19 @@
 //!
 //! Writes keep their order: a position committed in a batch means every fate queued before it
 //! is committed too. Within a batch, only the last position of each source is written
-//! (positions only move forward, and the batch commits as a whole). One exception: a queued
-//! retry (`Schedule`) is held back for [`JournalOptions::hold`] (10 ms by default;
-//! `durable/held.rs`), and if a later write of the same
-//! message (its next `Schedule`, its `Unschedule`, its fate) arrives meanwhile, it is never
-//! written. Nobody waits on a queued retry's result, positions only cover messages with a
-//! fate, and a flush writes everything held. An acked fate queued with [`Journal::retire`]
-//! (recorded only to drop the message's retry row) is moot in the same way when this journal
-//! never wrote that row.
+//! (positions only move forward, and the batch commits as a whole). Three kinds of write are
+//! moot and never reach the store:
+//!
+//! - a queued retry (`Schedule`) is held back for [`JournalOptions::hold`] (10 ms by default;
+//!   `durable/held.rs`), and if a later write of the same message (its next `Schedule`, its
+//!   fate) arrives meanwhile, it is never written. Nobody waits on a queued retry's result,
+//!   positions only cover messages with a fate, and a flush writes everything held;
+//! - an acked fate of a message with no retry row, when [`JournalOptions::record_every_ack`]
+//!   is off (the source's position is then the only record of it);
+//! - an acked fate with an [`Offset`](crate::store::Offset) that its source's position, in the
+//!   same batch or committed before, already covers ("acked compactly"): the position is the
+//!   record of everything at or below it, and the store prunes the acked fates it covers. So a
+//!   durable source costs a position per batch, not a write per message.
 //!
 //! A batch that fails (disk full, database busy) is retried with backoff. After three failures
 //! the batch is split: each waiting caller's writes go in their own transaction, and the caller
@@ -45,10 +56,12 @@ use tokio::sync::oneshot;
 
 use tokio::sync::watch;
 
+use hashbrown::HashMap;
+
 use super::give_up::{JournalFailure, Retrying};
 use super::held::Held;
-use crate::clock::Timestamp;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
+use crate::time::Timestamp;
 
 /// Tuning for the [`Journal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +74,11 @@ pub struct JournalOptions {
     /// How long a store that refuses every commit is retried before the journal gives up
     /// (default 30 s; see [`Journal::failed`]).
     pub give_up_after: Duration,
+    /// Record an acked fate for every message (true, the default: needed for "one fate per
+    /// message" after a restart, and for reports from the store). A fate its source's position
+    /// covers is moot either way. When false, only messages with a retry row get one (the row
+    /// must go); the source's position is then the only record of the others.
+    pub record_every_ack: bool,
 }
 
 impl Default for JournalOptions {
@@ -69,6 +87,7 @@ impl Default for JournalOptions {
             max_batch: 4096,
             hold: Duration::from_millis(10),
             give_up_after: Duration::from_secs(30),
+            record_every_ack: true,
         }
     }
 }
@@ -82,9 +101,9 @@ pub struct JournalStats {
     pub transactions: u64,
     /// Failed attempts to commit a batch (each was retried).
     pub failures: u64,
-    /// Writes never written: queued retries, because a later write of the same message
-    /// arrived while they were held, and [`Journal::retire`] writes for rows never written
-    /// (counted in `committed` too).
+    /// Writes never written (counted in `committed` too): queued retries a later write of the
+    /// same message made moot while they were held, and acked fates with no row to drop that
+    /// were not needed (see the [module docs](self)).
     pub moot: u64,
     /// Writes queued and not yet committed.
     pub backlog: u64,
@@ -97,9 +116,9 @@ type Waiter = oneshot::Sender<Result<Vec<Applied>>>;
 #[allow(clippy::large_enum_variant)]
 enum Entry {
     Op(WriteOp),
-    Retire(WriteOp),
     Wait(Vec<WriteOp>, Waiter),
     Flush(oneshot::Sender<()>),
+    Rows(Vec<MessageId>),
 }
 
 #[derive(Default)]
@@ -161,43 +180,49 @@ impl Journal {
         }
     }
 
-    /// Queues `op`; never blocks. It is committed in order with everything else queued.
-    pub fn submit(&self, op: WriteOp) {
+    /// Queues `op` and returns at once (fire and forget); never blocks. It is committed in
+    /// order with everything else queued, unless it is moot (see the [module docs](self)).
+    pub fn write_behind(&self, op: WriteOp) {
         self.inner.counters.backlog.fetch_add(1, Relaxed);
-        if self.inner.tx.send(Entry::Op(op)).is_err() {
+        self.send(Entry::Op(op));
+    }
+
+    /// Tells the journal that the store already holds retry rows for `ids` (recovered from the
+    /// last run), so that their messages' fates drop them. Call before the topology starts.
+    pub fn known_rows(&self, ids: Vec<MessageId>) {
+        self.send(Entry::Rows(ids));
+    }
+
+    fn send(&self, entry: Entry) {
+        if self.inner.tx.send(entry).is_err() {
             // Only if the thread died (it panicked): nothing can be written any more.
             tracing::error!("the journal thread has stopped; a write was not queued");
         }
     }
 
-    /// Queues the acked fate of `id` (at `at`), recorded only to drop the retry row that this
-    /// journal's own `Schedule` wrote, when acked fates are not recorded otherwise. If the
-    /// journal never wrote that row (the retry was held, and this makes it moot), the fate is
-    /// moot too and never written. Never blocks.
-    ///
-    /// A row the store had before (recovered, or written by a replay) is not known to the
-    /// journal: drop it with [`Journal::submit`] of a [`WriteOp::Acked`].
-    pub fn retire(&self, id: MessageId, at: Timestamp) {
-        self.inner.counters.backlog.fetch_add(1, Relaxed);
-        if self
-            .inner
-            .tx
-            .send(Entry::Retire(WriteOp::Acked(id, at)))
-            .is_err()
-        {
-            tracing::error!("the journal thread has stopped; a write was not queued");
-        }
+    /// Queues `ops` and waits until they are committed; returns one [`Applied`] per op.
+    pub async fn commit(&self, ops: Vec<WriteOp>) -> Result<Vec<Applied>> {
+        self.queue_waiting(ops)?
+            .await
+            .map_err(|_| StoreError::WriterClosed)?
     }
 
-    /// Queues `ops` and waits until they are committed; returns one [`Applied`] per op.
-    pub async fn write(&self, ops: Vec<WriteOp>) -> Result<Vec<Applied>> {
+    /// [`Journal::commit`] for blocking code (an operator's action, run on a blocking thread).
+    /// Must not be called from async code.
+    pub fn commit_blocking(&self, ops: Vec<WriteOp>) -> Result<Vec<Applied>> {
+        self.queue_waiting(ops)?
+            .blocking_recv()
+            .map_err(|_| StoreError::WriterClosed)?
+    }
+
+    fn queue_waiting(&self, ops: Vec<WriteOp>) -> Result<oneshot::Receiver<Result<Vec<Applied>>>> {
         let (done, committed) = oneshot::channel();
         self.inner.counters.backlog.fetch_add(ops.len(), Relaxed);
         self.inner
             .tx
             .send(Entry::Wait(ops, done))
             .map_err(|_| StoreError::WriterClosed)?;
-        committed.await.map_err(|_| StoreError::WriterClosed)?
+        Ok(committed)
     }
 
     /// Waits until everything queued before this call is committed.
@@ -247,52 +272,80 @@ impl Journal {
 struct Batch {
     ops: Vec<WriteOp>,
     loose: Vec<usize>,
+    /// Acked fates with an offset and no row to drop: moot if a position covers them.
+    compactable: Vec<usize>,
     waiters: Vec<(std::ops::Range<usize>, Waiter)>,
-    positions: BTreeMap<String, u64>,
+    positions: BTreeMap<String, (u64, Timestamp)>,
     flushes: Vec<oneshot::Sender<()>>,
     /// Writes in this batch (held retries count once they join one).
     counted: usize,
-    /// Held retries made moot while this batch was assembled.
+    /// Writes made moot while this batch was assembled.
     moot: usize,
 }
 
-/// The message whose retry row `op` writes or removes.
-fn retry_row_of(op: &WriteOp) -> Option<&MessageId> {
-    match op {
-        WriteOp::Schedule(s) => Some(&s.message.id),
-        WriteOp::Unschedule(id) | WriteOp::Acked(id, _) => Some(id),
-        WriteOp::DeadLetter(d) => Some(&d.message.id),
-        WriteOp::Position { .. } => None,
+/// What the journal thread knows between batches: the held retries and which messages have a
+/// retry row (one owner: see the [module docs](self)), and each source's committed position.
+#[derive(Default)]
+struct Ledger {
+    held: Held,
+    committed: HashMap<String, u64>,
+    record_every_ack: bool,
+}
+
+impl Ledger {
+    /// True if `source`'s position committed or in `batch` covers `position`.
+    fn covers(&self, batch: &Batch, source: &str, position: u64) -> bool {
+        let committed = self.committed.get(source).copied().unwrap_or(0);
+        let queued = batch.positions.get(source).map_or(0, |p| p.0);
+        position <= committed.max(queued)
     }
 }
 
 impl Batch {
-    /// Adds `entry`; a queued retry goes to `held` instead, and a write of a message whose
-    /// retry is held makes that retry moot.
-    fn add(&mut self, entry: Entry, held: &mut Held) {
+    /// Adds `entry`; a queued retry is held instead, and a write that replaces or drops a
+    /// message's retry row settles what is known of it (a held retry becomes moot).
+    fn add(&mut self, entry: Entry, ledger: &mut Ledger) {
         match entry {
-            Entry::Op(WriteOp::Position { source, position }) => {
+            Entry::Op(WriteOp::Position {
+                source,
+                position,
+                at,
+            }) => {
                 self.counted += 1;
-                let p = self.positions.entry(source).or_insert(position);
-                *p = (*p).max(position);
+                let p = self.positions.entry(source).or_insert((position, at));
+                *p = (p.0.max(position), p.1.max(at));
             }
             Entry::Op(WriteOp::Schedule(retry)) => {
-                self.moot += usize::from(held.hold(retry, Instant::now()));
+                self.moot += usize::from(ledger.held.hold(retry, Instant::now()));
+            }
+            Entry::Op(op @ WriteOp::Acked { .. }) => {
+                let had_row = self.settle(&op, ledger);
+                let WriteOp::Acked { offset, .. } = &op else {
+                    unreachable!("matched above")
+                };
+                if had_row {
+                    self.push_loose(op); // it drops the row: never moot
+                } else if !ledger.record_every_ack {
+                    self.moot += 1;
+                } else if offset
+                    .as_ref()
+                    .is_some_and(|o| ledger.covers(self, &o.source, o.position))
+                {
+                    self.moot += 1;
+                } else {
+                    if offset.is_some() {
+                        self.compactable.push(self.ops.len());
+                    }
+                    self.push_loose(op);
+                }
             }
             Entry::Op(op) => {
-                self.settle(&op, held);
+                self.settle(&op, ledger);
                 self.push_loose(op);
-            }
-            Entry::Retire(op) => {
-                if self.settle(&op, held) {
-                    self.push_loose(op);
-                } else {
-                    self.moot += 1;
-                }
             }
             Entry::Wait(ops, done) => {
                 for op in &ops {
-                    self.settle(op, held);
+                    self.settle(op, ledger);
                 }
                 self.counted += ops.len();
                 let start = self.ops.len();
@@ -300,21 +353,26 @@ impl Batch {
                 self.waiters.push((start..self.ops.len(), done));
             }
             Entry::Flush(done) => self.flushes.push(done),
+            Entry::Rows(ids) => {
+                for id in &ids {
+                    ledger.held.has_row(id);
+                }
+            }
         }
     }
 
-    /// Settles the retry `op` replaces or drops; true if this journal wrote a row for it.
-    fn settle(&mut self, op: &WriteOp, held: &mut Held) -> bool {
-        let Some(id) = retry_row_of(op) else {
+    /// Settles the retry row `op` replaces or drops; true if the store had one.
+    fn settle(&mut self, op: &WriteOp, ledger: &mut Ledger) -> bool {
+        let Some(id) = op.retry_row() else {
             return false;
         };
-        let settled = held.settle(id);
+        let settled = ledger.held.settle(id);
         self.moot += usize::from(settled.moot);
-        if let WriteOp::Schedule(_) = op {
-            // Written now (a caller waits on it), not held: it leaves a row.
-            held.wrote(id);
+        if let WriteOp::Schedule(_) | WriteOp::Replay(_) = op {
+            // Written now, not held: it leaves a row.
+            ledger.held.has_row(id);
         }
-        settled.written
+        settled.had_row
     }
 
     fn push_loose(&mut self, op: WriteOp) {
@@ -330,12 +388,53 @@ impl Batch {
         }
     }
 
+    /// Drops the acked fates that a position in this batch, or one committed before, covers.
+    fn compact(&mut self, ledger: &Ledger) {
+        let covered: Vec<usize> = self
+            .compactable
+            .iter()
+            .copied()
+            .filter(|&i| match &self.ops[i] {
+                WriteOp::Acked {
+                    offset: Some(o), ..
+                } => ledger.covers(self, &o.source, o.position),
+                _ => false,
+            })
+            .collect();
+        self.compactable.clear();
+        if covered.is_empty() {
+            return;
+        }
+        self.moot += covered.len();
+        self.counted -= covered.len();
+        // Every index moves down by the number of dropped ops before it. Waiters' ranges hold
+        // no compactable op.
+        let shift = |i: usize| covered.partition_point(|&c| c < i);
+        let mut next = covered.iter().peekable();
+        let mut i = 0;
+        self.ops.retain(|_| {
+            let keep = next.next_if_eq(&&i).is_none();
+            i += 1;
+            keep
+        });
+        self.loose = self
+            .loose
+            .iter()
+            .filter(|i| covered.binary_search(i).is_err())
+            .map(|&i| i - shift(i))
+            .collect();
+        for (range, _) in &mut self.waiters {
+            *range = range.start - shift(range.start)..range.end - shift(range.start);
+        }
+    }
+
     fn position_ops(&self) -> impl Iterator<Item = WriteOp> + '_ {
         self.positions
             .iter()
-            .map(|(source, position)| WriteOp::Position {
+            .map(|(source, &(position, at))| WriteOp::Position {
                 source: source.clone(),
-                position: *position,
+                position,
+                at,
             })
     }
 }
@@ -355,10 +454,16 @@ fn run(
     counters: &Counters,
 ) -> std::result::Result<(), JournalFailure> {
     let JournalOptions {
-        max_batch, hold, ..
+        max_batch,
+        hold,
+        record_every_ack,
+        ..
     } = *options;
     let mut idle = Duration::ZERO;
-    let mut held = Held::default();
+    let mut ledger = Ledger {
+        record_every_ack,
+        ..Ledger::default()
+    };
     let mut next: Option<Entry> = None;
     let mut closed = false;
     loop {
@@ -370,6 +475,7 @@ fn run(
             }
         }
         let now = Instant::now();
+        let held = &mut ledger.held;
         let held_due = held
             .oldest()
             .is_some_and(|at| now.saturating_duration_since(at) >= hold);
@@ -393,24 +499,29 @@ fn run(
         let mut batch = Batch::default();
         batch.release(held.due(now, hold));
         if let Some(entry) = next.take() {
-            batch.add(entry, &mut held);
+            batch.add(entry, &mut ledger);
         }
         while !closed && batch.counted < max_batch {
             match rx.try_recv() {
-                Ok(entry) => batch.add(entry, &mut held),
+                Ok(entry) => batch.add(entry, &mut ledger),
                 Err(mpsc::TryRecvError::Disconnected) => closed = true,
                 Err(mpsc::TryRecvError::Empty) => break,
             }
         }
         // A flush, or the end, writes everything held.
         if closed || !batch.flushes.is_empty() {
-            batch.release(held.all());
+            batch.release(ledger.held.all());
         }
+        batch.compact(&ledger);
         // Moot writes count as committed: what they would have written is already settled.
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);
         counters.moot.fetch_add(moot as u64, Relaxed);
         commit(store, &mut batch, options.give_up_after, counters)?;
+        for (source, &(position, _)) in &batch.positions {
+            let committed = ledger.committed.entry_ref(source.as_str()).or_insert(0);
+            *committed = (*committed).max(position);
+        }
         counters.backlog.fetch_sub(batch.counted + moot, Relaxed);
         for done in batch.flushes.drain(..) {
             let _ = done.send(());
@@ -424,7 +535,8 @@ fn run(
 fn refuse_all(rx: &mpsc::Receiver<Entry>, counters: &Counters) {
     while let Ok(entry) = rx.recv() {
         let writes = match entry {
-            Entry::Op(_) | Entry::Retire(_) => 1,
+            Entry::Op(_) => 1,
+            Entry::Rows(_) => 0,
             Entry::Wait(ops, done) => {
                 let _ = done.send(Err(StoreError::WriterClosed));
                 ops.len()

@@ -1,57 +1,89 @@
-//! Unit tests of the journal's batching and commits.
+//! Unit tests of the journal's batching, what it makes moot, and its commits.
 
 use super::*;
-use crate::clock::{Timestamp, WallClock};
-use crate::store::{
-    DeadLetter, Fate, Message, RetryMeta, RuleId, RuleSetVersion, ScheduledRetry, SqliteStore,
-};
+use crate::fate::{DeadLetter, GiveUpReason, Label, RuleRef, Version};
+use crate::store::{Fate, Offset, SqliteStore};
+use crate::time::Timestamp;
+use crate::topology::{Failure, LastFailure, Message};
 
 fn message(id: &str) -> Message {
-    Message {
-        id: MessageId(id.into()),
-        biz: "ORDER".into(),
-        payload: b"{}".to_vec(),
-        headers: Default::default(),
-    }
+    Message::new(id, "ORDER", "{}")
 }
 
 fn schedule(id: &str, attempt: u32) -> WriteOp {
+    let mut message = message(id);
+    message.retry.attempt = attempt;
+    message.retry.first_delivery = Some(Timestamp::from_millis(1));
+    message.retry.last_failure = Some(Box::new(LastFailure {
+        code: "DB_LOCK_WAIT".into(),
+        message: "locked".into(),
+        at: Timestamp::from_millis(900 * u64::from(attempt)),
+        delay: Duration::from_millis(100),
+        rule: RuleRef::Rule("db-lock".into()),
+        version: "0123456789abcdef".parse().unwrap(),
+    }));
     WriteOp::Schedule(ScheduledRetry {
-        message: message(id),
+        message,
         due: Timestamp::from_millis(1_000 * u64::from(attempt)),
-        meta: RetryMeta {
-            attempt,
-            first_seen: Timestamp::from_millis(1),
-            last_code: "DB_LOCK_WAIT".into(),
-            last_message: "locked".into(),
-            last_delay: Duration::from_millis(100),
-            rule: RuleId("db-lock".into()),
-            rule_set_version: RuleSetVersion("0123456789abcdef".into()),
-        },
     })
 }
 
 fn dead_letter(id: &str) -> WriteOp {
-    WriteOp::DeadLetter(DeadLetter {
-        message: message(id),
-        label: "L1".into(),
-        reason: "max_retries".into(),
-        last_code: "DB_LOCK_WAIT".into(),
-        last_message: "locked".into(),
-        attempts: 4,
-        first_time: Timestamp::from_millis(1),
-        last_time: Timestamp::from_millis(9),
-        rule: RuleId("db-lock".into()),
-        rule_set_version: RuleSetVersion("0123456789abcdef".into()),
-    })
+    let mut message = message(id);
+    message.retry.attempt = 4;
+    message.retry.first_delivery = Some(Timestamp::from_millis(1));
+    WriteOp::DeadLetter(Box::new(DeadLetter {
+        message,
+        failure: Failure::new("DB_LOCK_WAIT", "locked"),
+        label: Label::from("L1"),
+        reason: GiveUpReason::MaxRetries,
+        rule: RuleRef::Rule("db-lock".into()),
+        version: Version::from_hash(0x0123_4567_89ab_cdef),
+        at: Timestamp::from_millis(9),
+    }))
 }
 
 fn acked(id: &str) -> WriteOp {
-    WriteOp::Acked(MessageId(id.into()), Timestamp::from_millis(5))
+    WriteOp::Acked {
+        id: MessageId::from(id),
+        at: Timestamp::from_millis(5),
+        offset: None,
+    }
+}
+
+fn acked_at(id: &str, position: u64) -> WriteOp {
+    WriteOp::Acked {
+        id: MessageId::from(id),
+        at: Timestamp::from_millis(5),
+        offset: Some(Offset {
+            source: "src".into(),
+            position,
+        }),
+    }
+}
+
+fn position(position: u64) -> WriteOp {
+    WriteOp::Position {
+        source: "src".into(),
+        position,
+        at: Timestamp::from_millis(6),
+    }
+}
+
+fn ledger() -> Ledger {
+    Ledger {
+        record_every_ack: true,
+        ..Ledger::default()
+    }
+}
+
+fn fate_of(store: &SqliteStore, id: &MessageId) -> Option<Fate> {
+    let known = store.known_fates(std::slice::from_ref(id)).unwrap();
+    known.first().map(|(_, fate)| *fate)
 }
 
 fn id(s: &str) -> MessageId {
-    MessageId(s.into())
+    MessageId::from(s)
 }
 
 /// The ids with a retry row, in due order.
@@ -69,54 +101,49 @@ fn holding_until_a_flush() -> JournalOptions {
 }
 
 /// One batch: `a` retried twice then acked, `b` retried then dead-lettered by a waiter,
-/// `c` retried and still waiting, `d` retried then unscheduled.
-fn mixed_batch() -> (Batch, Held, oneshot::Receiver<Result<Vec<Applied>>>) {
+/// `c` retried and still waiting, `d` retried then acked.
+fn mixed_batch() -> (Batch, Ledger, oneshot::Receiver<Result<Vec<Applied>>>) {
     let (done, committed) = oneshot::channel();
     let mut batch = Batch::default();
-    let mut held = Held::default();
+    let mut ledger = ledger();
     for op in [schedule("a", 1), schedule("b", 1), schedule("a", 2)] {
-        batch.add(Entry::Op(op), &mut held);
+        batch.add(Entry::Op(op), &mut ledger);
     }
-    batch.add(Entry::Wait(vec![dead_letter("b")], done), &mut held);
-    for op in [
-        schedule("c", 1),
-        acked("a"),
-        schedule("d", 1),
-        WriteOp::Unschedule(id("d")),
-    ] {
-        batch.add(Entry::Op(op), &mut held);
+    batch.add(Entry::Wait(vec![dead_letter("b")], done), &mut ledger);
+    for op in [schedule("c", 1), acked("a"), schedule("d", 1), acked("d")] {
+        batch.add(Entry::Op(op), &mut ledger);
     }
-    (batch, held, committed)
+    (batch, ledger, committed)
 }
 
 fn kinds(ops: &[WriteOp]) -> Vec<String> {
     ops.iter()
         .map(|op| match op {
-            WriteOp::Schedule(s) => format!("schedule {} #{}", s.message.id, s.meta.attempt),
-            WriteOp::DeadLetter(d) => format!("dead letter {}", d.message.id),
-            WriteOp::Acked(id, _) => format!("acked {id}"),
-            WriteOp::Unschedule(id) => format!("unschedule {id}"),
-            WriteOp::Position { .. } => "position".into(),
+            WriteOp::Schedule(s) => {
+                format!("schedule {} #{}", s.message.id, s.message.retry.attempt)
+            }
+            WriteOp::DeadLetter(d) => format!("dead letter {}", d.id()),
+            WriteOp::Acked { id, .. } => format!("acked {id}"),
+            WriteOp::Position { position, .. } => format!("position {position}"),
+            WriteOp::Replay(a) => format!("replay {}", a.id),
+            WriteOp::Skip(a) => format!("skip {}", a.id),
         })
         .collect()
 }
 
 #[test]
 fn a_held_retry_settled_before_it_is_written_is_never_written() {
-    let (mut batch, mut held, _committed) = mixed_batch();
-    assert_eq!(
-        kinds(&batch.ops),
-        ["dead letter b", "acked a", "unschedule d"]
-    );
+    let (mut batch, mut ledger, _committed) = mixed_batch();
+    assert_eq!(kinds(&batch.ops), ["dead letter b", "acked a", "acked d"]);
     assert_eq!(batch.loose, [1, 2]);
     assert_eq!(batch.waiters[0].0, 0..1);
     // a#1 (replaced), a#2, b and d (settled) are moot; c is still held.
     assert_eq!(batch.moot, 4);
-    assert_eq!(held.len(), 1);
-    batch.release(held.all());
+    assert_eq!(ledger.held.len(), 1);
+    batch.release(ledger.held.all());
     assert_eq!(
         kinds(&batch.ops),
-        ["dead letter b", "acked a", "unschedule d", "schedule c #1"]
+        ["dead letter b", "acked a", "acked d", "schedule c #1"]
     );
     assert_eq!(batch.counted, 4);
 }
@@ -124,10 +151,10 @@ fn a_held_retry_settled_before_it_is_written_is_never_written() {
 #[test]
 fn the_store_ends_as_if_every_write_had_been_applied() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
     let counters = Counters::default();
-    let (mut batch, mut held, mut committed) = mixed_batch();
-    batch.release(held.all());
+    let (mut batch, mut ledger, mut committed) = mixed_batch();
+    batch.release(ledger.held.all());
     commit(&store, &mut batch, Duration::from_secs(30), &counters).unwrap();
 
     // The waiter hears about its own write, and only that.
@@ -135,24 +162,24 @@ fn the_store_ends_as_if_every_write_had_been_applied() {
     assert_eq!(applied, [Applied::Done]);
     assert_eq!(counters.committed.load(Relaxed), 4);
 
-    assert_eq!(store.fate_of(&id("a")).unwrap(), Some(Fate::Acked));
-    assert_eq!(store.fate_of(&id("b")).unwrap(), Some(Fate::DeadLettered));
-    assert_eq!(store.fate_of(&id("c")).unwrap(), None);
-    assert_eq!(store.fate_of(&id("d")).unwrap(), None);
+    assert_eq!(fate_of(&store, &id("a")), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("b")), Some(Fate::DeadLettered));
+    assert_eq!(fate_of(&store, &id("c")), None);
+    assert_eq!(fate_of(&store, &id("d")), Some(Fate::Acked));
     assert_eq!(scheduled(&store), [id("c")]);
 }
 
 #[test]
 fn a_later_schedule_replaces_the_held_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
     let mut batch = Batch::default();
-    let mut held = Held::default();
+    let mut ledger = ledger();
     for op in [schedule("a", 1), schedule("a", 2), schedule("a", 3)] {
-        batch.add(Entry::Op(op), &mut held);
+        batch.add(Entry::Op(op), &mut ledger);
     }
     assert_eq!(batch.moot, 2);
-    batch.release(held.all());
+    batch.release(ledger.held.all());
     commit(
         &store,
         &mut batch,
@@ -162,54 +189,118 @@ fn a_later_schedule_replaces_the_held_one() {
     .unwrap();
     let rows = store.retries(&[id("a")]).unwrap();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].meta.attempt, 3);
+    assert_eq!(rows[0].message.retry.attempt, 3);
 }
 
 #[tokio::test]
 async fn a_flush_writes_the_retries_it_was_holding() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
     let journal = Journal::spawn(store.clone(), holding_until_a_flush());
-    journal.submit(schedule("kept", 1));
-    journal.submit(schedule("settled", 1));
-    journal.submit(acked("settled"));
+    journal.write_behind(schedule("kept", 1));
+    journal.write_behind(schedule("settled", 1));
+    journal.write_behind(acked("settled"));
     journal.flush().await;
     assert_eq!(scheduled(&store), [id("kept")]);
-    assert_eq!(store.fate_of(&id("settled")).unwrap(), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("settled")), Some(Fate::Acked));
     let stats = journal.stats();
     assert_eq!(stats.committed, 3);
     assert_eq!(stats.backlog, 0);
 }
 
 #[test]
-fn a_retry_written_on_a_callers_behalf_leaves_a_row_to_retire() {
+fn a_retry_written_on_a_callers_behalf_leaves_a_row_its_fate_drops() {
     let (done, _committed) = oneshot::channel();
     let mut batch = Batch::default();
-    let mut held = Held::default();
-    batch.add(Entry::Wait(vec![schedule("a", 1)], done), &mut held);
-    batch.add(Entry::Retire(acked("a")), &mut held);
+    let mut ledger = Ledger::default(); // acked fates only to drop rows
+    batch.add(Entry::Wait(vec![schedule("a", 1)], done), &mut ledger);
+    batch.add(Entry::Op(acked("a")), &mut ledger);
     assert_eq!(kinds(&batch.ops), ["schedule a #1", "acked a"]);
     assert_eq!(batch.moot, 0);
 }
 
 #[tokio::test]
-async fn a_retired_fate_is_written_only_if_the_journal_wrote_the_row() {
+async fn without_every_ack_a_fate_is_written_only_to_drop_a_row() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path(), Arc::new(WallClock::real())).unwrap());
-    let journal = Journal::spawn(store.clone(), holding_until_a_flush());
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let options = JournalOptions {
+        record_every_ack: false,
+        ..holding_until_a_flush()
+    };
+    let journal = Journal::spawn(store.clone(), options);
     // Settled while held: neither the retry nor its fate reaches the store.
-    journal.submit(schedule("quick", 1));
-    journal.retire(id("quick"), Timestamp::from_millis(5));
-    // Written (the flush releases it), then retired: the fate drops the row.
-    journal.submit(schedule("slow", 1));
+    journal.write_behind(schedule("quick", 1));
+    journal.write_behind(acked("quick"));
+    // Written (the flush releases it), then acked: the fate drops the row.
+    journal.write_behind(schedule("slow", 1));
     journal.flush().await;
     assert_eq!(store.scheduled().unwrap().len(), 1);
-    journal.retire(id("slow"), Timestamp::from_millis(5));
+    journal.write_behind(acked("slow"));
+    // Recovered at start: the journal is told, and the fate drops it too.
+    journal.known_rows(vec![id("recovered")]);
+    journal.write_behind(acked("recovered"));
+    // Never retried: no row, no fate.
+    journal.write_behind(acked("plain"));
     journal.flush().await;
 
     assert!(store.scheduled().unwrap().is_empty());
-    assert_eq!(store.fate_of(&id("quick")).unwrap(), None);
-    assert_eq!(store.fate_of(&id("slow")).unwrap(), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("quick")), None);
+    assert_eq!(fate_of(&store, &id("slow")), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("recovered")), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("plain")), None);
     let stats = journal.stats();
-    assert_eq!((stats.committed, stats.moot, stats.backlog), (4, 2, 0));
+    assert_eq!((stats.committed, stats.moot, stats.backlog), (6, 3, 0));
+}
+
+#[test]
+fn an_acked_fate_its_sources_position_covers_is_moot() {
+    let mut batch = Batch::default();
+    let mut ledger = ledger();
+    for op in [
+        acked_at("m1", 1),
+        acked_at("m3", 3),
+        position(2),
+        acked_at("m2", 2), // covered by the position already queued
+        acked("elsewhere"),
+    ] {
+        batch.add(Entry::Op(op), &mut ledger);
+    }
+    assert_eq!(batch.moot, 1);
+    batch.compact(&ledger);
+    // m1 too, now that the batch's position covers it; m3 is above it and kept.
+    assert_eq!(kinds(&batch.ops), ["acked m3", "acked elsewhere"]);
+    assert_eq!(batch.loose, [0, 1]);
+    assert_eq!((batch.moot, batch.counted), (2, 3));
+    // A fate arriving after its position was committed is moot at once.
+    ledger.committed.insert("src".into(), 10);
+    let mut next = Batch::default();
+    next.add(Entry::Op(acked_at("m9", 9)), &mut ledger);
+    assert!(next.ops.is_empty());
+}
+
+#[test]
+fn compacting_keeps_waiters_on_their_own_writes() {
+    let (done, mut committed) = oneshot::channel();
+    let mut batch = Batch::default();
+    let mut ledger = ledger();
+    batch.add(Entry::Op(acked_at("m1", 1)), &mut ledger);
+    batch.add(Entry::Wait(vec![dead_letter("b")], done), &mut ledger);
+    batch.add(Entry::Op(acked_at("m5", 5)), &mut ledger);
+    batch.add(Entry::Op(position(1)), &mut ledger);
+    batch.compact(&ledger);
+    assert_eq!(kinds(&batch.ops), ["dead letter b", "acked m5"]);
+    assert_eq!(batch.waiters[0].0, 0..1);
+    assert_eq!(batch.loose, [1]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    commit(
+        &store,
+        &mut batch,
+        Duration::from_secs(30),
+        &Counters::default(),
+    )
+    .unwrap();
+    assert_eq!(committed.try_recv().unwrap().unwrap(), [Applied::Done]);
+    assert_eq!(fate_of(&store, &id("m5")), Some(Fate::Acked));
+    assert_eq!(store.position("src").unwrap(), Some(1));
 }

@@ -7,40 +7,42 @@
 //!   ones fire at once) and its retry metadata.
 //! - [`DurableDeadLetters`]: the dead-letter sink; the spout hears `dead_lettered(id)` only
 //!   after the letter is committed.
-//! - [`Fates`]: what a durable spout calls from `Spout::ack` to record the acked fate (and drop
-//!   the message's retry row), batched through the journal.
+//! - [`DurableFates`]: the acked fates, recorded by the spout task itself (a source never has
+//!   to), queued to the journal, which decides whether each needs a write.
 //! - [`SourcePosition`]: a source's committed low-water mark, and the messages above it that
-//!   must not be delivered again after a restart ("one fate per message").
+//!   must not be delivered again after a restart ("one fate per message"). Acked fates at or
+//!   below the committed position are not kept: the position is their record.
 //!
 //! [`Durable`] ties them together and makes the [`Seams`] a topology starts with:
 //!
 //! ```no_run
 //! # async fn demo(policy: rebound_runtime::fate::memory::FixedPolicy) -> Result<(), rebound_runtime::store::StoreError> {
-//! use rebound_runtime::clock::WallClock;
 //! use rebound_runtime::durable::{Durable, DurableOptions};
 //! use rebound_runtime::store::SqliteStore;
-//! use rebound_runtime::time_source::TokioTime;
+//! use rebound_runtime::time::TokioTime;
 //! use std::sync::Arc;
 //!
-//! let store = Arc::new(SqliteStore::open("rebound-data", Arc::new(WallClock::real()))?);
+//! let store = Arc::new(SqliteStore::open("rebound-data")?);
 //! let durable = Durable::new(store, Arc::new(TokioTime::new()), DurableOptions::default());
 //! let recovered = durable.recover()?; // scheduled retries from the last run
+//! let position = durable.source_position("orders", |n| format!("order-{n}"), [])?;
 //! let seams = durable.seams(policy);
-//! // … build the topology; its spout calls `durable.fates().acked(&id)` from `ack` …
-//! # let _ = (recovered, seams); Ok(()) }
+//! // … build the topology; its spout hands out messages `with_offset(n)` and tells
+//! // `position.settled(n)` from `ack` and `dead_lettered` …
+//! # let _ = (recovered, position, seams); Ok(()) }
 //! ```
 //!
 //! # The order of writes
 //!
 //! Everything goes through the one journal, in the order it happened: a retry's `Schedule`
-//! before the fate that ends it, an acked fate before the source position that covers it. The
-//! store adds its own guard (first fate wins; no retry is scheduled for a message with a fate),
-//! so even writes that raced would never give a message two fates.
+//! before the fate that ends it, an acked fate (queued by the spout task before the spout hears
+//! of it) before the source position that covers it. The store adds its own guard (first fate
+//! wins; no retry is scheduled for a message with a fate), so even writes that raced would never
+//! give a message two fates.
 //!
 //! One spout component per `Durable` (any parallelism): recovered retries and replays are
 //! routed to its tasks by a hash of the message id.
 
-pub mod convert;
 mod dead_letters;
 mod give_up;
 mod held;
@@ -54,74 +56,23 @@ pub use journal::{Journal, JournalOptions, JournalStats};
 pub use queue::{DurableRetryQueue, Inbox};
 pub use source::SourcePosition;
 
-use hashbrown::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tokio::time::Instant;
 
-use crate::fate::{FailurePolicy, RetryQueue, Seams};
-use crate::store::{self, Result, ScheduledRetry, Store, StoredDeadLetter, WriteOp};
-use crate::time_source::TimeSource;
+use crate::fate::{AckedFates, FailurePolicy, RetryQueue, Seams};
+use crate::store::{
+    Applied, Offset, OperatorAction, Result, ScheduledRetry, Store, StoreError, StoredDeadLetter,
+    WriteOp, unexpected,
+};
+use crate::time::{TimeMap, TimeSource};
 use crate::topology::{Message, MessageId, TaskInfo};
-use convert::{TimeMap, restored_message, store_id, wall_ms};
-
-/// Ids of messages that may have a retry row in the store (scheduled, or redelivered and
-/// waiting for their fate), and who wrote it. Shared by the queues, the sink and [`Fates`], so
-/// an ack knows whether it has a row to drop.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct RetryRows(Arc<Mutex<HashMap<MessageId, Row>>>);
-
-/// Who wrote a message's retry row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Row {
-    /// Only the journal, from a `Schedule` it may still hold (see [`Journal::retire`]).
-    Journal,
-    /// The store had it before: recovered from the last run, or written by a replay.
-    Stored,
-}
-
-impl RetryRows {
-    /// The message's retry row may exist; `row` says who wrote it (a stored row stays stored).
-    pub(crate) fn insert(&self, id: &MessageId, row: Row) {
-        let mut rows = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match rows.get_mut(id) {
-            Some(known) => {
-                if row == Row::Stored {
-                    *known = Row::Stored;
-                }
-            }
-            None => {
-                rows.insert(id.clone(), row);
-            }
-        }
-    }
-    pub(crate) fn remove(&self, id: &MessageId) -> Option<Row> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id)
-    }
-}
 
 /// How the durable seams behave.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DurableOptions {
-    /// Tuning for the journal.
+    /// Tuning for the journal (including which acked fates it records).
     pub journal: JournalOptions,
-    /// Record an acked fate for every message (true, the default: needed for "one fate per
-    /// message" after a restart, and for reports from the store). When false, only messages
-    /// that were retried get one (their retry row must go); the source's position is then the
-    /// only record of the others.
-    pub record_every_ack: bool,
-}
-
-impl Default for DurableOptions {
-    fn default() -> Self {
-        DurableOptions {
-            journal: JournalOptions::default(),
-            record_every_ack: true,
-        }
-    }
 }
 
 struct Shared {
@@ -129,8 +80,9 @@ struct Shared {
     journal: Journal,
     time: Arc<dyn TimeSource>,
     map: TimeMap,
-    rows: RetryRows,
-    record_every_ack: bool,
+    /// The source whose committed position covers acked fates (set by
+    /// [`Durable::source_position`]).
+    source: OnceLock<Arc<str>>,
     restored: Mutex<Vec<(Instant, Message)>>,
     inboxes: Mutex<Vec<Option<Arc<Inbox>>>>,
 }
@@ -173,8 +125,7 @@ impl Durable {
                 journal,
                 time,
                 map,
-                rows: RetryRows::default(),
-                record_every_ack: options.record_every_ack,
+                source: OnceLock::new(),
                 restored: Mutex::new(Vec::new()),
                 inboxes: Mutex::new(Vec::new()),
             }),
@@ -182,8 +133,9 @@ impl Durable {
     }
 
     /// Loads every scheduled retry from the store, with its due time and metadata, for the
-    /// retry queues [`Durable::seams`] makes. Retries due while the process was down are due at
-    /// once. Returns the ids (a source skips them: they are the queues' to deliver).
+    /// retry queues [`Durable::seams`] makes, and tells the journal their rows exist. Retries
+    /// due while the process was down are due at once. Returns the ids (a source skips them:
+    /// they are the queues' to deliver).
     ///
     /// Blocking: call it before the topology starts.
     pub fn recover(&self) -> Result<Vec<MessageId>> {
@@ -191,14 +143,13 @@ impl Durable {
         let scheduled = s.store.scheduled()?;
         let mut restored = Vec::with_capacity(scheduled.len());
         for chunk in scheduled.chunks(512) {
-            let ids: Vec<store::MessageId> = chunk.iter().map(|(id, _)| id.clone()).collect();
+            let ids: Vec<MessageId> = chunk.iter().map(|(id, _)| id.clone()).collect();
             for retry in s.store.retries(&ids)? {
-                let message = restored_message(&retry);
-                s.rows.insert(&message.id, Row::Stored);
-                restored.push((s.map.instant(retry.due), message));
+                restored.push((s.map.instant(retry.due), retry.message));
             }
         }
-        let ids = restored.iter().map(|(_, m)| m.id.clone()).collect();
+        let ids: Vec<MessageId> = restored.iter().map(|(_, m)| m.id.clone()).collect();
+        s.journal.known_rows(ids.clone());
         s.restored
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -206,14 +157,45 @@ impl Durable {
         Ok(ids)
     }
 
-    /// Seams deciding with `policy`, storing dead letters and retries durably. Each spout task
-    /// gets a [`DurableRetryQueue`] holding its share of what [`Durable::recover`] loaded.
+    /// Loads the committed position of `source` (see [`SourcePosition::load`]) and makes it
+    /// the source whose position covers the acked fates of messages with an
+    /// [`offset`](Message::offset). One positioned source per `Durable`.
+    ///
+    /// Blocking: call it before the topology starts.
+    pub fn source_position(
+        &self,
+        source: &str,
+        id_of: impl Fn(u64) -> String,
+        owned: impl IntoIterator<Item = u64>,
+    ) -> Result<SourcePosition> {
+        let s = &self.shared;
+        let position = SourcePosition::load(
+            s.store.as_ref(),
+            s.journal.clone(),
+            s.time.clone(),
+            source,
+            id_of,
+            owned,
+        )?;
+        if s.source.set(source.into()).is_err() && s.source.get().map(|s| &**s) != Some(source) {
+            tracing::warn!(
+                source,
+                "a second positioned source on one store: its acked fates are kept whole"
+            );
+        }
+        Ok(position)
+    }
+
+    /// Seams deciding with `policy`, storing dead letters, retries and acked fates durably.
+    /// Each spout task gets a [`DurableRetryQueue`] holding its share of what
+    /// [`Durable::recover`] loaded.
     pub fn seams(&self, policy: impl FailurePolicy) -> Seams {
         let s = self.shared.clone();
-        let sink = DurableDeadLetters::new(s.journal.clone(), s.rows.clone());
+        let sink = DurableDeadLetters::new(s.journal.clone());
         Seams::in_memory()
             .with_policy(policy)
             .with_dead_letters(sink)
+            .with_acked_fates(DurableFates { shared: s.clone() })
             .with_time(TimeShare(s.time.clone()))
             .with_retry_queues(move |info: &TaskInfo| -> Box<dyn RetryQueue> {
                 let mine: Vec<(Instant, Message)> = {
@@ -238,21 +220,10 @@ impl Durable {
                 Box::new(DurableRetryQueue::new(
                     s.journal.clone(),
                     s.map,
-                    s.rows.clone(),
                     inbox,
                     mine,
                 ))
             })
-    }
-
-    /// The recorder a durable spout calls from `ack`.
-    pub fn fates(&self) -> Fates {
-        Fates {
-            journal: self.shared.journal.clone(),
-            rows: self.shared.rows.clone(),
-            time: self.shared.time.clone(),
-            record_every_ack: self.shared.record_every_ack,
-        }
     }
 
     /// The journal (to flush it, or to queue other writes in order with the runtime's).
@@ -265,74 +236,70 @@ impl Durable {
         &self.shared.store
     }
 
-    /// Replays a dead letter: the store marks it `replayed`, clears the message's fate and
-    /// schedules it as a fresh delivery (audited), and the message goes into its spout task's
-    /// live retry queue, due now. If no topology runs, it waits in the store and the next
-    /// [`Durable::recover`] picks it up.
+    /// Replays a dead letter through the journal: the store marks it `replayed`, clears the
+    /// message's fate and schedules it as a fresh delivery (audited), and the message goes into
+    /// its spout task's live retry queue, due now. If no topology runs, it waits in the store
+    /// and the next [`Durable::recover`] picks it up.
     ///
-    /// Blocking (one store transaction).
+    /// Blocking (waits for the commit): call it from `spawn_blocking` in async code.
     pub fn replay(&self, id: &str, operator: &str, reason: &str) -> Result<ScheduledRetry> {
         let s = &self.shared;
-        let retry = s
-            .store
-            .replay(&store::MessageId(id.to_owned()), operator, reason)?;
-        let message = restored_message(&retry);
-        s.rows.insert(&message.id, Row::Stored);
+        let id = MessageId::from(id);
+        let action = OperatorAction::new(id.clone(), operator, reason, s.time.wall())?;
+        let retry = match self.act(WriteOp::Replay(action), &id)? {
+            Applied::Replayed(retry) => *retry,
+            other => return Err(unexpected(other)),
+        };
         let inbox = {
             let inboxes = s.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
             match inboxes.len() {
                 0 => None,
-                n => inboxes[partition(id, n)].clone(),
+                n => inboxes[partition(id.as_str(), n)].clone(),
             }
         };
         if let Some(inbox) = inbox {
-            inbox.push(message);
+            inbox.push(retry.message.clone());
         }
         Ok(retry)
     }
 
-    /// Marks a dead letter `skipped` (handled), audited. Blocking.
+    /// Marks a dead letter `skipped` (handled), audited, through the journal. Blocking.
     pub fn skip(&self, id: &str, operator: &str, reason: &str) -> Result<StoredDeadLetter> {
-        self.shared
-            .store
-            .skip(&store::MessageId(id.to_owned()), operator, reason)
+        let id = MessageId::from(id);
+        let action = OperatorAction::new(id.clone(), operator, reason, self.shared.time.wall())?;
+        match self.act(WriteOp::Skip(action), &id)? {
+            Applied::Skipped(letter) => Ok(*letter),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn act(&self, op: WriteOp, id: &MessageId) -> Result<Applied> {
+        let mut applied = self.shared.journal.commit_blocking(vec![op])?;
+        applied.pop().ok_or(StoreError::WriterClosed)?.of_action(id)
     }
 }
 
-/// Records acked fates through the journal (batched; a crash before the commit only means the
-/// message is delivered again, and the idempotent write absorbs it). Cheap to clone.
-#[derive(Clone)]
-pub struct Fates {
-    journal: Journal,
-    rows: RetryRows,
-    time: Arc<dyn TimeSource>,
-    record_every_ack: bool,
+/// The acked fates of a durable topology: each queued to the journal with the message's
+/// source offset, when its source commits a position. The journal decides whether it needs a
+/// write (see its module docs). Made by [`Durable::seams`].
+struct DurableFates {
+    shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for Fates {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fates")
-            .field("record_every_ack", &self.record_every_ack)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Fates {
-    /// The message was acked: queue its fate (and so drop its retry row). Never blocks.
-    ///
-    /// When acked fates are not recorded for every message, the fate of a retried message is
-    /// written only to drop its retry row, so it is moot if the journal never wrote that row.
-    pub fn acked(&self, id: &MessageId) {
-        let row = self.rows.remove(id);
-        if !self.record_every_ack && row.is_none() {
-            return;
-        }
-        let at = crate::clock::Timestamp::from_millis(wall_ms(self.time.wall()));
-        if self.record_every_ack || row == Some(Row::Stored) {
-            self.journal.submit(WriteOp::Acked(store_id(id), at));
-        } else {
-            self.journal.retire(store_id(id), at);
-        }
+impl AckedFates for DurableFates {
+    fn acked(&self, message: &Message) {
+        let s = &self.shared;
+        let offset = message.offset.and_then(|n| {
+            s.source.get().map(|source| Offset {
+                source: source.clone(),
+                position: n.get(),
+            })
+        });
+        s.journal.write_behind(WriteOp::Acked {
+            id: message.id.clone(),
+            at: s.time.wall(),
+            offset,
+        });
     }
 }
 
@@ -343,7 +310,7 @@ impl TimeSource for TimeShare {
     fn now(&self) -> Instant {
         self.0.now()
     }
-    fn wall(&self) -> std::time::SystemTime {
+    fn wall(&self) -> crate::time::Timestamp {
         self.0.wall()
     }
 }

@@ -8,12 +8,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::convert::{TimeMap, scheduled_retry};
-use super::{Journal, RetryRows, Row};
-use crate::clock::{SharedClock, Timestamp, WallClock};
+use super::Journal;
 use crate::fate::{BoxFuture, RetryQueue};
 use crate::scheduler::RetryScheduler;
-use crate::store::WriteOp;
+use crate::store::{ScheduledRetry, WriteOp};
+use crate::time::{TimeMap, Timestamp};
 use crate::topology::{Message, MessageId};
 
 /// Messages put into a queue from outside its spout task (operators' replays); the task is
@@ -61,7 +60,6 @@ pub struct DurableRetryQueue {
     messages: HashMap<MessageId, Message>,
     journal: Journal,
     map: TimeMap,
-    rows: RetryRows,
     inbox: Arc<Inbox>,
 }
 
@@ -79,19 +77,14 @@ impl DurableRetryQueue {
     pub(crate) fn new(
         journal: Journal,
         map: TimeMap,
-        rows: RetryRows,
         inbox: Arc<Inbox>,
         restored: Vec<(Instant, Message)>,
     ) -> DurableRetryQueue {
-        // The scheduler's own clock only drives its async methods, which this queue does not
-        // use: the spout task waits on `next_due` itself.
-        let clock: SharedClock = Arc::new(WallClock::real());
         let mut queue = DurableRetryQueue {
-            scheduler: RetryScheduler::new(clock),
+            scheduler: RetryScheduler::new(),
             messages: HashMap::new(),
             journal,
             map,
-            rows,
             inbox,
         };
         for (due, message) in restored {
@@ -113,7 +106,6 @@ impl DurableRetryQueue {
         // Due now, rounded down: the same `pop_due` hands them out.
         let now = self.map.now_timestamp(now);
         for message in self.inbox.take() {
-            self.rows.insert(&message.id, Row::Stored);
             self.insert(now, message);
         }
     }
@@ -122,9 +114,10 @@ impl DurableRetryQueue {
 impl RetryQueue for DurableRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
         let ts = self.map.due_timestamp(due);
-        self.journal
-            .submit(WriteOp::Schedule(scheduled_retry(&message, ts)));
-        self.rows.insert(&message.id, Row::Journal);
+        self.journal.write_behind(WriteOp::Schedule(ScheduledRetry {
+            message: message.clone(),
+            due: ts,
+        }));
         self.scheduler.schedule(message.id.clone(), ts);
         self.messages.insert(message.id.clone(), message);
     }
@@ -142,7 +135,7 @@ impl RetryQueue for DurableRetryQueue {
 
     fn next_due(&self) -> Option<Instant> {
         if self.inbox.len() > 0 {
-            return Some(self.map.instant(crate::clock::Timestamp::ZERO));
+            return Some(self.map.instant(Timestamp::ZERO));
         }
         self.scheduler
             .next_due_time()

@@ -2,9 +2,12 @@
 //! not be delivered again.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::Journal;
-use crate::store::{self, Result, Store, WriteOp};
+use crate::store::{Result, Store, WriteOp};
+use crate::time::TimeSource;
+use crate::topology::MessageId;
 
 /// How far ahead of what it hands out a source reserves positions (see
 /// [`SourcePosition::handing_out`]).
@@ -26,11 +29,11 @@ const COMMIT_STEP: u64 = 256;
 /// - To bound that question, the source reserves positions ahead of what it hands out (a
 ///   second position, `SOURCE.reserved`, queued before any message beyond the previous
 ///   reservation is handed out): no message above the committed reservation can have a fate.
-#[derive(Debug)]
 pub struct SourcePosition {
     source: String,
     reserved_source: String,
     journal: Journal,
+    time: Arc<dyn TimeSource>,
     committed: u64,
     queued: u64,
     settled_above: BTreeSet<u64>,
@@ -38,6 +41,17 @@ pub struct SourcePosition {
     reserved: u64,
     high: u64,
     known_at_start: u64,
+}
+
+impl std::fmt::Debug for SourcePosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourcePosition")
+            .field("source", &self.source)
+            .field("committed", &self.committed)
+            .field("reserved", &self.reserved)
+            .field("high", &self.high)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SourcePosition {
@@ -49,6 +63,7 @@ impl SourcePosition {
     pub fn load(
         store: &dyn Store,
         journal: Journal,
+        time: Arc<dyn TimeSource>,
         source: &str,
         id_of: impl Fn(u64) -> String,
         owned: impl IntoIterator<Item = u64>,
@@ -63,6 +78,7 @@ impl SourcePosition {
             source: source.to_owned(),
             reserved_source,
             journal,
+            time,
             committed,
             queued: committed,
             settled_above: BTreeSet::new(),
@@ -75,12 +91,12 @@ impl SourcePosition {
         while n <= reserved {
             let end = (n + 511).min(reserved);
             let chunk: HashMap<String, u64> = (n..=end).map(|i| (id_of(i), i)).collect();
-            let ids: Vec<store::MessageId> = chunk
+            let ids: Vec<MessageId> = chunk
                 .keys()
-                .map(|id| store::MessageId(id.clone()))
+                .map(|id| MessageId::from(id.as_str()))
                 .collect();
             for (id, _) in store.known_fates(&ids)? {
-                if let Some(&i) = chunk.get(&id.0) {
+                if let Some(&i) = chunk.get(id.as_str()) {
                     pos.settled_above.insert(i);
                     pos.skip.insert(i);
                 }
@@ -132,9 +148,10 @@ impl SourcePosition {
         self.high = self.high.max(n);
         if n > self.reserved {
             self.reserved = n + RESERVE_STEP;
-            self.journal.submit(WriteOp::Position {
+            self.journal.write_behind(WriteOp::Position {
                 source: self.reserved_source.clone(),
                 position: self.reserved,
+                at: self.time.wall(),
             });
         }
     }
@@ -166,9 +183,10 @@ impl SourcePosition {
     pub fn sync(&mut self) {
         if self.committed > self.queued {
             self.queued = self.committed;
-            self.journal.submit(WriteOp::Position {
+            self.journal.write_behind(WriteOp::Position {
                 source: self.source.clone(),
                 position: self.committed,
+                at: self.time.wall(),
             });
         }
     }

@@ -100,6 +100,7 @@ impl Topology {
             policy,
             dead_letters,
             retry_queues,
+            acked,
             time,
         } = seams;
 
@@ -220,6 +221,7 @@ impl Topology {
                     policy,
                     queue,
                     dead_letters: dead_letters.clone(),
+                    acked: acked.clone(),
                     time: time.clone(),
                     stats: stats.clone(),
                     control: control_rx.clone(),

@@ -13,11 +13,11 @@ use super::{Control, SpoutStatus, panic_message};
 use crate::acker::Terminal;
 use crate::fairness::{Mixer, RetryFuse, Turn};
 use crate::fate::{
-    DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, MAX_RETRY_DELAY,
-    RetryQueue, Signals, Verdict,
+    AckedFates, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext, FailurePolicy,
+    GiveUpReason, Label, MAX_RETRY_DELAY, RetryQueue, RuleRef, Signals, Version,
 };
 use crate::stats::{Histogram, Stats};
-use crate::time_source::TimeSource;
+use crate::time::{TimeSource, Timestamp};
 use crate::topology::{
     Config, Failure, LastFailure, Message, MessageId, NextMessage, Spout, Value, Values, codes,
 };
@@ -107,6 +107,7 @@ pub(crate) struct SpoutParts {
     pub(crate) policy: Arc<dyn FailurePolicy>,
     pub(crate) queue: Box<dyn RetryQueue>,
     pub(crate) dead_letters: Arc<dyn DeadLetterSink>,
+    pub(crate) acked: Arc<dyn AckedFates>,
     pub(crate) time: Arc<dyn TimeSource>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) control: watch::Receiver<Control>,
@@ -117,7 +118,7 @@ pub(crate) struct SpoutTask<S: Spout> {
     spout: S,
     p: SpoutParts,
     dl_tx: mpsc::Sender<DeadLetter>,
-    dl_done: mpsc::Receiver<Vec<(MessageId, String)>>,
+    dl_done: mpsc::Receiver<Vec<(MessageId, Label)>>,
     dl_outbox: Vec<DeadLetter>,
     dl_in_flight: usize,
     pending: PendingTable,
@@ -140,18 +141,18 @@ pub(crate) struct SpoutTask<S: Spout> {
 
 enum Event {
     Fates(Vec<Terminal>),
-    Stored(Vec<(MessageId, String)>),
+    Stored(Vec<(MessageId, Label)>),
     Control,
     Timer,
 }
 
 impl<S: Spout> SpoutTask<S> {
-    pub(crate) fn new(spout: S, p: SpoutParts) -> (Self, DeadLetterWriter) {
+    pub(crate) fn new(spout: S, p: SpoutParts) -> (Self, DeadLetterBatcher) {
         // Dead letters being stored count as pending, so these channels never fill up.
         let cap = p.cfg.max_spout_pending + 1;
         let (dl_tx, dl_rx) = mpsc::channel(cap);
         let (done_tx, dl_done) = mpsc::channel(cap);
-        let writer = DeadLetterWriter {
+        let writer = DeadLetterBatcher {
             sink: p.dead_letters.clone(),
             rx: dl_rx,
             done: done_tx,
@@ -336,7 +337,7 @@ impl<S: Spout> SpoutTask<S> {
         }
     }
 
-    fn deliver(&mut self, mut msg: Message, at: u64, wall: std::time::SystemTime) {
+    fn deliver(&mut self, mut msg: Message, at: u64, wall: Timestamp) {
         msg.retry.attempt += 1;
         msg.retry.first_delivery.get_or_insert(wall);
         let slot = self.pending.next_slot();
@@ -358,6 +359,7 @@ impl<S: Spout> SpoutTask<S> {
         if xor == 0 {
             // No bolt subscribes: the tree is complete as soon as it exists.
             self.acked += 1;
+            self.p.acked.acked(&msg);
             self.tell_spout(|s| s.ack(&msg.id));
             return;
         }
@@ -386,6 +388,9 @@ impl<S: Spout> SpoutTask<S> {
                     let latency = now_nanos.saturating_sub(flight.emitted_at);
                     self.latency.observe(Duration::from_nanos(latency));
                     self.acked += 1;
+                    // Recorded before the spout hears it: a source's position that covers
+                    // the message is then queued after its fate.
+                    self.p.acked.acked(&flight.msg);
                     self.tell_spout(|s| s.ack(&flight.msg.id));
                 }
                 Terminal::Failed { failure, .. } => {
@@ -401,40 +406,46 @@ impl<S: Spout> SpoutTask<S> {
 
     fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
         let fuse_open = self.fuse.is_open(now);
-        let signals = Signals {
+        let signals: rebound_engine::Signals = Signals {
             fail_rate: self.fuse.fail_rate(now),
             retry_queue_depth: self.p.queue.len() as u64,
             pending: self.in_flight() as u64,
             fuse_open,
-        };
+        }
+        .named()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
         let wall = self.p.time.wall();
         let elapsed = msg
             .retry
             .first_delivery
-            .and_then(|t| wall.duration_since(t).ok())
-            .unwrap_or_default();
+            .map_or(Duration::ZERO, |first| wall - first);
         let ctx = FailureContext {
-            message: &msg,
-            failure: &failure,
+            biz: &msg.biz,
+            code: &failure.code,
+            attempt: msg.retry.attempt,
             elapsed,
+            retry_after: failure.retry_after,
+            last_delay: msg.retry.last_delay(),
+            attrs: &failure.attrs,
             signals: &signals,
         };
-        let verdict = catch_unwind(AssertUnwindSafe(|| self.p.policy.decide(&ctx)))
+        let decided = catch_unwind(AssertUnwindSafe(|| self.p.policy.decide(&ctx)))
             .unwrap_or_else(|p| {
                 tracing::error!(id = %msg.id, panic = %panic_message(&p), "failure policy panicked; dead-lettering");
-                Verdict::DeadLetter {
-                    label: "POLICY_ERROR".into(),
-                    reason: GiveUpReason::PolicyError,
-                    rule: "none".into(),
-                    version: "none".into(),
+                Decided {
+                    decision: Decision::DeadLetter {
+                        label: Label::from("POLICY_ERROR"),
+                        reason: GiveUpReason::PolicyError,
+                        rule: RuleRef::Rule("none".into()),
+                    },
+                    version: Version::from_hash(0),
                 }
             });
-        match verdict {
-            Verdict::Retry {
-                delay,
-                rule,
-                version,
-            } => {
+        let version = decided.version;
+        match decided.decision {
+            Decision::Retry { delay, rule } => {
                 // Saturate here, once: the due instant, the stored due time and the stored
                 // delay are all computed from this.
                 let delay = delay.min(MAX_RETRY_DELAY);
@@ -446,7 +457,7 @@ impl<S: Spout> SpoutTask<S> {
                 );
                 let _entered = span.enter();
                 tracing::debug!("retry scheduled");
-                self.p.stats.retry(&rule.0);
+                self.p.stats.retry(rule.as_str());
                 self.p.stats.retry_delay(delay);
                 msg.retry.last_failure = Some(Box::new(LastFailure {
                     code: failure.code,
@@ -462,11 +473,10 @@ impl<S: Spout> SpoutTask<S> {
                     .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
                 self.p.queue.schedule(due, msg);
             }
-            Verdict::DeadLetter {
+            Decision::DeadLetter {
                 label,
                 reason,
                 rule,
-                version,
             } => {
                 tracing::info!(
                     id = %msg.id, label = %label, reason = %reason, rule = %rule,
@@ -474,30 +484,23 @@ impl<S: Spout> SpoutTask<S> {
                 );
                 self.dl_in_flight += 1;
                 self.dl_outbox.push(DeadLetter {
-                    first_at: msg.retry.first_delivery.unwrap_or(wall),
-                    id: msg.id,
-                    biz: msg.biz,
-                    payload: msg.payload,
-                    headers: msg.headers,
+                    message: msg,
+                    failure,
                     label,
                     reason,
-                    last_code: failure.code,
-                    last_message: failure.message,
-                    attrs: failure.attrs,
-                    attempts: msg.retry.attempt,
-                    last_at: wall,
                     rule,
                     version,
+                    at: wall,
                 });
             }
         }
     }
 
-    fn on_stored(&mut self, ids: Vec<(MessageId, String)>) {
+    fn on_stored(&mut self, ids: Vec<(MessageId, Label)>) {
         for (id, label) in ids {
             self.dl_in_flight -= 1;
             self.stall.freed();
-            self.p.stats.dead_letter(&label);
+            self.p.stats.dead_letter(label.as_str());
             self.tell_spout(|s| s.dead_lettered(&id));
         }
     }
@@ -608,15 +611,16 @@ impl<S: Spout> SpoutTask<S> {
     }
 }
 
-/// Stores dead letters in batches for one spout task, retrying a failed batch until it is
-/// stored, then reports the ids back so the spout can be told `dead_lettered`.
-pub(crate) struct DeadLetterWriter {
+/// Batches one spout task's dead letters for its [`DeadLetterSink`] (the sink writes them),
+/// retries a batch the sink failed until it is stored, then reports the ids back so the spout
+/// can be told `dead_lettered`.
+pub(crate) struct DeadLetterBatcher {
     sink: Arc<dyn DeadLetterSink>,
     rx: mpsc::Receiver<DeadLetter>,
-    done: mpsc::Sender<Vec<(MessageId, String)>>,
+    done: mpsc::Sender<Vec<(MessageId, Label)>>,
 }
 
-impl DeadLetterWriter {
+impl DeadLetterBatcher {
     pub(crate) async fn run(mut self) {
         while let Some(first) = self.rx.recv().await {
             let mut batch = vec![first];
@@ -638,7 +642,7 @@ impl DeadLetterWriter {
                     }
                 }
             }
-            let ids = batch.into_iter().map(|d| (d.id, d.label)).collect();
+            let ids = batch.into_iter().map(|d| (d.message.id, d.label)).collect();
             if self.done.send(ids).await.is_err() {
                 return;
             }

@@ -9,10 +9,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    BoxFuture, DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, GiveUpReason, RetryQueue,
-    SinkError, Verdict,
+    AckedFates, BoxFuture, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext,
+    FailurePolicy, GiveUpReason, Label, RetryQueue, RuleRef, SinkError, Version,
 };
-use crate::topology::{Message, PolicyVersion, RuleId};
+use crate::topology::Message;
 
 /// A fixed policy: exponential backoff (`base_delay * 2^(attempt-1)`, capped at `max_delay`,
 /// never shorter than the failure's `retry_after`) up to `max_attempts` deliveries, and codes
@@ -46,38 +46,48 @@ impl Default for FixedPolicy {
 impl FixedPolicy {
     /// The rule id this policy reports.
     pub const RULE: &'static str = "fixed";
-    /// The version this policy reports.
-    pub const VERSION: &'static str = "fixed-1";
+    /// The version this policy reports (`00000000000000f1`).
+    pub fn version() -> Version {
+        Version::from_hash(0xf1)
+    }
 }
 
 impl FailurePolicy for FixedPolicy {
-    fn decide(&self, ctx: &FailureContext<'_>) -> Verdict {
-        let rule = RuleId::from(Self::RULE);
-        let version = PolicyVersion::from(Self::VERSION);
-        let give_up = |reason| Verdict::DeadLetter {
-            label: self.label.clone(),
+    fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
+        let rule = RuleRef::Rule(Self::RULE.into());
+        let give_up = |reason| Decision::DeadLetter {
+            label: Label::from(self.label.as_str()),
             reason,
             rule: rule.clone(),
-            version: version.clone(),
         };
-        if self.give_up_codes.contains(ctx.code()) {
-            return give_up(GiveUpReason::GiveUp);
-        }
-        if ctx.attempt() >= self.max_attempts {
-            return give_up(GiveUpReason::MaxRetries);
-        }
-        let exp = ctx.attempt().saturating_sub(1).min(31);
-        let backoff = self
-            .base_delay
-            .saturating_mul(1u32 << exp)
-            .min(self.max_delay);
-        let delay = backoff.max(ctx.failure.retry_after.unwrap_or_default());
-        Verdict::Retry {
-            delay,
-            rule,
-            version,
+        let decision = if self.give_up_codes.contains(ctx.code) {
+            give_up(GiveUpReason::GiveUp)
+        } else if ctx.attempt >= self.max_attempts {
+            give_up(GiveUpReason::MaxRetries)
+        } else {
+            let exp = ctx.attempt.saturating_sub(1).min(31);
+            let backoff = self
+                .base_delay
+                .saturating_mul(1u32 << exp)
+                .min(self.max_delay);
+            Decision::Retry {
+                delay: backoff.max(ctx.retry_after.unwrap_or_default()),
+                rule,
+            }
+        };
+        Decided {
+            decision,
+            version: Self::version(),
         }
     }
+}
+
+/// Acked fates recorded nowhere: the in-memory runtime needs no record of them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unrecorded;
+
+impl AckedFates for Unrecorded {
+    fn acked(&self, _: &Message) {}
 }
 
 /// A delay queue in a `BTreeMap` keyed by (due time, sequence number): equal due times keep
@@ -164,19 +174,12 @@ impl DeadLetterSink for MemoryDeadLetters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fate::Signals;
     use crate::topology::Failure;
 
-    fn decide(p: &FixedPolicy, attempt: u32, failure: &Failure) -> Verdict {
-        let mut m = Message::new("1", "ORDER", "x");
-        m.retry.attempt = attempt;
-        let signals = Signals::default();
-        p.decide(&FailureContext {
-            message: &m,
-            failure,
-            elapsed: Duration::ZERO,
-            signals: &signals,
-        })
+    fn decide(p: &FixedPolicy, attempt: u32, failure: &Failure) -> Decision {
+        let mut ctx = FailureContext::new("ORDER", &failure.code, attempt);
+        ctx.retry_after = failure.retry_after;
+        p.decide(&ctx).decision
     }
 
     #[test]
@@ -188,7 +191,7 @@ mod tests {
         };
         let f = Failure::new("DB", "x");
         let delay = |v| match v {
-            Verdict::Retry { delay, .. } => delay,
+            Decision::Retry { delay, .. } => delay,
             other => panic!("{other:?}"),
         };
         assert_eq!(delay(decide(&p, 1, &f)), Duration::from_millis(100));
@@ -197,14 +200,14 @@ mod tests {
         assert_eq!(delay(decide(&p, 1, &slow)), Duration::from_secs(5));
         assert!(matches!(
             decide(&p, 3, &f),
-            Verdict::DeadLetter {
+            Decision::DeadLetter {
                 reason: GiveUpReason::MaxRetries,
                 ..
             }
         ));
         assert!(matches!(
             decide(&p, 1, &Failure::new("BAD_JSON", "")),
-            Verdict::DeadLetter {
+            Decision::DeadLetter {
                 reason: GiveUpReason::GiveUp,
                 ..
             }

@@ -1,29 +1,37 @@
 //! The failure seam: what happens to a message after its tree fails.
 //!
 //! When a root fails (a bolt's `Err`, a panic, a timeout, a dropped handle), its spout task
-//! builds a [`FailureContext`] from the message's retry metadata, the [`Failure`] and the
-//! runtime's [`Signals`], and asks the [`FailurePolicy`]:
+//! builds the engine's [`FailureContext`] from the message's retry metadata, the [`Failure`]
+//! and the runtime's [`Signals`], and asks the [`FailurePolicy`] for the engine's [`Decided`]:
 //!
-//! - [`Verdict::Retry`] — the message goes into the task's [`RetryQueue`] at `now + delay`;
+//! - [`Decision::Retry`]: the message goes into the task's [`RetryQueue`] at `now + delay`;
 //!   the spout task pulls it back out when it is due (mixed with new messages, and held back
 //!   while the retry fuse is open).
-//! - [`Verdict::DeadLetter`] — the record goes to the [`DeadLetterSink`]; only after the sink
-//!   stored it is the spout told `dead_lettered(id)`.
+//! - [`Decision::DeadLetter`]: the [`DeadLetter`] goes to the [`DeadLetterSink`]; only after
+//!   the sink stored it is the spout told `dead_lettered(id)`.
+//!
+//! When a tree completes, the spout task records the acked fate through [`AckedFates`] before
+//! it tells the spout: a source never has to remember to.
+//!
+//! The decision types are the engine's ([`RuleRef`], [`Label`], [`Version`], [`GiveUpReason`]),
+//! re-exported here: one vocabulary from the rules to the store.
 //!
 //! The in-memory implementations in [`memory`] make the whole loop run and testable; the rule
 //! engine, the durable scheduler and the SQLite store plug into the same traits.
 
 pub mod memory;
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use bytes::Bytes;
+pub use rebound_engine::{
+    Decided, Decision, FailureContext, GiveUpReason, Label, RuleRef, Version,
+};
 use tokio::time::Instant;
 
-use crate::topology::{Failure, Headers, Message, MessageId, PolicyVersion, RuleId};
+use crate::time::Timestamp;
+use crate::topology::{Failure, Message, MessageId};
 
 /// A boxed, sendable future (the seams' async methods return one so they stay object safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -42,8 +50,8 @@ pub struct Signals {
 }
 
 impl Signals {
-    /// The signals by name, as numbers (`fuse_open` is 0 or 1), for a rule engine that takes
-    /// `name → f64`.
+    /// The signals by name, as numbers (`fuse_open` is 0 or 1): what the rules see as
+    /// `signals.*`. On the stack, so a decision borrows them without allocating.
     pub fn named(&self) -> [(&'static str, f64); 4] {
         [
             ("fail_rate", self.fail_rate),
@@ -54,97 +62,20 @@ impl Signals {
     }
 }
 
-/// Everything a policy may look at to decide one failure.
-#[derive(Debug)]
-pub struct FailureContext<'a> {
-    /// The message; `message.retry` is its metadata, with `attempt` = the attempt that just
-    /// failed (1-based) and `last_delay()` = the delay before it.
-    pub message: &'a Message,
-    /// Why it failed.
-    pub failure: &'a Failure,
-    /// Time since the first delivery began.
-    pub elapsed: Duration,
-    /// The runtime's signals.
-    pub signals: &'a Signals,
-}
-
-impl FailureContext<'_> {
-    /// The attempt that just failed, 1-based.
-    pub fn attempt(&self) -> u32 {
-        self.message.retry.attempt
-    }
-    /// The message's business type.
-    pub fn biz(&self) -> &str {
-        &self.message.biz
-    }
-    /// The failure code.
-    pub fn code(&self) -> &str {
-        &self.failure.code
-    }
-}
-
-/// Why a message was given up on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GiveUpReason {
-    /// A rule says this failure is not worth retrying.
-    GiveUp,
-    /// The rule's retry limit was reached.
-    MaxRetries,
-    /// The rule's time limit since the first delivery was reached.
-    MaxElapsed,
-    /// The policy itself failed (it panicked); the message is kept as a dead letter so it can
-    /// be replayed once the policy is fixed.
-    PolicyError,
-}
-
-impl fmt::Display for GiveUpReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            GiveUpReason::GiveUp => "give_up",
-            GiveUpReason::MaxRetries => "max_retries",
-            GiveUpReason::MaxElapsed => "max_elapsed",
-            GiveUpReason::PolicyError => "policy_error",
-        })
-    }
-}
-
 /// The longest a retry waits: what the store's millisecond columns hold (`i64::MAX` ms, about
-/// 292 million years). A longer [`Verdict::Retry`] delay (a `retry_after` of 2^64 − 1 ms, a
-/// delay divided by a time scale below 1) is scheduled at this bound: every time computed from
-/// it fits every clock and column, so nothing overflows or wraps on the way to the store.
+/// 292 million years). A longer retry delay (a `retry_after` of 2^64 − 1 ms, a delay divided by
+/// a time scale below 1) is scheduled at this bound: every time computed from it fits every
+/// clock and column, so nothing overflows or wraps on the way to the store.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(i64::MAX as u64);
 
-/// A policy's answer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
-    /// Deliver again after `delay` (at most [`MAX_RETRY_DELAY`]; longer ones saturate).
-    Retry {
-        /// How long to wait.
-        delay: Duration,
-        /// The deciding rule.
-        rule: RuleId,
-        /// The rule-set version that decided.
-        version: PolicyVersion,
-    },
-    /// Give up: store a dead letter.
-    DeadLetter {
-        /// The dead-letter label, e.g. `L1`.
-        label: String,
-        /// Why.
-        reason: GiveUpReason,
-        /// The deciding rule.
-        rule: RuleId,
-        /// The rule-set version that decided.
-        version: PolicyVersion,
-    },
-}
-
-/// Decides retry or dead letter for a failed message. Called on the spout task, so it must be
-/// quick and must not block (a rule-engine `decide` is). It should not panic; if it does, the
-/// message becomes a dead letter with [`GiveUpReason::PolicyError`].
+/// Decides retry or dead letter for a failed message, in the engine's own terms: it takes the
+/// engine's [`FailureContext`] (built by the spout task from the message, the failure and the
+/// [`Signals`], nothing copied) and answers the engine's [`Decided`]. Called on the spout task,
+/// so it must be quick and must not block (a rule-engine `decide` is). It should not panic; if
+/// it does, the message becomes a dead letter with [`GiveUpReason::PolicyError`].
 pub trait FailurePolicy: Send + Sync + 'static {
     /// Decides one failure.
-    fn decide(&self, ctx: &FailureContext<'_>) -> Verdict;
+    fn decide(&self, ctx: &FailureContext<'_>) -> Decided;
 }
 
 /// Where retries wait until they are due: one queue per spout task, owned by that task (so no
@@ -177,37 +108,38 @@ pub trait RetryQueue: Send + 'static {
     }
 }
 
-/// A message given up on, with everything an operator needs to understand and replay it.
+/// A message given up on, with everything an operator needs to understand and replay it: the
+/// message itself (its id, content and retry metadata), the failure that ended it (code,
+/// message, attributes) and the decision. One shape from the spout task to the store.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeadLetter {
-    /// The message id.
-    pub id: MessageId,
-    /// Its business type.
-    pub biz: std::sync::Arc<str>,
-    /// Its payload.
-    pub payload: Bytes,
-    /// Its headers.
-    pub headers: Headers,
+    /// The message, whole, so it can be replayed (`retry.attempt` = deliveries made,
+    /// `retry.first_delivery` = when the first began).
+    pub message: Message,
+    /// The failure that ended it.
+    pub failure: Failure,
     /// The label from the deciding rule.
-    pub label: String,
+    pub label: Label,
     /// Why it was given up on.
     pub reason: GiveUpReason,
-    /// The last failure's code.
-    pub last_code: String,
-    /// The last failure's message.
-    pub last_message: String,
-    /// The last failure's attributes.
-    pub attrs: std::collections::BTreeMap<String, String>,
-    /// Deliveries made.
-    pub attempts: u32,
-    /// When the first delivery began.
-    pub first_at: SystemTime,
-    /// When it was given up on.
-    pub last_at: SystemTime,
     /// The deciding rule.
-    pub rule: RuleId,
+    pub rule: RuleRef,
     /// The rule-set version that decided.
-    pub version: PolicyVersion,
+    pub version: Version,
+    /// When it was given up on.
+    pub at: Timestamp,
+}
+
+impl DeadLetter {
+    /// The message id.
+    pub fn id(&self) -> &MessageId {
+        &self.message.id
+    }
+
+    /// When the first delivery began (the give-up time if it was never recorded).
+    pub fn first_at(&self) -> Timestamp {
+        self.message.retry.first_delivery.unwrap_or(self.at)
+    }
 }
 
 /// A dead-letter store failed to store a batch; the runtime retries the batch.
@@ -221,6 +153,13 @@ pub struct SinkError(pub String);
 pub trait DeadLetterSink: Send + Sync + 'static {
     /// Stores a batch durably.
     fn store<'a>(&'a self, batch: &'a [DeadLetter]) -> BoxFuture<'a, Result<(), SinkError>>;
+}
+
+/// Records that a message was acked, before its spout is told. Called on the spout task: it must
+/// not block (a durable implementation queues the fate to its journal).
+pub trait AckedFates: Send + Sync + 'static {
+    /// `message`'s tree completed.
+    fn acked(&self, message: &Message);
 }
 
 /// Makes the retry queue of one spout task.
@@ -237,19 +176,23 @@ pub struct Seams {
     pub dead_letters: std::sync::Arc<dyn DeadLetterSink>,
     /// Makes the retry queue of each spout task.
     pub retry_queues: RetryQueueFactory,
+    /// Records acked fates (nothing, in memory).
+    pub acked: std::sync::Arc<dyn AckedFates>,
     /// Monotonic and wall-clock time.
-    pub time: std::sync::Arc<dyn crate::time_source::TimeSource>,
+    pub time: std::sync::Arc<dyn crate::time::TimeSource>,
 }
 
 impl Seams {
     /// [`memory::FixedPolicy::default`], [`memory::MemoryDeadLetters`],
-    /// [`memory::MemoryRetryQueue`] and [`TokioTime`](crate::time_source::TokioTime).
+    /// [`memory::MemoryRetryQueue`], no record of acked fates, and
+    /// [`TokioTime`](crate::time::TokioTime).
     pub fn in_memory() -> Seams {
         Seams {
             policy: std::sync::Arc::new(memory::FixedPolicy::default()),
             dead_letters: std::sync::Arc::new(memory::MemoryDeadLetters::new()),
             retry_queues: std::sync::Arc::new(|_| Box::new(memory::MemoryRetryQueue::new())),
-            time: std::sync::Arc::new(crate::time_source::TokioTime::new()),
+            acked: std::sync::Arc::new(memory::Unrecorded),
+            time: std::sync::Arc::new(crate::time::TokioTime::new()),
         }
     }
 
@@ -274,8 +217,14 @@ impl Seams {
         self
     }
 
+    /// The same seams recording acked fates with `acked`.
+    pub fn with_acked_fates(mut self, acked: impl AckedFates) -> Seams {
+        self.acked = std::sync::Arc::new(acked);
+        self
+    }
+
     /// The same seams with another time source.
-    pub fn with_time(mut self, time: impl crate::time_source::TimeSource) -> Seams {
+    pub fn with_time(mut self, time: impl crate::time::TimeSource) -> Seams {
         self.time = std::sync::Arc::new(time);
         self
     }

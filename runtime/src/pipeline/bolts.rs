@@ -11,8 +11,7 @@ use serde::Deserialize;
 use super::db::{OrderRow, write_orders};
 use super::faults::{Fault, Faults};
 use super::orders::position_of;
-use crate::durable::convert::wall_ms;
-use crate::time_source::TimeSource;
+use crate::time::TimeSource;
 use crate::topology::{Bolt, DeferredBolt, Emitter, Failure, PendingTuple, Tuple, Value};
 
 /// The fields the parse bolt emits.
@@ -216,7 +215,7 @@ fn run_writer(
         } else if !batch.is_empty() {
             rows.clear();
             rows.extend(batch.iter().map(|w| w.row.clone()));
-            match write_orders(&mut conn, &rows, wall_ms(time.wall())) {
+            match write_orders(&mut conn, &rows, time.wall().as_millis()) {
                 Ok(_) => batch.drain(..).for_each(|w| w.handle.ack()),
                 Err(e) => {
                     tracing::warn!(error = %e, orders = batch.len(), "writing orders failed");

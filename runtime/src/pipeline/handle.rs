@@ -7,7 +7,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::{DataDirLock, Live, PipelineDb, PipelineError, Progress, Report, RunRecord};
 use crate::durable::Durable;
 use crate::stats::Stats;
-use crate::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
+use crate::store::{
+    self, OperatorAction, ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter,
+};
+use crate::time::Timestamp;
 
 pub(super) struct Shared {
     /// Held for as long as anything can write to the data directory.
@@ -65,11 +68,10 @@ impl PipelineHandle {
     ) -> Result<ScheduledRetry, StoreError> {
         match &self.shared.durable {
             Some(d) => d.replay(id, operator, reason),
-            None => {
-                self.shared
-                    .store
-                    .replay(&crate::store::MessageId(id.to_owned()), operator, reason)
-            }
+            None => store::replay(
+                self.shared.store.as_ref(),
+                OperatorAction::new(id.into(), operator, reason, Timestamp::now())?,
+            ),
         }
     }
 
@@ -80,9 +82,13 @@ impl PipelineHandle {
         operator: &str,
         reason: &str,
     ) -> Result<StoredDeadLetter, StoreError> {
-        self.shared
-            .store
-            .skip(&crate::store::MessageId(id.to_owned()), operator, reason)
+        match &self.shared.durable {
+            Some(d) => d.skip(id, operator, reason),
+            None => store::skip(
+                self.shared.store.as_ref(),
+                OperatorAction::new(id.into(), operator, reason, Timestamp::now())?,
+            ),
+        }
     }
 
     /// Completes if the store stops taking writes: the journal retried it for its whole
@@ -142,7 +148,7 @@ impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
         operator: &str,
         reason: &str,
     ) -> Result<ScheduledRetry, StoreError> {
-        PipelineHandle::replay(self, &id.0, operator, reason)
+        PipelineHandle::replay(self, id.as_str(), operator, reason)
     }
 
     fn skip(
@@ -151,6 +157,6 @@ impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
         operator: &str,
         reason: &str,
     ) -> Result<StoredDeadLetter, StoreError> {
-        PipelineHandle::skip(self, &id.0, operator, reason)
+        PipelineHandle::skip(self, id.as_str(), operator, reason)
     }
 }

@@ -58,12 +58,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::RunningTopology;
-use crate::clock::{Clock, WallClock};
 use crate::durable::{Durable, DurableOptions, SourcePosition};
-use crate::policy::{RulePolicy, TimeScale};
+use crate::policy::RulePolicy;
 use crate::stats::Stats;
 use crate::store::{ScheduledRetry, SqliteStore, StoreError, StoredDeadLetter};
-use crate::time_source::{TimeSource, TokioTime};
+use crate::time::{TimeScale, TimeSource, Timestamp, TokioTime};
 use crate::topology::{BuildError, Config, TopologyBuilder};
 use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
 use orders::{OrderGen, SOURCE, order_id, position_of};
@@ -183,7 +182,7 @@ impl std::fmt::Debug for RunningPipeline {
 }
 
 fn now_ms() -> u64 {
-    WallClock::real().now().as_millis()
+    Timestamp::now().as_millis()
 }
 
 async fn blocking<T: Send + 'static>(
@@ -223,7 +222,7 @@ fn prepare(
 ) -> Result<Prepared, PipelineError> {
     let dir = &options.data_dir;
     let lock = DataDirLock::acquire(dir)?;
-    let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real()))?);
+    let store = Arc::new(SqliteStore::open(dir)?);
     let db = Arc::new(PipelineDb::open(dir)?);
     let scale = options.time_scale.factor();
     let run = match db.run()? {
@@ -262,13 +261,7 @@ fn prepare(
         .iter()
         .filter_map(|id| position_of(id.as_str()))
         .collect();
-    let position = SourcePosition::load(
-        store.as_ref(),
-        durable.journal().clone(),
-        SOURCE,
-        order_id,
-        owned,
-    )?;
+    let position = durable.source_position(SOURCE, order_id, owned)?;
     let session = db.begin_session(now_ms(), position.high())?;
     if !recovered.is_empty() || position.committed() > 0 {
         tracing::info!(
@@ -357,7 +350,6 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         next: position.committed() + 1,
         end: options.messages,
         position,
-        fates: durable.fates(),
         journal: durable.journal().clone(),
         live: live.clone(),
         pacer: options.rate.map(|r| Pacer::new(r, time.now())),

@@ -126,7 +126,7 @@ impl OrderGen {
             ),
         };
         let biz = self.biz[self.biz_index(n)].clone();
-        Message::new(id, biz, self.buf.clone().into_bytes())
+        Message::new(id, biz, self.buf.clone().into_bytes()).with_offset(n)
     }
 }
 

@@ -18,9 +18,9 @@ use serde::Serialize;
 
 use super::PipelineError;
 use super::db::{PipelineDb, RunRecord, SessionStats};
-use super::orders::{order_id, position_of};
+use super::orders::{SOURCE, order_id, position_of};
 use crate::stats::{Histogram, LATENCY_BOUNDS};
-use crate::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, Store};
+use crate::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, MessageId, Store};
 
 /// Two latency percentiles, in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -127,25 +127,33 @@ impl Report {
         let high = sessions.iter().map(|s| s.emitted_high).max().unwrap_or(0);
         let n = run.messages.unwrap_or(high);
 
+        // Every order at or below the committed position has its fate; the store keeps the
+        // dead-lettered ones, and prunes the acked ones (the position is their record).
+        let committed = store.position(SOURCE)?.unwrap_or(0).min(n);
         let (mut acked, mut dead_lettered) = (0u64, 0u64);
         let mut i = 1;
         while i <= n {
             let end = (i + 511).min(n);
-            let ids: Vec<store::MessageId> =
-                (i..=end).map(|k| store::MessageId(order_id(k))).collect();
-            for (_, fate) in store.known_fates(&ids)? {
+            let ids: Vec<MessageId> = (i..=end).map(|k| MessageId::from(order_id(k))).collect();
+            let mut known_below = 0;
+            for (id, fate) in store.known_fates(&ids)? {
+                if position_of(id.as_str()).is_some_and(|k| k <= committed) {
+                    known_below += 1;
+                }
                 match fate {
                     Fate::Acked => acked += 1,
                     Fate::DeadLettered => dead_lettered += 1,
                 }
             }
+            let below = committed.min(end).saturating_sub(i - 1);
+            acked += below.saturating_sub(known_below);
             i = end + 1;
         }
         let in_run = |id: &str| position_of(id).is_some_and(|k| k >= 1 && k <= n);
         let scheduled_retries = store
             .scheduled()?
             .iter()
-            .filter(|(id, _)| in_run(&id.0))
+            .filter(|(id, _)| in_run(id.as_str()))
             .count() as u64;
 
         let mut dead_letters_by_label = BTreeMap::new();
@@ -158,9 +166,9 @@ impl Report {
             loop {
                 let page = store.dead_letters(&filter)?;
                 for d in &page.items {
-                    if in_run(&d.letter.message.id.0) {
+                    if in_run(d.letter.id().as_str()) {
                         *dead_letters_by_label
-                            .entry(d.letter.label.clone())
+                            .entry(d.letter.label.to_string())
                             .or_default() += 1;
                     }
                 }

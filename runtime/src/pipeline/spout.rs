@@ -1,6 +1,6 @@
 //! The order spout: hands out orders `1..=N` (or forever), skipping those that already have a
-//! fate or wait in the retry queue, and records each fate it is told: the acked fate (through
-//! the journal) and the source position (the low-water mark).
+//! fate or wait in the retry queue, and records each fate it is told in the source position
+//! (the low-water mark). The spout task records the acked fates itself.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tokio::time::Instant;
 
 use super::orders::{OrderGen, position_of};
-use crate::durable::{Fates, Journal, SourcePosition};
+use crate::durable::{Journal, SourcePosition};
 use crate::topology::{MessageId, NextMessage, Spout};
 
 /// Above this many writes waiting in the journal, the spout pauses (says `Idle`): the disk sets
@@ -51,7 +51,6 @@ pub(crate) struct OrderSpout {
     pub(crate) next: u64,
     pub(crate) end: Option<u64>,
     pub(crate) position: SourcePosition,
-    pub(crate) fates: Fates,
     pub(crate) journal: Journal,
     pub(crate) live: Arc<Live>,
     pub(crate) pacer: Option<Pacer>,
@@ -95,8 +94,8 @@ impl Spout for OrderSpout {
     }
 
     fn ack(&mut self, id: &MessageId) {
-        // The fate is queued before the position that covers it: the journal keeps the order.
-        self.fates.acked(id);
+        // The spout task queued the acked fate already, before this call: the position that
+        // covers it follows it through the journal.
         self.live.acked.fetch_add(1, Relaxed);
         if let Some(n) = position_of(id.as_str()) {
             self.settled(n);

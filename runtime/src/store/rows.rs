@@ -1,13 +1,74 @@
-//! Rows of the SQLite store and the values in them: decoding with validation (a corrupt value
-//! is an error, never a panic) and encoding of timestamps, durations and headers.
+//! The runtime's records as SQLite rows, encoded and decoded in this one place: a retry row
+//! holds a [`Message`] with its retry metadata, a dead-letter row a [`DeadLetter`]. Decoding
+//! validates (a corrupt value is an error, never a panic).
 
+use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::time::Duration;
 
+use rebound_engine::{GiveUpReason, Label, RuleRef, Version};
+
 use super::{
-    DeadLetter, DeadLetterId, DeadLetterStatus, Headers, Message, MessageId, Result, RetryMeta,
-    RuleId, RuleSetVersion, ScheduledRetry, StoreError, StoredDeadLetter,
+    DeadLetter, DeadLetterId, DeadLetterStatus, Message, MessageId, Result, ScheduledRetry,
+    StoreError, StoredDeadLetter,
 };
-use crate::clock::Timestamp;
+use crate::time::Timestamp;
+use crate::topology::{Failure, Headers, LastFailure, RetryMeta};
+
+/// The columns of a retry row, in the order rows are written and read.
+macro_rules! retry_columns {
+    () => {
+        "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, last_code, \
+         last_message, last_delay_ms, rule, rule_set_version, offset"
+    };
+}
+pub(super) use retry_columns;
+
+/// The columns of a dead-letter row, in the order rows are read.
+pub(super) const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, \
+     label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
+     rule_set_version, attrs";
+
+/// A retry row's values, ready to bind in [`retry_columns`]'s order.
+pub(super) struct RetryRow<'a> {
+    pub(super) id: &'a str,
+    pub(super) biz: &'a str,
+    pub(super) payload: &'a [u8],
+    pub(super) headers: String,
+    pub(super) due: i64,
+    pub(super) attempt: u32,
+    pub(super) first_seen: i64,
+    pub(super) last_code: &'a str,
+    pub(super) last_message: &'a str,
+    pub(super) last_delay: i64,
+    pub(super) rule: &'a str,
+    pub(super) version: String,
+    pub(super) offset: Option<i64>,
+}
+
+impl<'a> RetryRow<'a> {
+    /// The row of `retry`. A message that never failed (a replay: attempt 0) has no last
+    /// failure, so its failure columns are empty.
+    pub(super) fn encode(retry: &'a ScheduledRetry) -> Result<RetryRow<'a>> {
+        let m = &retry.message;
+        let last = m.retry.last_failure.as_deref();
+        Ok(RetryRow {
+            id: m.id.as_str(),
+            biz: &m.biz,
+            payload: &m.payload,
+            headers: headers_to_sql(&m.headers)?,
+            due: ts_to_sql("due", retry.due)?,
+            attempt: m.retry.attempt,
+            first_seen: ts_to_sql("first_seen", m.retry.first_delivery.unwrap_or(retry.due))?,
+            last_code: last.map_or("", |l| &l.code),
+            last_message: last.map_or("", |l| &l.message),
+            last_delay: duration_to_sql("last_delay", last.map_or(Duration::ZERO, |l| l.delay))?,
+            rule: last.map_or("", |l| l.rule.as_str()),
+            version: last.map(|l| l.version.to_string()).unwrap_or_default(),
+            offset: offset_to_sql(m.offset)?,
+        })
+    }
+}
 
 /// A retry row as SQLite returns it, before validation.
 pub(super) struct RawRetry {
@@ -23,6 +84,7 @@ pub(super) struct RawRetry {
     last_delay: i64,
     rule: String,
     version: String,
+    offset: Option<i64>,
 }
 
 impl RawRetry {
@@ -40,32 +102,47 @@ impl RawRetry {
             last_delay: r.get(9)?,
             rule: r.get(10)?,
             version: r.get(11)?,
+            offset: r.get(12)?,
         })
     }
 
+    /// The message as it was scheduled. A replayed dead letter (attempt 0) comes back as a
+    /// fresh delivery: no last failure, first delivery at the replay.
     pub(super) fn decode(self) -> Result<ScheduledRetry> {
         const T: &str = "retries";
+        let due = ts_from_sql(T, "due_ms", self.due)?;
+        let attempt =
+            u32::try_from(self.attempt).map_err(|_| corrupt(T, "attempt", self.attempt))?;
+        let delay = Duration::from_millis(
+            u64::try_from(self.last_delay)
+                .map_err(|_| corrupt(T, "last_delay_ms", self.last_delay))?,
+        );
+        let last_failure = if attempt > 0 {
+            Some(Box::new(LastFailure {
+                code: self.last_code,
+                message: self.last_message,
+                at: due.saturating_sub(delay),
+                delay,
+                rule: rule_from_sql(&self.rule),
+                version: version_from_sql(T, &self.version)?,
+            }))
+        } else {
+            None
+        };
         Ok(ScheduledRetry {
             message: Message {
-                id: MessageId(self.id),
-                biz: self.biz,
-                payload: self.payload,
+                id: MessageId::from(self.id),
+                biz: self.biz.into(),
+                payload: self.payload.into(),
                 headers: headers_from_sql(T, &self.headers)?,
+                offset: offset_from_sql(T, self.offset)?,
+                retry: RetryMeta {
+                    attempt,
+                    first_delivery: Some(ts_from_sql(T, "first_seen_ms", self.first_seen)?),
+                    last_failure,
+                },
             },
-            due: ts_from_sql(T, "due_ms", self.due)?,
-            meta: RetryMeta {
-                attempt: u32::try_from(self.attempt)
-                    .map_err(|_| corrupt(T, "attempt", self.attempt))?,
-                first_seen: ts_from_sql(T, "first_seen_ms", self.first_seen)?,
-                last_code: self.last_code,
-                last_message: self.last_message,
-                last_delay: Duration::from_millis(
-                    u64::try_from(self.last_delay)
-                        .map_err(|_| corrupt(T, "last_delay_ms", self.last_delay))?,
-                ),
-                rule: RuleId(self.rule),
-                rule_set_version: RuleSetVersion(self.version),
-            },
+            due,
         })
     }
 }
@@ -87,6 +164,7 @@ pub(super) struct RawDeadLetter {
     last: i64,
     rule: String,
     version: String,
+    attrs: String,
 }
 
 impl RawDeadLetter {
@@ -107,48 +185,51 @@ impl RawDeadLetter {
             last: r.get(12)?,
             rule: r.get(13)?,
             version: r.get(14)?,
+            attrs: r.get(15)?,
         })
     }
 
+    /// The letter as it was written. (The message's last *retried* failure is not kept: the
+    /// failure that ended it is the letter's `failure`.)
     pub(super) fn decode(self) -> Result<StoredDeadLetter> {
         const T: &str = "dead_letters";
         let status = DeadLetterStatus::parse(&self.status)
             .ok_or_else(|| corrupt(T, "status", &self.status))?;
+        let attempts =
+            u32::try_from(self.attempts).map_err(|_| corrupt(T, "attempts", self.attempts))?;
         Ok(StoredDeadLetter {
             id: DeadLetterId(self.id),
             status,
             letter: DeadLetter {
                 message: Message {
-                    id: MessageId(self.message_id),
-                    biz: self.biz,
-                    payload: self.payload,
+                    id: MessageId::from(self.message_id),
+                    biz: self.biz.into(),
+                    payload: self.payload.into(),
                     headers: headers_from_sql(T, &self.headers)?,
+                    offset: None,
+                    retry: RetryMeta {
+                        attempt: attempts,
+                        first_delivery: Some(ts_from_sql(T, "first_ms", self.first)?),
+                        last_failure: None,
+                    },
                 },
-                label: self.label,
-                reason: self.reason,
-                last_code: self.last_code,
-                last_message: self.last_message,
-                attempts: u32::try_from(self.attempts)
-                    .map_err(|_| corrupt(T, "attempts", self.attempts))?,
-                first_time: ts_from_sql(T, "first_ms", self.first)?,
-                last_time: ts_from_sql(T, "last_ms", self.last)?,
-                rule: RuleId(self.rule),
-                rule_set_version: RuleSetVersion(self.version),
+                failure: Failure {
+                    code: self.last_code,
+                    retry_after: None,
+                    attrs: attrs_from_sql(T, &self.attrs)?,
+                    message: self.last_message,
+                },
+                label: Label::from(self.label.as_str()),
+                reason: reason_from_sql(T, &self.reason)?,
+                rule: rule_from_sql(&self.rule),
+                version: version_from_sql(T, &self.version)?,
+                at: ts_from_sql(T, "last_ms", self.last)?,
             },
         })
     }
 }
 
-// ---- conversions ---------------------------------------------------------------------------
-
-pub(super) fn required<'a>(field: &'static str, value: &'a str) -> Result<&'a str> {
-    let value = value.trim();
-    if value.is_empty() {
-        Err(StoreError::Blank { field })
-    } else {
-        Ok(value)
-    }
-}
+// ---- values --------------------------------------------------------------------------------
 
 pub(super) fn corrupt(
     table: &'static str,
@@ -162,12 +243,16 @@ pub(super) fn corrupt(
     }
 }
 
-pub(super) fn ts_to_sql(what: &'static str, t: Timestamp) -> Result<i64> {
-    i64::try_from(t.as_millis()).map_err(|_| StoreError::OutOfRange {
+fn out_of_range(what: &'static str, value: u128) -> StoreError {
+    StoreError::OutOfRange {
         what,
-        value: t.as_millis().into(),
+        value,
         max: i64::MAX as u64,
-    })
+    }
+}
+
+pub(super) fn ts_to_sql(what: &'static str, t: Timestamp) -> Result<i64> {
+    i64::try_from(t.as_millis()).map_err(|_| out_of_range(what, t.as_millis().into()))
 }
 
 pub(super) fn ts_from_sql(table: &'static str, what: &'static str, ms: i64) -> Result<Timestamp> {
@@ -177,21 +262,78 @@ pub(super) fn ts_from_sql(table: &'static str, what: &'static str, ms: i64) -> R
 }
 
 pub(super) fn duration_to_sql(what: &'static str, d: Duration) -> Result<i64> {
-    i64::try_from(d.as_millis()).map_err(|_| StoreError::OutOfRange {
-        what,
-        value: d.as_millis(),
-        max: i64::MAX as u64,
-    })
+    i64::try_from(d.as_millis()).map_err(|_| out_of_range(what, d.as_millis()))
+}
+
+pub(super) fn position_to_sql(what: &'static str, p: u64) -> Result<i64> {
+    i64::try_from(p).map_err(|_| out_of_range(what, p.into()))
+}
+
+fn offset_to_sql(offset: Option<NonZeroU64>) -> Result<Option<i64>> {
+    offset
+        .map(|o| position_to_sql("offset", o.get()))
+        .transpose()
+}
+
+fn offset_from_sql(table: &'static str, offset: Option<i64>) -> Result<Option<NonZeroU64>> {
+    offset
+        .map(|o| {
+            u64::try_from(o)
+                .ok()
+                .and_then(NonZeroU64::new)
+                .ok_or_else(|| corrupt(table, "offset", o))
+        })
+        .transpose()
 }
 
 pub(super) fn headers_to_sql(h: &Headers) -> Result<String> {
-    if h.is_empty() {
-        return Ok("{}".to_owned()); // most messages; skips the serializer
+    match h.as_map() {
+        None => Ok("{}".to_owned()), // most messages; skips the serializer
+        Some(map) => map_to_sql("headers", map),
     }
-    serde_json::to_string(h)
-        .map_err(|e| corrupt("headers", "headers", format!("cannot encode: {e}")))
 }
 
-pub(super) fn headers_from_sql(table: &'static str, json: &str) -> Result<Headers> {
-    serde_json::from_str(json).map_err(|e| corrupt(table, "headers", e))
+fn headers_from_sql(table: &'static str, json: &str) -> Result<Headers> {
+    let map: BTreeMap<String, String> =
+        serde_json::from_str(json).map_err(|e| corrupt(table, "headers", e))?;
+    Ok(map.into_iter().collect())
+}
+
+pub(super) fn attrs_to_sql(attrs: &BTreeMap<String, String>) -> Result<String> {
+    map_to_sql("attrs", attrs)
+}
+
+fn attrs_from_sql(table: &'static str, json: &str) -> Result<BTreeMap<String, String>> {
+    serde_json::from_str(json).map_err(|e| corrupt(table, "attrs", e))
+}
+
+fn map_to_sql(what: &'static str, map: &BTreeMap<String, String>) -> Result<String> {
+    if map.is_empty() {
+        return Ok("{}".to_owned());
+    }
+    serde_json::to_string(map).map_err(|e| corrupt(what, what, format!("cannot encode: {e}")))
+}
+
+/// A rule as stored: its id, or `defaults`.
+fn rule_from_sql(rule: &str) -> RuleRef {
+    match rule {
+        "defaults" => RuleRef::Defaults,
+        id => RuleRef::Rule(id.into()),
+    }
+}
+
+fn version_from_sql(table: &'static str, version: &str) -> Result<Version> {
+    version
+        .parse()
+        .map_err(|e: String| corrupt(table, "rule_set_version", e))
+}
+
+fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveUpReason> {
+    Ok(match reason {
+        "give_up" => GiveUpReason::GiveUp,
+        "max_retries" => GiveUpReason::MaxRetries,
+        "max_elapsed" => GiveUpReason::MaxElapsed,
+        "policy_error" => GiveUpReason::PolicyError,
+        other => return Err(corrupt(table, "reason", other)),
+    })
 }

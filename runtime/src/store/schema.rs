@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes and understands.
-pub const CURRENT_VERSION: u32 = 1;
+pub const CURRENT_VERSION: u32 = 2;
 
 /// `PRAGMA application_id` of a Rebound database ("RBND").
 pub const APPLICATION_ID: i32 = 0x5242_4e44;
@@ -85,6 +85,15 @@ const MIGRATIONS: &[&str] = &[
         position         INTEGER NOT NULL,
         at_ms            INTEGER NOT NULL
     ) WITHOUT ROWID;
+    "#,
+    // 1 → 2: a dead letter keeps its failure's attrs; a retry keeps its message's offset; an
+    // acked fate keeps its source offset, so that the source's position prunes it.
+    r#"
+    ALTER TABLE dead_letters ADD COLUMN attrs TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE retries ADD COLUMN offset INTEGER;
+    ALTER TABLE fates ADD COLUMN source TEXT;
+    ALTER TABLE fates ADD COLUMN position INTEGER;
+    CREATE INDEX fates_by_position ON fates (source, position) WHERE source IS NOT NULL;
     "#,
 ];
 

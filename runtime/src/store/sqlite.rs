@@ -20,13 +20,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use super::rows::*;
 use super::schema;
-use super::writes::Writes;
+use super::writes::{Writes, fate_in, latest_dead_letter};
 use super::{
-    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetter, DeadLetterFilter, DeadLetterId,
-    DeadLetterStatus, Fate, MAX_PAGE, MessageId, Page, Result, RetryMeta, ScheduledRetry, Store,
-    StoreError, StoredDeadLetter, WriteOp,
+    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId, Fate, MAX_PAGE,
+    MessageId, Page, Result, ScheduledRetry, Store, StoreError, StoredDeadLetter, WriteOp,
 };
-use crate::clock::{SharedClock, Timestamp};
+use crate::time::Timestamp;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "rebound.db";
@@ -68,28 +67,17 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
-    clock: SharedClock,
 }
-
-const RETRY_COLUMNS: &str = super::writes::RETRY_COLUMNS;
-
-const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, label, reason, \
-     last_code, last_message, attempts, first_ms, last_ms, rule, rule_set_version";
 
 impl SqliteStore {
     /// Opens (creating if missing) `rebound.db` in `data_dir` with the default options.
-    /// `clock` dates the audit log and replays.
-    pub fn open(data_dir: impl AsRef<Path>, clock: SharedClock) -> Result<Self> {
-        Self::open_with(data_dir, clock, SqliteOptions::default())
+    pub fn open(data_dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(data_dir, SqliteOptions::default())
     }
 
     /// Opens (creating if missing) `rebound.db` in `data_dir`, migrating an older schema and
     /// refusing a newer one.
-    pub fn open_with(
-        data_dir: impl AsRef<Path>,
-        clock: SharedClock,
-        options: SqliteOptions,
-    ) -> Result<Self> {
+    pub fn open_with(data_dir: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let dir = data_dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
             path: dir.to_owned(),
@@ -130,7 +118,6 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
-            clock,
         })
     }
 
@@ -162,49 +149,25 @@ impl Store for SqliteStore {
     }
 
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
-        let now = self.clock.now();
         self.write(|tx| {
             let mut w = Writes::new(tx);
             ops.iter()
                 .map(|op| match op {
                     WriteOp::Schedule(r) => w.put_retry_unless_final(r),
-                    WriteOp::Unschedule(id) => w.delete_retry(id).map(|()| Applied::Done),
-                    WriteOp::Acked(id, at) => w.put_fate(id, Fate::Acked, *at),
-                    WriteOp::DeadLetter(dl) => w.put_dead_letter(dl),
-                    WriteOp::Position { source, position } => {
-                        put_position(tx, source, *position, now).map(|()| Applied::Done)
+                    WriteOp::Acked { id, at, offset } => {
+                        w.put_fate(id, Fate::Acked, *at, offset.as_ref())
                     }
+                    WriteOp::DeadLetter(dl) => w.put_dead_letter(dl),
+                    WriteOp::Position {
+                        source,
+                        position,
+                        at,
+                    } => w
+                        .put_position(source, *position, *at)
+                        .map(|()| Applied::Done),
+                    WriteOp::Replay(action) => w.replay(action),
+                    WriteOp::Skip(action) => w.skip(action),
                 })
-                .collect()
-        })
-    }
-
-    fn schedule_retries(&self, batch: &[ScheduledRetry]) -> Result<Vec<Applied>> {
-        self.write(|tx| {
-            let mut w = Writes::new(tx);
-            batch.iter().map(|r| w.put_retry_unless_final(r)).collect()
-        })
-    }
-
-    fn unschedule(&self, ids: &[MessageId]) -> Result<()> {
-        self.write(|tx| {
-            let mut w = Writes::new(tx);
-            ids.iter().try_for_each(|id| w.delete_retry(id))
-        })
-    }
-
-    fn record_dead_letters(&self, batch: &[DeadLetter]) -> Result<Vec<Applied>> {
-        self.write(|tx| {
-            let mut w = Writes::new(tx);
-            batch.iter().map(|dl| w.put_dead_letter(dl)).collect()
-        })
-    }
-
-    fn record_acked(&self, ids: &[MessageId], at: Timestamp) -> Result<Vec<Applied>> {
-        self.write(|tx| {
-            let mut w = Writes::new(tx);
-            ids.iter()
-                .map(|id| w.put_fate(id, Fate::Acked, at))
                 .collect()
         })
     }
@@ -217,28 +180,28 @@ impl Store for SqliteStore {
         let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
         rows.map(|row| {
             let (id, due) = row?;
-            Ok((MessageId(id), ts_from_sql("retries", "due_ms", due)?))
+            Ok((MessageId::from(id), ts_from_sql("retries", "due_ms", due)?))
         })
         .collect()
     }
 
     fn retries(&self, ids: &[MessageId]) -> Result<Vec<ScheduledRetry>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {RETRY_COLUMNS} FROM retries WHERE message_id = ?1"
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            retry_columns!(),
+            " FROM retries WHERE message_id = ?1"
         ))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(raw) = stmt.query_row([&id.0], RawRetry::from_row).optional()? {
+            if let Some(raw) = stmt
+                .query_row([id.as_str()], RawRetry::from_row)
+                .optional()?
+            {
                 out.push(raw.decode()?);
             }
         }
         Ok(out)
-    }
-
-    fn fate_of(&self, id: &MessageId) -> Result<Option<Fate>> {
-        let conn = self.conn();
-        fate_in(&conn, id)
     }
 
     fn known_fates(&self, ids: &[MessageId]) -> Result<Vec<(MessageId, Fate)>> {
@@ -250,14 +213,6 @@ impl Store for SqliteStore {
             }
         }
         Ok(out)
-    }
-
-    fn prune_acked(&self, before: Timestamp) -> Result<u64> {
-        let before = ts_to_sql("before", before)?;
-        self.write(|tx| {
-            let n = tx.execute("DELETE FROM fates WHERE fate = 1 AND at_ms < ?1", [before])?;
-            Ok(n as u64)
-        })
     }
 
     fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Page<StoredDeadLetter, DeadLetterId>> {
@@ -309,52 +264,6 @@ impl Store for SqliteStore {
         latest_dead_letter(&conn, id)
     }
 
-    fn replay(&self, id: &MessageId, operator: &str, reason: &str) -> Result<ScheduledRetry> {
-        let (operator, reason) = (required("operator", operator)?, required("reason", reason)?);
-        let now = self.clock.now();
-        self.write(|tx| {
-            let dl = open_dead_letter(tx, id)?;
-            tx.execute(
-                "UPDATE dead_letters SET status = 'replayed' WHERE id = ?1",
-                [dl.id.0],
-            )?;
-            // The new fate replaces the old one.
-            tx.execute("DELETE FROM fates WHERE message_id = ?1", [&id.0])?;
-            let letter = dl.letter;
-            let retry = ScheduledRetry {
-                due: now,
-                meta: RetryMeta {
-                    attempt: 0,
-                    first_seen: now,
-                    last_code: letter.last_code,
-                    last_message: letter.last_message,
-                    last_delay: Duration::ZERO,
-                    rule: letter.rule,
-                    rule_set_version: letter.rule_set_version,
-                },
-                message: letter.message,
-            };
-            Writes::new(tx).put_retry_unless_final(&retry)?; // its fate was just deleted: written
-            put_audit(tx, now, AuditAction::Replay, id, dl.id, operator, reason)?;
-            Ok(retry)
-        })
-    }
-
-    fn skip(&self, id: &MessageId, operator: &str, reason: &str) -> Result<StoredDeadLetter> {
-        let (operator, reason) = (required("operator", operator)?, required("reason", reason)?);
-        let now = self.clock.now();
-        self.write(|tx| {
-            let mut dl = open_dead_letter(tx, id)?;
-            tx.execute(
-                "UPDATE dead_letters SET status = 'skipped' WHERE id = ?1",
-                [dl.id.0],
-            )?;
-            put_audit(tx, now, AuditAction::Skip, id, dl.id, operator, reason)?;
-            dl.status = DeadLetterStatus::Skipped;
-            Ok(dl)
-        })
-    }
-
     fn audit_log(&self, f: &AuditFilter) -> Result<Page<AuditEntry, i64>> {
         let limit = f.limit.clamp(1, MAX_PAGE);
         let conn = self.conn();
@@ -365,7 +274,7 @@ impl Store for SqliteStore {
         )?;
         let rows = stmt.query_map(
             params![
-                f.message_id.as_ref().map(|m| &m.0),
+                f.message_id.as_ref().map(MessageId::as_str),
                 f.before,
                 limit as i64 + 1
             ],
@@ -393,7 +302,7 @@ impl Store for SqliteStore {
                 id,
                 at: ts_from_sql("audit_log", "at_ms", at)?,
                 action,
-                message_id: MessageId(message_id),
+                message_id: MessageId::from(message_id),
                 dead_letter: DeadLetterId(dl),
                 operator,
                 reason,
@@ -408,11 +317,6 @@ impl Store for SqliteStore {
         Ok(Page { items, next })
     }
 
-    fn commit_position(&self, source: &str, position: u64) -> Result<()> {
-        let now = self.clock.now();
-        self.write(|tx| put_position(tx, source, position, now))
-    }
-
     fn position(&self, source: &str) -> Result<Option<u64>> {
         let conn = self.conn();
         let pos: Option<i64> = conn
@@ -424,83 +328,5 @@ impl Store for SqliteStore {
             .optional()?;
         pos.map(|p| u64::try_from(p).map_err(|_| corrupt("positions", "position", p)))
             .transpose()
-    }
-}
-
-// ---- writes --------------------------------------------------------------------------------
-
-fn put_position(tx: &Transaction<'_>, source: &str, position: u64, now: Timestamp) -> Result<()> {
-    let position = i64::try_from(position).map_err(|_| StoreError::OutOfRange {
-        what: "position",
-        value: position.into(),
-        max: i64::MAX as u64,
-    })?;
-    tx.prepare_cached(
-        "INSERT INTO positions (source, position, at_ms) VALUES (?1, ?2, ?3)
-         ON CONFLICT (source) DO UPDATE SET position = excluded.position, at_ms = excluded.at_ms",
-    )?
-    .execute(params![source, position, ts_to_sql("now", now)?])?;
-    Ok(())
-}
-
-fn put_audit(
-    tx: &Transaction<'_>,
-    at: Timestamp,
-    action: AuditAction,
-    id: &MessageId,
-    dl: DeadLetterId,
-    operator: &str,
-    reason: &str,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO audit_log (at_ms, action, message_id, dead_letter_id, operator, reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![
-        ts_to_sql("now", at)?,
-        action.as_str(),
-        id.0,
-        dl.0,
-        operator,
-        reason
-    ])?;
-    Ok(())
-}
-
-// ---- reads ---------------------------------------------------------------------------------
-
-pub(super) fn fate_in(conn: &Connection, id: &MessageId) -> Result<Option<Fate>> {
-    let code: Option<i64> = conn
-        .prepare_cached("SELECT fate FROM fates WHERE message_id = ?1")?
-        .query_row([&id.0], |r| r.get(0))
-        .optional()?;
-    code.map(|c| match c {
-        1 => Ok(Fate::Acked),
-        2 => Ok(Fate::DeadLettered),
-        other => Err(corrupt("fates", "fate", other)),
-    })
-    .transpose()
-}
-
-fn latest_dead_letter(conn: &Connection, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
-    conn.prepare_cached(&format!(
-        "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters WHERE message_id = ?1
-         ORDER BY id DESC LIMIT 1"
-    ))?
-    .query_row([&id.0], RawDeadLetter::from_row)
-    .optional()?
-    .map(RawDeadLetter::decode)
-    .transpose()
-}
-
-/// The message's open (`dead`) dead letter, or a clear error saying why there is none.
-fn open_dead_letter(tx: &Transaction<'_>, id: &MessageId) -> Result<StoredDeadLetter> {
-    match latest_dead_letter(tx, id)? {
-        None => Err(StoreError::DeadLetterNotFound(id.clone())),
-        Some(dl) if dl.status != DeadLetterStatus::Dead => Err(StoreError::AlreadyHandled {
-            id: id.clone(),
-            status: dl.status,
-        }),
-        Some(dl) => Ok(dl),
     }
 }

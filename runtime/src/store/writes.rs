@@ -1,38 +1,36 @@
-//! The writes every transaction repeats: a retry scheduled, a fate recorded, a retry row
-//! dropped, a dead letter stored. Each statement is prepared once per transaction and reused
-//! for every write in it, rather than looked up in the connection's statement cache (hashing
-//! and comparing its SQL text) write by write: the journal applies thousands per transaction.
+//! [`Writes`]: the statements of one transaction, and each [`WriteOp`](super::WriteOp) as
+//! SQL. Each statement is prepared once per transaction and reused for every write in it,
+//! rather than looked up in the connection's statement cache (hashing and comparing its SQL
+//! text) write by write: the journal applies thousands per transaction.
 
-use rusqlite::{CachedStatement, Transaction, params};
+use rusqlite::{CachedStatement, Connection, OptionalExtension, Transaction, params};
 
 use super::rows::*;
-use super::sqlite::fate_in;
-use super::{Applied, DeadLetter, Fate, MessageId, Result, ScheduledRetry};
-use crate::clock::Timestamp;
-
-/// The columns of a retry row, in the order rows are written and read.
-macro_rules! retry_columns {
-    () => {
-        "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, last_code, \
-         last_message, last_delay_ms, rule, rule_set_version"
-    };
-}
-pub(super) const RETRY_COLUMNS: &str = retry_columns!();
+use super::{
+    Applied, AuditAction, DeadLetter, DeadLetterStatus, Fate, MessageId, Offset, OperatorAction,
+    Result, ScheduledRetry, StoredDeadLetter,
+};
+use crate::time::Timestamp;
 
 /// Writes (or replaces) the retry row, unless the message already has a final fate: a retry
 /// for an acked or dead-lettered message could later give it a second fate.
 const PUT_RETRY_UNLESS_FINAL: &str = concat!(
     "INSERT OR REPLACE INTO retries (",
     retry_columns!(),
-    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
+    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \
      WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)"
 );
-const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms) VALUES (?1, ?2, ?3)";
+const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms, source, position) \
+     VALUES (?1, ?2, ?3, ?4, ?5)";
 const DELETE_RETRY: &str = "DELETE FROM retries WHERE message_id = ?1";
 const PUT_DEAD_LETTER: &str = "INSERT INTO dead_letters (message_id, biz, payload, headers, \
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
-     rule_set_version, status) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'dead')";
+     rule_set_version, attrs, status) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'dead')";
+const PUT_POSITION: &str = "INSERT INTO positions (source, position, at_ms) VALUES (?1, ?2, ?3)
+     ON CONFLICT (source) DO UPDATE SET position = excluded.position, at_ms = excluded.at_ms
+     WHERE excluded.position > positions.position";
+const PRUNE_ACKED: &str = "DELETE FROM fates WHERE source = ?1 AND position <= ?2 AND fate = 1";
 
 /// The write statements of one transaction, each prepared on first use.
 pub(super) struct Writes<'t, 'c> {
@@ -68,20 +66,22 @@ impl<'t, 'c> Writes<'t, 'c> {
 
     /// Schedules a retry unless the message already has a final fate.
     pub(super) fn put_retry_unless_final(&mut self, r: &ScheduledRetry) -> Result<Applied> {
+        let row = RetryRow::encode(r)?;
         let written =
             prepared(&mut self.put_retry, self.tx, PUT_RETRY_UNLESS_FINAL)?.execute(params![
-                r.message.id.0,
-                r.message.biz,
-                r.message.payload,
-                headers_to_sql(&r.message.headers)?,
-                ts_to_sql("due", r.due)?,
-                r.meta.attempt,
-                ts_to_sql("first_seen", r.meta.first_seen)?,
-                r.meta.last_code,
-                r.meta.last_message,
-                duration_to_sql("last_delay", r.meta.last_delay)?,
-                r.meta.rule.0,
-                r.meta.rule_set_version.0,
+                row.id,
+                row.biz,
+                row.payload,
+                row.headers,
+                row.due,
+                row.attempt,
+                row.first_seen,
+                row.last_code,
+                row.last_message,
+                row.last_delay,
+                row.rule,
+                row.version,
+                row.offset,
             ])?;
         if written == 1 {
             return Ok(Applied::Done);
@@ -91,9 +91,8 @@ impl<'t, 'c> Writes<'t, 'c> {
         Ok(Applied::FateAlreadyKnown(fate))
     }
 
-    /// Drops the message's retry row, if any.
-    pub(super) fn delete_retry(&mut self, id: &MessageId) -> Result<()> {
-        prepared(&mut self.delete_retry, self.tx, DELETE_RETRY)?.execute([&id.0])?;
+    fn delete_retry(&mut self, id: &MessageId) -> Result<()> {
+        prepared(&mut self.delete_retry, self.tx, DELETE_RETRY)?.execute([id.as_str()])?;
         Ok(())
     }
 
@@ -104,15 +103,21 @@ impl<'t, 'c> Writes<'t, 'c> {
         id: &MessageId,
         fate: Fate,
         at: Timestamp,
+        offset: Option<&Offset>,
     ) -> Result<Applied> {
         let code = match fate {
             Fate::Acked => 1,
             Fate::DeadLettered => 2,
         };
+        let position = offset
+            .map(|o| position_to_sql("offset", o.position))
+            .transpose()?;
         let inserted = prepared(&mut self.put_fate, self.tx, PUT_FATE)?.execute(params![
-            id.0,
+            id.as_str(),
             code,
-            ts_to_sql("fate time", at)?
+            ts_to_sql("fate time", at)?,
+            offset.map(|o| &*o.source),
+            position,
         ])?;
         self.delete_retry(id)?;
         if inserted == 1 {
@@ -125,25 +130,150 @@ impl<'t, 'c> Writes<'t, 'c> {
 
     /// Stores a dead letter and its fate, unless the message already has a fate.
     pub(super) fn put_dead_letter(&mut self, dl: &DeadLetter) -> Result<Applied> {
-        let applied = self.put_fate(&dl.message.id, Fate::DeadLettered, dl.last_time)?;
+        let applied = self.put_fate(dl.id(), Fate::DeadLettered, dl.at, None)?;
         if applied != Applied::Done {
             return Ok(applied);
         }
+        let m = &dl.message;
         prepared(&mut self.put_dead_letter, self.tx, PUT_DEAD_LETTER)?.execute(params![
-            dl.message.id.0,
-            dl.message.biz,
-            dl.message.payload,
-            headers_to_sql(&dl.message.headers)?,
-            dl.label,
-            dl.reason,
-            dl.last_code,
-            dl.last_message,
-            dl.attempts,
-            ts_to_sql("first_time", dl.first_time)?,
-            ts_to_sql("last_time", dl.last_time)?,
-            dl.rule.0,
-            dl.rule_set_version.0,
+            m.id.as_str(),
+            &*m.biz,
+            &m.payload[..],
+            headers_to_sql(&m.headers)?,
+            dl.label.as_str(),
+            dl.reason.as_str(),
+            dl.failure.code,
+            dl.failure.message,
+            m.retry.attempt,
+            ts_to_sql("first_time", dl.first_at())?,
+            ts_to_sql("last_time", dl.at)?,
+            dl.rule.as_str(),
+            dl.version.as_str(),
+            attrs_to_sql(&dl.failure.attrs)?,
         ])?;
         Ok(Applied::Done)
     }
+
+    /// Moves a source's position forward (never back) and prunes the acked fates it covers.
+    pub(super) fn put_position(
+        &mut self,
+        source: &str,
+        position: u64,
+        at: Timestamp,
+    ) -> Result<()> {
+        let position = position_to_sql("position", position)?;
+        self.tx.prepare_cached(PUT_POSITION)?.execute(params![
+            source,
+            position,
+            ts_to_sql("now", at)?
+        ])?;
+        let stored: i64 = self
+            .tx
+            .prepare_cached("SELECT position FROM positions WHERE source = ?1")?
+            .query_row([source], |r| r.get(0))?;
+        self.tx
+            .prepare_cached(PRUNE_ACKED)?
+            .execute(params![source, stored])?;
+        Ok(())
+    }
+
+    /// Replays the message's open dead letter: marked `replayed`, its fate cleared, the message
+    /// scheduled as a fresh delivery due at once, the audit log written.
+    pub(super) fn replay(&mut self, a: &OperatorAction) -> Result<Applied> {
+        let dl = match open_dead_letter(self.tx, &a.id)? {
+            Ok(dl) => dl,
+            Err(refused) => return Ok(refused),
+        };
+        self.tx.execute(
+            "UPDATE dead_letters SET status = 'replayed' WHERE id = ?1",
+            [dl.id.0],
+        )?;
+        // The new fate replaces the old one.
+        self.tx
+            .execute("DELETE FROM fates WHERE message_id = ?1", [a.id.as_str()])?;
+        let mut message = dl.letter.message;
+        message.retry = Default::default();
+        message.retry.first_delivery = Some(a.at);
+        let retry = ScheduledRetry { message, due: a.at };
+        self.put_retry_unless_final(&retry)?; // its fate was just deleted: written
+        put_audit(self.tx, AuditAction::Replay, a, dl.id)?;
+        Ok(Applied::Replayed(Box::new(retry)))
+    }
+
+    /// Marks the message's open dead letter `skipped` and writes the audit log.
+    pub(super) fn skip(&mut self, a: &OperatorAction) -> Result<Applied> {
+        let mut dl = match open_dead_letter(self.tx, &a.id)? {
+            Ok(dl) => dl,
+            Err(refused) => return Ok(refused),
+        };
+        self.tx.execute(
+            "UPDATE dead_letters SET status = 'skipped' WHERE id = ?1",
+            [dl.id.0],
+        )?;
+        put_audit(self.tx, AuditAction::Skip, a, dl.id)?;
+        dl.status = DeadLetterStatus::Skipped;
+        Ok(Applied::Skipped(Box::new(dl)))
+    }
+}
+
+fn put_audit(
+    tx: &Transaction<'_>,
+    action: AuditAction,
+    a: &OperatorAction,
+    dl: super::DeadLetterId,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO audit_log (at_ms, action, message_id, dead_letter_id, operator, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        ts_to_sql("now", a.at)?,
+        action.as_str(),
+        a.id.as_str(),
+        dl.0,
+        a.operator,
+        a.reason
+    ])?;
+    Ok(())
+}
+
+// ---- reads inside a transaction ------------------------------------------------------------
+
+pub(super) fn fate_in(conn: &Connection, id: &MessageId) -> Result<Option<Fate>> {
+    let code: Option<i64> = conn
+        .prepare_cached("SELECT fate FROM fates WHERE message_id = ?1")?
+        .query_row([id.as_str()], |r| r.get(0))
+        .optional()?;
+    code.map(|c| match c {
+        1 => Ok(Fate::Acked),
+        2 => Ok(Fate::DeadLettered),
+        other => Err(corrupt("fates", "fate", other)),
+    })
+    .transpose()
+}
+
+pub(super) fn latest_dead_letter(
+    conn: &Connection,
+    id: &MessageId,
+) -> Result<Option<StoredDeadLetter>> {
+    conn.prepare_cached(&format!(
+        "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters WHERE message_id = ?1
+         ORDER BY id DESC LIMIT 1"
+    ))?
+    .query_row([id.as_str()], RawDeadLetter::from_row)
+    .optional()?
+    .map(RawDeadLetter::decode)
+    .transpose()
+}
+
+/// The message's open (`dead`) dead letter, or the refusal that says why there is none.
+fn open_dead_letter(
+    tx: &Transaction<'_>,
+    id: &MessageId,
+) -> Result<std::result::Result<StoredDeadLetter, Applied>> {
+    Ok(match latest_dead_letter(tx, id)? {
+        None => Err(Applied::NoDeadLetter),
+        Some(dl) if dl.status != DeadLetterStatus::Dead => Err(Applied::AlreadyHandled(dl.status)),
+        Some(dl) => Ok(dl),
+    })
 }

@@ -2,12 +2,15 @@
 //! and the retry metadata that travels with it from delivery to delivery.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
+use rebound_engine::{RuleRef, Version};
 
 use super::tuple::Headers;
+use crate::time::Timestamp;
 
 /// A message's stable id, given by its source (an offset, an order number…).
 ///
@@ -51,36 +54,6 @@ impl fmt::Display for MessageId {
     }
 }
 
-/// Which rule decided a retry or a dead letter (an id from the rule set).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct RuleId(pub Arc<str>);
-
-impl From<&str> for RuleId {
-    fn from(s: &str) -> Self {
-        RuleId(s.into())
-    }
-}
-impl fmt::Display for RuleId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// The version of the rule set that made a decision.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct PolicyVersion(pub Arc<str>);
-
-impl From<&str> for PolicyVersion {
-    fn from(s: &str) -> Self {
-        PolicyVersion(s.into())
-    }
-}
-impl fmt::Display for PolicyVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// What a message carries from one delivery to the next.
 ///
 /// A spout hands out new messages with `RetryMeta::default()`; the runtime fills it in. A
@@ -92,7 +65,7 @@ pub struct RetryMeta {
     /// Deliveries so far. 0 until the first delivery; during delivery `n` it is `n`.
     pub attempt: u32,
     /// When the first delivery began (wall clock, so it survives a restart).
-    pub first_delivery: Option<SystemTime>,
+    pub first_delivery: Option<Timestamp>,
     /// The last failure and the retry decided for it; `None` before the first retry.
     pub last_failure: Option<Box<LastFailure>>,
 }
@@ -114,13 +87,13 @@ pub struct LastFailure {
     /// The failure's message.
     pub message: String,
     /// When it was handled (wall clock).
-    pub at: SystemTime,
+    pub at: Timestamp,
     /// The delay chosen.
     pub delay: Duration,
     /// The rule that decided the retry.
-    pub rule: RuleId,
+    pub rule: RuleRef,
     /// The rule-set version that decided it.
-    pub version: PolicyVersion,
+    pub version: Version,
 }
 
 /// A message from a spout.
@@ -137,6 +110,9 @@ pub struct Message {
     pub payload: Bytes,
     /// Headers from the source.
     pub headers: Headers,
+    /// The message's position in its source (numbered from 1), for a source that commits a
+    /// position: a durable store keeps the acked fate only until that position passes it.
+    pub offset: Option<NonZeroU64>,
     /// Retry metadata, carried across deliveries.
     pub retry: RetryMeta,
 }
@@ -156,8 +132,15 @@ impl Message {
             biz: biz.into(),
             payload: payload.into(),
             headers: Headers::new(),
+            offset: None,
             retry: RetryMeta::default(),
         }
+    }
+
+    /// The same message at position `offset` of its source (0 means none).
+    pub fn with_offset(mut self, offset: u64) -> Message {
+        self.offset = NonZeroU64::new(offset);
+        self
     }
 
     /// The same message with a header set.

@@ -267,6 +267,10 @@ impl Headers {
     pub fn is_empty(&self) -> bool {
         self.0.as_ref().is_none_or(|m| m.is_empty())
     }
+    /// The headers as a map (`None` when there are none).
+    pub fn as_map(&self) -> Option<&BTreeMap<String, String>> {
+        self.0.as_deref().filter(|m| !m.is_empty())
+    }
 }
 
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Headers {
