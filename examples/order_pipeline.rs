@@ -1,7 +1,7 @@
 //! A durable order pipeline written with the public API: the rule engine decides failures,
 //! retries and dead letters live in SQLite, and the source commits its position only after
 //! each message's fate. (`rebound run` is the full version of this, in
-//! `rebound_runtime::pipeline`.)
+//! `rebound::pipeline`.)
 //!
 //! ```sh
 //! cargo run --example order_pipeline            # the shipped rules/, a temporary data directory

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebound::pipeline::{self, Faults, PipelineDb, PipelineOptions};
 use rebound_engine::PolicyHandle;
-use rebound_runtime::pipeline::{self, Faults, PipelineDb, PipelineOptions};
 use rebound_runtime::policy::TimeScale;
 use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, Store};
 
 fn shipped() -> Arc<PolicyHandle> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
     Arc::new(PolicyHandle::new(
         rebound_engine::load_dir(&dir).unwrap().unwrap(),
     ))

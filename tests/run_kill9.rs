@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use rebound_runtime::pipeline::PipelineDb;
+use rebound::pipeline::PipelineDb;
 use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, Fate, Store};
 use run_support::*;
 

@@ -11,7 +11,7 @@
 //! - [`fate`]: the failure seam: `FailurePolicy` (retry or dead letter), `RetryQueue`,
 //!   `DeadLetterSink`, and in-memory implementations of each.
 //! - [`fairness`]: mixing due retries with new messages, and the retry fuse.
-//! - [`stats`]: counters and a latency histogram for the metrics exporter.
+//! - [`stats`]: counters and a latency histogram, for whoever exports metrics.
 //! - [`time_source`]: monotonic and wall-clock time (tokio's clock by default).
 //! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
 //!   ([`RunningTopology`]), and telling a stall at `max_spout_pending` from backpressure.
@@ -26,22 +26,19 @@
 //!   `PolicyHandle`), and `TimeScale` for `--time-scale`.
 //! - [`durable`]: the failure seam backed by the store: a write-behind journal, durable retry
 //!   queues (recovered after a restart), the dead-letter sink, acked fates and source positions.
-//! - [`pipeline`]: the bundled order pipeline behind `rebound run` (order spout, parse bolt,
-//!   idempotent store bolt with injected faults) and its report from the durable state.
-//! - [`admin`]: the admin HTTP API (axum): rules, decide, health, metrics.
-//! - [`metrics`]: the Prometheus registry and the spec's metric names.
+//!
+//! The product built on it (the bundled order pipeline, the admin API, the metrics exposition,
+//! the progress view) lives in the `rebound` package's library, not here: the runtime knows
+//! nothing of HTTP, progress bars or metrics registries.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod acker;
-pub mod admin;
 pub mod clock;
 pub mod durable;
 mod executor;
 pub mod fairness;
 pub mod fate;
-pub mod metrics;
-pub mod pipeline;
 pub mod policy;
 pub mod scheduler;
 pub mod stats;

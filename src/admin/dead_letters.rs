@@ -8,13 +8,13 @@ use super::AdminState;
 use super::auth::Writer;
 use super::body::JsonBody;
 use super::error::ApiError;
-use crate::store::{
-    DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, Page, ScheduledRetry, Store, StoreError,
-    StoredDeadLetter,
-};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use rebound_runtime::store::{
+    DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, Page, ScheduledRetry, Store, StoreError,
+    StoredDeadLetter,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -11,9 +11,9 @@ use serde::Deserialize;
 use super::db::{OrderRow, write_orders};
 use super::faults::{Fault, Faults};
 use super::orders::position_of;
-use crate::durable::convert::wall_ms;
-use crate::time_source::TimeSource;
-use crate::topology::{Bolt, DeferredBolt, Emitter, Failure, PendingTuple, Tuple, Value};
+use rebound_runtime::durable::convert::wall_ms;
+use rebound_runtime::time_source::TimeSource;
+use rebound_runtime::topology::{Bolt, DeferredBolt, Emitter, Failure, PendingTuple, Tuple, Value};
 
 /// The fields the parse bolt emits.
 pub const PARSED_FIELDS: [&str; 7] = [

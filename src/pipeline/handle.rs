@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::{DataDirLock, Live, PipelineDb, PipelineError, Progress, Report, RunRecord};
-use crate::durable::Durable;
-use crate::stats::Stats;
-use crate::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
+use rebound_runtime::durable::Durable;
+use rebound_runtime::stats::Stats;
+use rebound_runtime::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
 
 pub(super) struct Shared {
     /// Held for as long as anything can write to the data directory.
@@ -65,11 +65,11 @@ impl PipelineHandle {
     ) -> Result<ScheduledRetry, StoreError> {
         match &self.shared.durable {
             Some(d) => d.replay(id, operator, reason),
-            None => {
-                self.shared
-                    .store
-                    .replay(&crate::store::MessageId(id.to_owned()), operator, reason)
-            }
+            None => self.shared.store.replay(
+                &rebound_runtime::store::MessageId(id.to_owned()),
+                operator,
+                reason,
+            ),
         }
     }
 
@@ -80,15 +80,17 @@ impl PipelineHandle {
         operator: &str,
         reason: &str,
     ) -> Result<StoredDeadLetter, StoreError> {
-        self.shared
-            .store
-            .skip(&crate::store::MessageId(id.to_owned()), operator, reason)
+        self.shared.store.skip(
+            &rebound_runtime::store::MessageId(id.to_owned()),
+            operator,
+            reason,
+        )
     }
 
     /// Completes if the store stops taking writes: the journal retried it for its whole
-    /// bound and gave up (see [`Journal::failed`](crate::durable::Journal::failed)). The
+    /// bound and gave up (see [`Journal::failed`](rebound_runtime::durable::Journal::failed)). The
     /// process should then stop: nothing more is committed. Never completes otherwise.
-    pub async fn store_failed(&self) -> Arc<crate::durable::JournalFailure> {
+    pub async fn store_failed(&self) -> Arc<rebound_runtime::durable::JournalFailure> {
         match &self.shared.durable {
             Some(d) => d.journal().failed().await,
             None => std::future::pending().await,
@@ -131,14 +133,17 @@ impl PipelineHandle {
 impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
     fn list(
         &self,
-        filter: &crate::store::DeadLetterFilter,
-    ) -> Result<crate::store::Page<StoredDeadLetter, crate::store::DeadLetterId>, StoreError> {
+        filter: &rebound_runtime::store::DeadLetterFilter,
+    ) -> Result<
+        rebound_runtime::store::Page<StoredDeadLetter, rebound_runtime::store::DeadLetterId>,
+        StoreError,
+    > {
         self.shared.store.dead_letters(filter)
     }
 
     fn replay(
         &self,
-        id: &crate::store::MessageId,
+        id: &rebound_runtime::store::MessageId,
         operator: &str,
         reason: &str,
     ) -> Result<ScheduledRetry, StoreError> {
@@ -147,7 +152,7 @@ impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
 
     fn skip(
         &self,
-        id: &crate::store::MessageId,
+        id: &rebound_runtime::store::MessageId,
         operator: &str,
         reason: &str,
     ) -> Result<StoredDeadLetter, StoreError> {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use rebound::pipeline::PipelineDb;
 use rebound_runtime::clock::WallClock;
-use rebound_runtime::pipeline::PipelineDb;
 use rebound_runtime::store::{self, Fate, SqliteStore, Store};
 
 pub fn bin() -> &'static str {
@@ -84,10 +84,7 @@ impl Drop for Running {
 
 /// Orders written so far by the run in `data` (0 before the file exists).
 pub fn orders_written(data: &Path) -> u64 {
-    if !data
-        .join(rebound_runtime::pipeline::db::PIPELINE_DB)
-        .exists()
-    {
+    if !data.join(rebound::pipeline::db::PIPELINE_DB).exists() {
         return 0;
     }
     PipelineDb::open_read_only(data)
@@ -123,9 +120,7 @@ pub fn open_store(data: &Path) -> SqliteStore {
 
 /// The fate of every order `1..=n`, from the store.
 pub fn fates(store: &SqliteStore, n: u64) -> Vec<(String, Option<Fate>)> {
-    let ids: Vec<String> = (1..=n)
-        .map(rebound_runtime::pipeline::orders::order_id)
-        .collect();
+    let ids: Vec<String> = (1..=n).map(rebound::pipeline::orders::order_id).collect();
     let mut out = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(1000) {
         let query: Vec<store::MessageId> =
