@@ -1,15 +1,16 @@
 //! A durable order pipeline written with the public API: the rule engine decides failures,
 //! retries and dead letters live in SQLite, and the source commits its position only after
 //! each message's fate. (`rebound run` is the full version of this, in
-//! `rebound_runtime::pipeline`.)
+//! `rebound::pipeline`.)
 //!
 //! ```sh
 //! cargo run --example order_pipeline            # the shipped rules/, a temporary data directory
 //! ```
 //!
-//! - `orders` (spout): 2,000 numbered orders. On `ack` it records the fate (through the
-//!   journal) and moves its [`SourcePosition`]; on `dead_lettered` (sent only after the letter
-//!   is committed) it moves the position too.
+//! - `orders` (spout): 2,000 numbered orders, each at its offset. On `ack` (the runtime has
+//!   already queued the acked fate) it moves its [`SourcePosition`]; on `dead_lettered` (sent
+//!   only after the letter is committed) it moves the position too. Acked fates below the
+//!   committed position are not kept: the position is their record.
 //! - `parse` (simple bolt, 2 tasks): one order in fifty is not JSON → `BAD_JSON`, which the
 //!   rules give up on at once (label `L3`).
 //! - `store` (simple bolt, fields grouping on `id`): an idempotent write that hits a lock wait
@@ -24,11 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebound_engine::PolicyHandle;
-use rebound_runtime::clock::WallClock;
-use rebound_runtime::durable::{Durable, DurableOptions, Fates, SourcePosition};
+use rebound_runtime::durable::{Durable, DurableOptions, SourcePosition};
 use rebound_runtime::policy::{RulePolicy, TimeScale};
 use rebound_runtime::store::{DeadLetterFilter, SqliteStore, Store};
-use rebound_runtime::time_source::TokioTime;
+use rebound_runtime::time::TokioTime;
 use rebound_runtime::topology::*;
 
 const ORDERS: u64 = 2_000;
@@ -40,7 +40,6 @@ fn id_of(n: u64) -> String {
 struct Orders {
     next: u64,
     position: SourcePosition,
-    fates: Fates,
 }
 
 impl Spout for Orders {
@@ -66,11 +65,10 @@ impl Spout for Orders {
                 100 + n
             )
         };
-        NextMessage::Ready(Message::new(id_of(n), "ORDER", payload))
+        NextMessage::Ready(Message::new(id_of(n), "ORDER", payload).with_offset(n))
     }
 
     fn ack(&mut self, id: &MessageId) {
-        self.fates.acked(id); // queued before the position that covers it
         self.position.settled(number(id));
     }
 
@@ -127,7 +125,7 @@ impl Bolt for Write {
 }
 
 async fn run_once(data: &Path, rules: &Arc<PolicyHandle>) -> anyhow::Result<()> {
-    let store = Arc::new(SqliteStore::open(data, Arc::new(WallClock::real()))?);
+    let store = Arc::new(SqliteStore::open(data)?);
     let durable = Durable::new(
         store.clone(),
         Arc::new(TokioTime::new()),
@@ -136,13 +134,7 @@ async fn run_once(data: &Path, rules: &Arc<PolicyHandle>) -> anyhow::Result<()> 
     // Retries scheduled before a restart come back with their due times and metadata.
     let recovered = durable.recover()?;
     let owned = recovered.iter().map(number);
-    let position = SourcePosition::load(
-        store.as_ref(),
-        durable.journal().clone(),
-        "orders",
-        id_of,
-        owned,
-    )?;
+    let position = durable.source_position("orders", id_of, owned)?;
     println!(
         "starting at position {} ({} retries recovered)",
         position.committed(),
@@ -153,7 +145,6 @@ async fn run_once(data: &Path, rules: &Arc<PolicyHandle>) -> anyhow::Result<()> 
     let spout = Mutex::new(Some(Orders {
         next: position.committed(),
         position,
-        fates: durable.fates(),
     }));
     let mut b = TopologyBuilder::new("orders");
     b.config(Config {
@@ -197,7 +188,7 @@ async fn run_once(data: &Path, rules: &Arc<PolicyHandle>) -> anyhow::Result<()> 
         let l = d.letter;
         println!(
             "  dead letter {}: {} ({}) by rule {} of set {}",
-            l.message.id, l.label, l.reason, l.rule, l.rule_set_version
+            l.message.id, l.label, l.reason, l.rule, l.version
         );
     }
     println!(

@@ -77,11 +77,14 @@ fn a_delay_edited_mid_run_is_used_by_the_retries_that_follow() {
             .map(|(id, _)| id)
             .collect();
         for r in store.retries(&ids).unwrap() {
-            if r.meta.rule.0 == "payment-processing" {
+            let Some(last) = r.message.retry.last_failure.as_deref() else {
+                continue;
+            };
+            if last.rule.as_str() == "payment-processing" {
                 *seen
-                    .entry(r.meta.rule_set_version.0.clone())
+                    .entry(last.version.to_string())
                     .or_default()
-                    .entry(r.meta.last_delay.as_millis())
+                    .entry(last.delay.as_millis())
                     .or_default() += 1;
             }
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use rebound_runtime::pipeline::PipelineDb;
+use rebound::pipeline::PipelineDb;
 use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, Fate, Store};
 use run_support::*;
 
@@ -124,14 +124,14 @@ fn killed_three_times_then_restarted_it_finishes_with_nothing_lost() {
     loop {
         let page = store.dead_letters(&filter).unwrap();
         for d in &page.items {
-            let id = d.letter.message.id.0.clone();
+            let id = d.letter.message.id.to_string();
             assert_eq!(
                 fate_of.get(id.as_str()).copied().flatten(),
                 Some(Fate::DeadLettered),
                 "{id} has a dead letter but is not dead-lettered"
             );
             assert!(seen.insert(id.clone()), "{id} has two open dead letters");
-            *labels.entry(d.letter.label.clone()).or_default() += 1;
+            *labels.entry(d.letter.label.to_string()).or_default() += 1;
         }
         match page.next {
             Some(next) => filter.before = Some(next),

@@ -3,40 +3,35 @@
 
 mod serve_support;
 
-use rebound_runtime::clock::{Timestamp, WallClock};
+use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
 use rebound_runtime::store::{
-    AuditFilter, DeadLetter, DeadLetterStatus, Message, MessageId, RuleId, RuleSetVersion,
-    SqliteStore, Store,
+    AuditFilter, DeadLetter, DeadLetterStatus, Message, SqliteStore, Store, WriteOp,
 };
+use rebound_runtime::time::Timestamp;
+use rebound_runtime::topology::Failure;
 use serde_json::{Value, json};
 use serve_support::*;
 use std::path::Path;
-use std::sync::Arc;
 
-fn letter(id: &str, biz: &str, label: &str, code: &str) -> DeadLetter {
-    DeadLetter {
-        message: Message {
-            id: MessageId(id.to_string()),
-            biz: biz.to_string(),
-            payload: br#"{"order":1}"#.to_vec(),
-            headers: [("source".to_string(), "test".to_string())].into(),
-        },
-        label: label.to_string(),
-        reason: "max_retries".to_string(),
-        last_code: code.to_string(),
-        last_message: "still failing".to_string(),
-        attempts: 4,
-        first_time: Timestamp::from_millis(1_000),
-        last_time: Timestamp::from_millis(9_000),
-        rule: RuleId("payment-processing".to_string()),
-        rule_set_version: RuleSetVersion("0123456789abcdef".to_string()),
-    }
+fn letter(id: &str, biz: &str, label: &str, code: &str) -> WriteOp {
+    let mut message = Message::new(id, biz, &br#"{"order":1}"#[..]).with_header("source", "test");
+    message.retry.attempt = 4;
+    message.retry.first_delivery = Some(Timestamp::from_millis(1_000));
+    WriteOp::DeadLetter(Box::new(DeadLetter {
+        message,
+        failure: Failure::new(code, "still failing"),
+        label: Label::from(label),
+        reason: GiveUpReason::MaxRetries,
+        rule: RuleRef::Rule("payment-processing".into()),
+        version: "0123456789abcdef".parse::<Version>().unwrap(),
+        at: Timestamp::from_millis(9_000),
+    }))
 }
 
 fn seed_store(data: &Path) {
-    let store = SqliteStore::open(data, Arc::new(WallClock::real())).unwrap();
+    let store = SqliteStore::open(data).unwrap();
     store
-        .record_dead_letters(&[
+        .apply(&[
             letter("order-1", "PAYMENT", "L1", "PAY_PROCESSING"),
             letter("order-2", "ORDER", "L3", "BAD_JSON"),
             letter("order-3", "PAYMENT", "L1", "PAY_PROCESSING"),
@@ -143,12 +138,12 @@ fn dead_letters_are_listed_filtered_replayed_and_skipped_with_an_audit_trail() {
 
     let (code, _) = server.terminate();
     assert!(code.success());
-    let store = SqliteStore::open(data.path(), Arc::new(WallClock::real())).unwrap();
+    let store = SqliteStore::open(data.path()).unwrap();
     let letters = store.dead_letters(&Default::default()).unwrap().items;
     let status_of = |id: &str| {
         letters
             .iter()
-            .find(|d| d.letter.message.id.0 == id)
+            .find(|d| d.letter.message.id.as_str() == id)
             .unwrap()
             .status
     };
@@ -178,7 +173,7 @@ fn dead_letters_are_listed_filtered_replayed_and_skipped_with_an_audit_trail() {
             .scheduled()
             .unwrap()
             .iter()
-            .any(|(id, _)| id.0 == "order-1"),
+            .any(|(id, _)| id.as_str() == "order-1"),
         "the replay is scheduled"
     );
 }

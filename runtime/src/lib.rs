@@ -6,41 +6,39 @@
 //! # Module map
 //!
 //! - [`topology`]: the API a user writes: `Spout`, `Bolt`, `DeferredBolt`, tuples, groupings,
-//!   the builder and the config.
+//!   the builder and the config; `Message`, with its retry metadata.
 //! - [`acker`]: Storm's XOR ledger with rotating timeout buckets, and the acker task.
-//! - [`fate`]: the failure seam: `FailurePolicy` (retry or dead letter), `RetryQueue`,
-//!   `DeadLetterSink`, and in-memory implementations of each.
+//! - [`fate`]: the failure seam: `FailurePolicy` (in the engine's terms: its `FailureContext`
+//!   in, its `Decided` out), `RetryQueue`, `DeadLetterSink`, `AckedFates`, the one
+//!   `DeadLetter`, and in-memory implementations.
 //! - [`fairness`]: mixing due retries with new messages, and the retry fuse.
-//! - [`stats`]: counters and a latency histogram for the metrics exporter.
+//! - [`stats`]: counters and a latency histogram, for whoever exports metrics.
 //! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
 //!   ([`RunningTopology`]), and telling a stall at `max_spout_pending` from backpressure.
 //! - [`time`]: one time model: monotonic instants to wait on, wall [`Timestamp`](time::Timestamp)s
 //!   to persist, the [`TimeSource`](time::TimeSource) trait (tokio and manual), and
 //!   [`TimeScale`](time::TimeScale). The only place that reads a clock.
 //! - [`scheduler`]: `RetryScheduler`, the delay queue of message ids by due time (cancel,
-//!   reschedule, drain in due order, async `next_due`).
-//! - [`store`]: the `Store` trait (scheduled retries, dead letters, audit log, message fates,
-//!   source positions), its embedded SQLite implementation, a group-commit `BatchWriter`, and
-//!   `recover` to refill a scheduler after a restart.
+//!   reschedule, drain in due order); it takes `now` as an argument.
+//! - [`store`]: the `Store` trait (`apply` of `WriteOp`s, and the reads production needs) and
+//!   its embedded SQLite implementation.
 //! - [`policy`]: the rule engine as the failure policy (`RulePolicy` over the live
-//!   `PolicyHandle`), and `TimeScale` for `--time-scale`.
-//! - [`durable`]: the failure seam backed by the store: a write-behind journal, durable retry
-//!   queues (recovered after a restart), the dead-letter sink, acked fates and source positions.
-//! - [`pipeline`]: the bundled order pipeline behind `rebound run` (order spout, parse bolt,
-//!   idempotent store bolt with injected faults) and its report from the durable state.
-//! - [`admin`]: the admin HTTP API (axum): rules, decide, health, metrics.
-//! - [`metrics`]: the Prometheus registry and the spec's metric names.
+//!   `PolicyHandle`), where `--time-scale` converts.
+//! - [`durable`]: the failure seam backed by the store: the journal (the one writer, and the
+//!   one owner of what the store holds), durable retry queues (recovered after a restart), the
+//!   dead-letter sink, acked fates and source positions.
+//!
+//! The product built on it (the bundled order pipeline, the admin API, the metrics exposition,
+//! the progress view) lives in the `rebound` package's library, not here: the runtime knows
+//! nothing of HTTP, progress bars or metrics registries.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod acker;
-pub mod admin;
 pub mod durable;
 mod executor;
 pub mod fairness;
 pub mod fate;
-pub mod metrics;
-pub mod pipeline;
 pub mod policy;
 pub mod scheduler;
 pub mod stats;

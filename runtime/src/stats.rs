@@ -92,6 +92,14 @@ impl Histogram {
         self.count += 1;
     }
 
+    /// Records one observation in the buckets of `bounds` (e.g. [`RETRY_DELAY_BOUNDS`]).
+    pub fn observe_in(&mut self, d: Duration, bounds: &[Duration; 16]) {
+        let i = bounds.partition_point(|b| *b < d);
+        self.buckets[i] += 1;
+        self.sum += d;
+        self.count += 1;
+    }
+
     /// An estimate of quantile `q` (0..=1): the upper bound of the bucket it falls in.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
         self.quantile_in(q, &LATENCY_BOUNDS)
@@ -131,6 +139,14 @@ struct AtomicHistogram {
 }
 
 impl AtomicHistogram {
+    fn from_snapshot(h: &Histogram) -> AtomicHistogram {
+        AtomicHistogram {
+            buckets: h.buckets.map(AtomicU64::new),
+            sum_nanos: AtomicU64::new(h.sum.as_nanos().min(u128::from(u64::MAX)) as u64),
+            count: AtomicU64::new(h.count),
+        }
+    }
+
     fn snapshot(&self) -> Histogram {
         let mut out = Histogram::default();
         for (i, b) in self.buckets.iter().enumerate() {
@@ -200,6 +216,32 @@ pub struct StatsSnapshot {
     /// The delay of each scheduled retry (the real time it waits), bucketed by
     /// [`RETRY_DELAY_BOUNDS`].
     pub retry_delay: Histogram,
+}
+
+/// Counters that start at a snapshot's values (the fuse counts as one open task), e.g. to
+/// show stored counts where live ones are expected.
+impl From<&StatsSnapshot> for Stats {
+    fn from(s: &StatsSnapshot) -> Stats {
+        let signed = |n: u64| AtomicI64::new(i64::try_from(n).unwrap_or(i64::MAX));
+        Stats {
+            emitted: AtomicU64::new(s.emitted),
+            acked: AtomicU64::new(s.acked),
+            retries: AtomicU64::new(s.retries),
+            dead_lettered: AtomicU64::new(s.dead_lettered),
+            panics: AtomicU64::new(s.panics),
+            pending: signed(s.pending),
+            retry_queue_depth: signed(s.retry_queue_depth),
+            fuse_open_tasks: AtomicI64::new(i64::from(s.fuse_open)),
+            stalled_tasks: signed(s.stalled_spout_tasks),
+            stalled_nanos: AtomicU64::new(s.stalled.as_nanos().min(u128::from(u64::MAX)) as u64),
+            pending_high_water: AtomicU64::new(s.pending_high_water),
+            failures_by_code: Mutex::new(s.failures_by_code.clone()),
+            retries_by_rule: Mutex::new(s.retries_by_rule.clone()),
+            dead_letters_by_label: Mutex::new(s.dead_letters_by_label.clone()),
+            complete_latency: AtomicHistogram::from_snapshot(&s.complete_latency),
+            retry_delay: AtomicHistogram::from_snapshot(&s.retry_delay),
+        }
+    }
 }
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
@@ -347,5 +389,34 @@ mod tests {
             h.quantile_in(0.5, &RETRY_DELAY_BOUNDS),
             Some(Duration::from_secs(120))
         );
+        // The same delays observed into a plain histogram land in the same buckets.
+        let mut plain = Histogram::default();
+        for delay in [40, 90_000, 7_200_000].map(Duration::from_millis) {
+            plain.observe_in(delay, &RETRY_DELAY_BOUNDS);
+        }
+        assert_eq!(&plain, h);
+    }
+
+    #[test]
+    fn counters_started_from_a_snapshot_read_back_the_same_snapshot() {
+        let s = Stats::default();
+        s.add_emitted(9);
+        s.add_acked(4);
+        s.add_pending(3);
+        s.note_pending(5);
+        s.add_retry_queue_depth(2);
+        s.add_fuse_open(1);
+        s.add_stalled_tasks(1);
+        s.add_stalled(Duration::from_millis(1500));
+        s.panic();
+        s.failure("DB_LOCK_WAIT");
+        s.retry("db-lock");
+        s.retry_delay(Duration::from_secs(3));
+        s.dead_letter("L3");
+        let mut local = Histogram::default();
+        local.observe(Duration::from_millis(7));
+        s.merge_latency(&mut local);
+        let snap = s.snapshot();
+        assert_eq!(Stats::from(&snap).snapshot(), snap);
     }
 }

@@ -12,9 +12,9 @@ pub mod serve;
 pub mod test;
 
 use crate::Outcome;
+use rebound::metrics::Metrics;
 use rebound_engine::reload::{ReloadOptions, Reloader};
 use rebound_engine::{CompiledSet, SourceFile};
-use rebound_runtime::metrics::Metrics;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -1,14 +1,14 @@
 //! `rebound run`: the main job. Runs the bundled order pipeline on the rules (reloaded live
 //! when a rule file changes) until every message has its fate, or until Ctrl-C / SIGTERM, and
-//! prints the report. The pipeline itself lives in `rebound_runtime::pipeline`.
+//! prints the report. The pipeline itself lives in `rebound::pipeline`.
 
 use super::lifecycle::{self, Ending, Signals};
 use crate::Outcome;
+use rebound::admin::auth::{TOKEN_ENV, Token};
+use rebound::admin::{self, AdminState};
+use rebound::metrics::Metrics;
+use rebound::pipeline::{self, PipelineOptions, ProgressView, Report};
 use rebound_engine::reload::{Reloader, WatchOptions, Watcher};
-use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
-use rebound_runtime::admin::{self, AdminState};
-use rebound_runtime::metrics::Metrics;
-use rebound_runtime::pipeline::{self, PipelineOptions, ProgressView, Report};
 use rebound_runtime::policy::TimeScale;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -5,12 +5,12 @@
 use super::duration;
 use super::lifecycle::{self, Ending, Signals};
 use crate::Outcome;
+use rebound::admin::auth::{TOKEN_ENV, Token};
+use rebound::admin::{self, AdminState};
+use rebound::metrics::Metrics;
+use rebound::pipeline::{self, PipelineOptions};
 use rebound_engine::reload::pull::{PullOptions, Puller};
 use rebound_engine::reload::{Reloader, WatchOptions, Watcher};
-use rebound_runtime::admin::auth::{TOKEN_ENV, Token};
-use rebound_runtime::admin::{self, AdminState};
-use rebound_runtime::metrics::Metrics;
-use rebound_runtime::pipeline::{self, PipelineOptions};
 use rebound_runtime::policy::TimeScale;
 use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use rebound_runtime::clock::WallClock;
-use rebound_runtime::pipeline::PipelineDb;
+use rebound::pipeline::PipelineDb;
 use rebound_runtime::store::{self, Fate, SqliteStore, Store};
 
 pub fn bin() -> &'static str {
@@ -84,10 +83,7 @@ impl Drop for Running {
 
 /// Orders written so far by the run in `data` (0 before the file exists).
 pub fn orders_written(data: &Path) -> u64 {
-    if !data
-        .join(rebound_runtime::pipeline::db::PIPELINE_DB)
-        .exists()
-    {
+    if !data.join(rebound::pipeline::db::PIPELINE_DB).exists() {
         return 0;
     }
     PipelineDb::open_read_only(data)
@@ -118,25 +114,36 @@ pub fn report(out: &Output) -> serde_json::Value {
 }
 
 pub fn open_store(data: &Path) -> SqliteStore {
-    SqliteStore::open(data, std::sync::Arc::new(WallClock::real())).expect("open the store")
+    SqliteStore::open(data).expect("open the store")
 }
 
-/// The fate of every order `1..=n`, from the store.
+/// The fate of every order `1..=n`, from the store: its recorded fate, or acked when the order
+/// spout's committed position covers it (the store prunes the acked fates behind the position:
+/// the position is their record; dead-lettered fates are always kept).
 pub fn fates(store: &SqliteStore, n: u64) -> Vec<(String, Option<Fate>)> {
-    let ids: Vec<String> = (1..=n)
-        .map(rebound_runtime::pipeline::orders::order_id)
-        .collect();
+    let committed = store
+        .position(rebound::pipeline::orders::SOURCE)
+        .expect("position")
+        .unwrap_or(0);
+    let ids: Vec<String> = (1..=n).map(rebound::pipeline::orders::order_id).collect();
     let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(1000) {
-        let query: Vec<store::MessageId> =
-            chunk.iter().map(|i| store::MessageId(i.clone())).collect();
+    for (c, chunk) in ids.chunks(1000).enumerate() {
+        let query: Vec<store::MessageId> = chunk
+            .iter()
+            .map(|i| store::MessageId::from(i.as_str()))
+            .collect();
         let known: std::collections::HashMap<String, Fate> = store
             .known_fates(&query)
             .expect("known_fates")
             .into_iter()
-            .map(|(id, f)| (id.0, f))
+            .map(|(id, f)| (id.to_string(), f))
             .collect();
-        out.extend(chunk.iter().map(|id| (id.clone(), known.get(id).copied())));
+        out.extend(chunk.iter().enumerate().map(|(i, id)| {
+            let n = (c * 1000 + i + 1) as u64;
+            let fate = known.get(id).copied();
+            let covered = (n <= committed).then_some(Fate::Acked);
+            (id.clone(), fate.or(covered))
+        }));
     }
     out
 }

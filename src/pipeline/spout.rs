@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tokio::time::Instant;
 
 use super::orders::{OrderGen, position_of};
-use crate::durable::{Journal, SourcePosition};
-use crate::topology::{MessageId, NextMessage, Spout};
+use rebound_runtime::durable::{Journal, SourcePosition};
+use rebound_runtime::topology::{MessageId, NextMessage, Spout};
 
 /// Above this many writes waiting in the journal, the spout pauses (says `Idle`): the disk sets
 /// the pace instead of the journal's memory growing.

@@ -6,13 +6,13 @@
 //! topology is attached (or in a process without one), every metric reads zero, so scrapers
 //! and dashboards see the names from the start.
 
-use crate::stats::{Histogram, LATENCY_BOUNDS, RETRY_DELAY_BOUNDS, Stats, StatsSnapshot};
 use arc_swap::ArcSwapOption;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
 };
 use prometheus_client::metrics::MetricType;
+use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS, RETRY_DELAY_BOUNDS, Stats, StatsSnapshot};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -229,7 +229,7 @@ impl Collector for RuntimeMetrics {
 #[cfg(test)]
 mod tests {
     use crate::metrics::Metrics;
-    use crate::stats::Stats;
+    use rebound_runtime::stats::{RETRY_DELAY_BOUNDS, Stats, StatsSnapshot};
     use std::sync::Arc;
 
     /// Every runtime metric name of the spec, as a Prometheus scraper sees it.
@@ -262,12 +262,14 @@ mod tests {
     fn histogram_buckets_are_cumulative_once_and_end_at_the_count() {
         use std::time::Duration;
         let metrics = Metrics::new();
-        let stats = Arc::new(Stats::default());
+        let mut stats = StatsSnapshot::default();
         // One delay in each of (0, 10 ms], (50, 100 ms] and (1, 2.5 s].
         for ms in [5, 80, 2000] {
-            stats.retry_delay(Duration::from_millis(ms));
+            stats
+                .retry_delay
+                .observe_in(Duration::from_millis(ms), &RETRY_DELAY_BOUNDS);
         }
-        metrics.runtime.attach(stats);
+        metrics.runtime.attach(Arc::new(Stats::from(&stats)));
         let text = metrics.encode(false);
         for line in [
             "rebound_retry_delay_seconds_count 3\n",
@@ -292,10 +294,12 @@ mod tests {
             "{text}"
         );
         let metrics = Metrics::new();
-        let stats = Arc::new(Stats::default());
-        stats.add_stalled_tasks(1);
-        stats.add_stalled(std::time::Duration::from_millis(22_500));
-        metrics.runtime.attach(stats);
+        let stats = StatsSnapshot {
+            stalled_spout_tasks: 1,
+            stalled: std::time::Duration::from_millis(22_500),
+            ..StatsSnapshot::default()
+        };
+        metrics.runtime.attach(Arc::new(Stats::from(&stats)));
         let text = metrics.encode(false);
         assert!(text.contains("rebound_spout_stalled 1\n"), "{text}");
         assert!(
@@ -307,13 +311,18 @@ mod tests {
     #[test]
     fn attached_stats_show_up_with_their_labels() {
         let metrics = Metrics::new();
-        let stats = Arc::new(Stats::default());
-        stats.add_emitted(7);
-        stats.add_acked(5);
-        stats.failure("DB_LOCK_WAIT");
-        stats.retry("db-lock");
-        stats.dead_letter("L3");
-        metrics.runtime.attach(stats);
+        let one = |key: &str| [(key.to_owned(), 1)].into();
+        let stats = StatsSnapshot {
+            emitted: 7,
+            acked: 5,
+            failures_by_code: one("DB_LOCK_WAIT"),
+            retries: 1,
+            retries_by_rule: one("db-lock"),
+            dead_lettered: 1,
+            dead_letters_by_label: one("L3"),
+            ..StatsSnapshot::default()
+        };
+        metrics.runtime.attach(Arc::new(Stats::from(&stats)));
         let text = metrics.encode(false);
         assert!(
             text.contains("rebound_messages_emitted_total 7\n"),

@@ -82,7 +82,7 @@ impl Token {
     ///
     /// ```
     /// # #[cfg(unix)] {
-    /// use rebound_runtime::admin::auth::Token;
+    /// use rebound::admin::auth::Token;
     /// use std::os::unix::fs::PermissionsExt;
     ///
     /// let dir = tempfile::tempdir().unwrap();

@@ -19,8 +19,8 @@ use serde::Serialize;
 use super::PipelineError;
 use super::db::{PipelineDb, RunRecord, SessionStats};
 use super::orders::{SOURCE, order_id, position_of};
-use crate::stats::{Histogram, LATENCY_BOUNDS};
-use crate::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, MessageId, Store};
+use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS};
+use rebound_runtime::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, MessageId, Store};
 
 /// Two latency percentiles, in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebound::pipeline::{self, Faults, PipelineDb, PipelineOptions};
 use rebound_engine::PolicyHandle;
-use rebound_runtime::pipeline::{self, Faults, PipelineDb, PipelineOptions};
 use rebound_runtime::policy::TimeScale;
 use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, Store};
 
 fn shipped() -> Arc<PolicyHandle> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
     Arc::new(PolicyHandle::new(
         rebound_engine::load_dir(&dir).unwrap().unwrap(),
     ))
@@ -109,13 +109,13 @@ async fn a_replay_re_enters_the_running_pipeline_and_a_finished_run_only_reports
         .unwrap()
         .items;
     assert!(!letters.is_empty());
-    let id = letters[0].letter.message.id.0.clone();
+    let id = letters[0].letter.message.id.clone();
 
     // Still running (quiescent): the replay goes into the live retry queue. The payload is
     // still malformed, so it is dead-lettered again: a second letter, the first one replayed.
     let h = running.handle();
     let replay_id = id.clone();
-    tokio::task::spawn_blocking(move || h.replay(&replay_id, "bob", "retry after the fix"))
+    tokio::task::spawn_blocking(move || h.replay(replay_id.as_str(), "bob", "retry after the fix"))
         .await
         .unwrap()
         .unwrap();
@@ -128,7 +128,7 @@ async fn a_replay_re_enters_the_running_pipeline_and_a_finished_run_only_reports
             .unwrap()
             .items
             .into_iter()
-            .filter(|d| d.letter.message.id.0 == id)
+            .filter(|d| d.letter.message.id == id)
             .map(|d| d.status)
             .collect::<Vec<_>>()
     };

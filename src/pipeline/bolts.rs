@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::db::{OrderRow, write_orders};
 use super::faults::{Fault, Faults};
 use super::orders::position_of;
-use crate::time::TimeSource;
-use crate::topology::{Bolt, DeferredBolt, Emitter, Failure, PendingTuple, Tuple, Value};
+use rebound_runtime::time::TimeSource;
+use rebound_runtime::topology::{Bolt, DeferredBolt, Emitter, Failure, PendingTuple, Tuple, Value};
 
 /// The fields the parse bolt emits.
 pub const PARSED_FIELDS: [&str; 7] = [

@@ -8,14 +8,14 @@ use super::AdminState;
 use super::auth::Writer;
 use super::body::JsonBody;
 use super::error::ApiError;
-use crate::store::{
-    self, DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, OperatorAction, Page,
-    ScheduledRetry, Store, StoreError, StoredDeadLetter,
-};
-use crate::time::Timestamp;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use rebound_runtime::store::{
+    self, DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, OperatorAction, Page,
+    ScheduledRetry, Store, StoreError, StoredDeadLetter,
+};
+use rebound_runtime::time::Timestamp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::topology::Message;
+use rebound_runtime::topology::Message;
 
 /// The source name the order spout commits its position under.
 pub const SOURCE: &str = "order-spout";

@@ -21,7 +21,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{Histogram, StatsSnapshot};
+use rebound_runtime::stats::{Histogram, StatsSnapshot};
 
 /// The file name in the data directory.
 pub const PIPELINE_DB: &str = "pipeline.db";

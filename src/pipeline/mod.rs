@@ -17,13 +17,13 @@
 //! [`start`] opens (or resumes) the run in the data directory and returns a
 //! [`RunningPipeline`]. Everything that must survive a `kill -9` is durable before it counts:
 //! fates, dead letters and scheduled retries in the store (through the
-//! [journal](crate::durable::Journal)), the spout's position after the fates it covers, orders
+//! [journal](rebound_runtime::durable::Journal)), the spout's position after the fates it covers, orders
 //! and duplicates in `pipeline.db`. A restart resumes from the position, skips the messages
 //! that already have a fate, recovers the scheduled retries, and the report covers the whole
 //! run. A run that already finished is not started again: its report is read back.
 //!
 //! With `--time-scale F`, the rules' delays, the message timeout and the retry fuse's window
-//! run F times faster (see [`policy`](crate::policy)); the timeout never drops below
+//! run F times faster (see [`policy`](rebound_runtime::policy)); the timeout never drops below
 //! [`MIN_MESSAGE_TIMEOUT`] of real time, so a loaded machine does not time out healthy trees.
 
 pub mod bolts;
@@ -57,15 +57,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::RunningTopology;
-use crate::durable::{Durable, DurableOptions, SourcePosition};
-use crate::policy::RulePolicy;
-use crate::stats::Stats;
-use crate::store::{ScheduledRetry, SqliteStore, StoreError, StoredDeadLetter};
-use crate::time::{TimeScale, TimeSource, Timestamp, TokioTime};
-use crate::topology::{BuildError, Config, TopologyBuilder};
 use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
 use orders::{OrderGen, SOURCE, order_id, position_of};
+use rebound_runtime::RunningTopology;
+use rebound_runtime::durable::{Durable, DurableOptions, SourcePosition};
+use rebound_runtime::policy::RulePolicy;
+use rebound_runtime::stats::Stats;
+use rebound_runtime::store::{ScheduledRetry, SqliteStore, StoreError, StoredDeadLetter};
+use rebound_runtime::time::{TimeScale, TimeSource, Timestamp, TokioTime};
+use rebound_runtime::topology::{BuildError, Config, TopologyBuilder};
 use spout::{OrderSpout, Pacer};
 
 /// The shortest message timeout, whatever the time scale.
@@ -151,7 +151,7 @@ impl PipelineOptions {
             config: Config::default(),
             admin: None,
             checkpoint_every: Duration::from_millis(250),
-            store_give_up: crate::durable::JournalOptions::default().give_up_after,
+            store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
         }
     }
 }

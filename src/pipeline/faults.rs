@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use super::orders::unit;
-use crate::topology::Failure;
+use rebound_runtime::topology::Failure;
 
 /// Fault rates (probabilities, 0 to 1) and the seed that makes them reproducible.
 #[derive(Clone, Debug, PartialEq)]

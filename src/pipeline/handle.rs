@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::{DataDirLock, Live, PipelineDb, PipelineError, Progress, Report, RunRecord};
-use crate::durable::Durable;
-use crate::stats::Stats;
-use crate::store::{
+use rebound_runtime::durable::Durable;
+use rebound_runtime::stats::Stats;
+use rebound_runtime::store::{
     self, OperatorAction, ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter,
 };
-use crate::time::Timestamp;
+use rebound_runtime::time::Timestamp;
 
 pub(super) struct Shared {
     /// Held for as long as anything can write to the data directory.
@@ -92,9 +92,9 @@ impl PipelineHandle {
     }
 
     /// Completes if the store stops taking writes: the journal retried it for its whole
-    /// bound and gave up (see [`Journal::failed`](crate::durable::Journal::failed)). The
+    /// bound and gave up (see [`Journal::failed`](rebound_runtime::durable::Journal::failed)). The
     /// process should then stop: nothing more is committed. Never completes otherwise.
-    pub async fn store_failed(&self) -> Arc<crate::durable::JournalFailure> {
+    pub async fn store_failed(&self) -> Arc<rebound_runtime::durable::JournalFailure> {
         match &self.shared.durable {
             Some(d) => d.journal().failed().await,
             None => std::future::pending().await,
@@ -137,14 +137,17 @@ impl PipelineHandle {
 impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
     fn list(
         &self,
-        filter: &crate::store::DeadLetterFilter,
-    ) -> Result<crate::store::Page<StoredDeadLetter, crate::store::DeadLetterId>, StoreError> {
+        filter: &rebound_runtime::store::DeadLetterFilter,
+    ) -> Result<
+        rebound_runtime::store::Page<StoredDeadLetter, rebound_runtime::store::DeadLetterId>,
+        StoreError,
+    > {
         self.shared.store.dead_letters(filter)
     }
 
     fn replay(
         &self,
-        id: &crate::store::MessageId,
+        id: &rebound_runtime::store::MessageId,
         operator: &str,
         reason: &str,
     ) -> Result<ScheduledRetry, StoreError> {
@@ -153,7 +156,7 @@ impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
 
     fn skip(
         &self,
-        id: &crate::store::MessageId,
+        id: &rebound_runtime::store::MessageId,
         operator: &str,
         reason: &str,
     ) -> Result<StoredDeadLetter, StoreError> {

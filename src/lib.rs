@@ -1,0 +1,17 @@
+//! `rebound`: the product built on the framework. The command line (`src/main.rs`, `src/cmd/`)
+//! parses flags and calls this library; the rule engine (`rebound-engine`) and the stream
+//! runtime (`rebound-runtime`) know nothing of it.
+//!
+//! # Module map
+//!
+//! - [`pipeline`]: the bundled order pipeline behind `rebound run` and `rebound serve` (order
+//!   spout, parse bolt, idempotent store bolt with injected faults), its `pipeline.db`, its
+//!   report from the durable state, the progress view and the data directory's lock.
+//! - [`admin`]: the admin HTTP API (axum): rules, decide, dead letters, health, metrics.
+//! - [`metrics`]: the Prometheus registry and the spec's metric names.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod admin;
+pub mod metrics;
+pub mod pipeline;
