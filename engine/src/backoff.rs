@@ -1,11 +1,14 @@
-//! How long to wait before retry `r`: the backoff kinds, jitter and clamping of the spec.
+//! How a retry is paced: the policy of a rule (its `retry:` with every default resolved),
+//! the backoff kinds, jitter and clamping of the spec, and steps 3–7 of the decision
+//! procedure ([`Policy::pace`]).
 //!
 //! Everything here works in whole milliseconds and saturates instead of overflowing: a
 //! computed delay that leaves `u64` milliseconds becomes the backoff's `max`, and a linear,
 //! exponential or script delay without `max` never exceeds one day.
 
-use crate::FailureContext;
+use crate::context::FailureContext;
 use crate::script::{Expr, RunError, ScriptDelay, ScriptEngine};
+use crate::types::GiveUpReason;
 use rand::{Rng, RngExt};
 use std::time::Duration;
 
@@ -226,6 +229,41 @@ impl Backoff {
             Some(max) => value.min(ms(max)),
             None => value,
         }
+    }
+}
+
+/// The outcome of steps 3–7 for a policy: retry after a delay, or give up for a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Paced {
+    Retry(Duration),
+    Stop(GiveUpReason),
+}
+
+impl Policy {
+    /// Steps 3–7 of the decision procedure. Fails only when a delay script fails.
+    pub(crate) fn pace<R: Rng + ?Sized>(
+        &self,
+        ctx: &FailureContext<'_>,
+        rng: &mut R,
+        scripts: &ScriptEngine,
+    ) -> Result<Paced, RunError> {
+        let r = ctx.attempt;
+        if r > self.max_retries {
+            return Ok(Paced::Stop(GiveUpReason::MaxRetries));
+        }
+        let d = self.backoff.kind.base_delay_ms(r, ctx, scripts)?;
+        let mut delay = Duration::from_millis(self.backoff.jittered_ms(d, ctx.last_delay, rng));
+        if self.respect_retry_after
+            && let Some(asked) = ctx.retry_after
+        {
+            delay = delay.max(asked);
+        }
+        if let Some(limit) = self.max_elapsed
+            && ctx.elapsed.saturating_add(delay) > limit
+        {
+            return Ok(Paced::Stop(GiveUpReason::MaxElapsed));
+        }
+        Ok(Paced::Retry(delay))
     }
 }
 

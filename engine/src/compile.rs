@@ -2,7 +2,7 @@
 //! value it is about, then the index. All-or-nothing: one error rejects the whole set.
 
 use crate::backoff::{Backoff, BackoffKind, Jitter, Policy};
-use crate::decide::{FailureContext, Label, RuleId};
+use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos, Rejected};
 use crate::index::RuleIndex;
 use crate::lint;
@@ -13,6 +13,7 @@ use crate::positions::PositionIndex;
 use crate::rule::{CompiledRule, Conditions, Outcome};
 use crate::script::{Expr, ScriptEngine};
 use crate::set::{CompiledSet, Defaults};
+use crate::types::{Label, RuleId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -2,8 +2,10 @@
 //! atomic pointer: a decision does one `load()` and uses that whole set, and a reload swaps
 //! in a new set without ever blocking a decision or showing it half a set.
 
-use crate::decide::{Decided, FailureContext};
-use crate::set::{CompiledSet, Explanation};
+use crate::context::FailureContext;
+use crate::decide::Explanation;
+use crate::set::CompiledSet;
+use crate::types::Decided;
 use arc_swap::ArcSwap;
 use rand::Rng;
 use std::sync::Arc;

@@ -9,8 +9,13 @@
 //! - [`compile()`]: every load-time check, then a [`CompiledSet`]; [`diag`] holds the
 //!   diagnostics, [`lint`](crate::compile) the warnings.
 //! - [`pattern`]: names, globs and comparisons of `match:`; [`script`]: sandboxed rhai.
-//! - [`backoff`]: delays, jitter and clamping; [`decide`]: the context, the decision and the
-//!   seven steps.
+//! - `types.rs`: the shared vocabulary ([`RuleId`], [`Label`], [`Version`], [`RuleRef`],
+//!   [`GiveUpReason`], [`Decision`], [`Decided`]); `context.rs`: what a decision looks at
+//!   ([`FailureContext`], [`OwnedFailure`]); `report.rs`: a decision as JSON
+//!   ([`DecisionReport`]).
+//! - [`backoff`]: a rule's retry policy, delays, jitter and clamping, and the pacing (steps
+//!   3–7); `decide.rs`: the decision loop over a set (the first rule that decides, else the
+//!   defaults) and its [`Explanation`].
 //! - [`PolicyHandle`]: the atomic pointer to the current set, the only way to decide.
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
@@ -24,7 +29,8 @@
 
 pub mod backoff;
 mod compile;
-pub mod decide;
+mod context;
+mod decide;
 pub mod diag;
 pub mod duration;
 mod handle;
@@ -36,6 +42,7 @@ pub mod paths;
 pub mod pattern;
 pub mod positions;
 pub mod reload;
+mod report;
 pub mod rule;
 pub mod ruletest;
 pub mod schema;
@@ -43,19 +50,20 @@ pub mod script;
 mod set;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod types;
 mod yaml_errors;
 mod yaml_seek;
 mod yaml_view;
 
 pub use compile::compile;
-pub use decide::{
-    Attrs, Decided, Decision, DecisionReport, FailureContext, GiveUpReason, Label, OwnedFailure,
-    RuleId, RuleRef, Signals, Version,
-};
+pub use context::{Attrs, FailureContext, OwnedFailure, Signals};
+pub use decide::{Explanation, TraceStep};
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;
 pub use load::{SourceFile, read_dir};
-pub use set::{CompiledSet, Defaults, Explanation, TraceStep};
+pub use report::DecisionReport;
+pub use set::{CompiledSet, Defaults};
+pub use types::{Decided, Decision, GiveUpReason, Label, RuleId, RuleRef, Version};
 
 /// Reads and compiles the rule set in `dir`.
 ///

@@ -1,8 +1,8 @@
 //! From a directory to source files, and from a source file to its typed model.
 
-use crate::decide::Version;
 use crate::diag::{Diagnostic, Pos, did_you_mean, line_starts, pos_of_offset};
 use crate::model::RuleFile;
+use crate::types::Version;
 use crate::yaml_errors;
 use crate::yaml_seek;
 use sha2::{Digest, Sha256};

@@ -23,7 +23,7 @@
 //! ```
 
 use crate::backoff::{Backoff, BackoffKind, Jitter, Policy};
-use crate::decide::FailureContext;
+use crate::context::FailureContext;
 use crate::duration::DurationDisplay;
 use crate::rule::{CompiledRule, Outcome};
 use crate::script::ScriptEngine;

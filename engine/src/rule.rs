@@ -1,11 +1,12 @@
 //! A compiled rule: its conditions, its guard, and what it decides.
 
 use crate::backoff::Policy;
-use crate::decide::{FailureContext, Label, RuleId};
+use crate::context::FailureContext;
 use crate::diag::Pos;
 use crate::duration::DurationDisplay;
 use crate::pattern::{Cmp, NameMatcher};
 use crate::script::Expr;
+use crate::types::{Label, RuleId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

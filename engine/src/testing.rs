@@ -37,11 +37,12 @@
 //! ```
 
 use crate::backoff::{BackoffKind, Jitter, Policy};
-use crate::decide::{Attrs, Decision, FailureContext, GiveUpReason, Label, RuleRef, Signals};
+use crate::context::{Attrs, FailureContext, Signals};
 use crate::duration::DurationDisplay;
 use crate::pattern::{NameMatcher, NamePattern};
 use crate::rule::Outcome;
 use crate::set::CompiledSet;
+use crate::types::{Decision, GiveUpReason, Label, RuleRef};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rand::SeedableRng;
@@ -216,8 +217,8 @@ pub fn simulate_path(
     }
 }
 
-/// A failure that owns its names and maps (the engine's [`OwnedFailure`](crate::decide::OwnedFailure)).
-pub use crate::decide::OwnedFailure as Failure;
+/// A failure that owns its names and maps (the engine's [`OwnedFailure`](crate::OwnedFailure)).
+pub use crate::context::OwnedFailure as Failure;
 
 /// The names a set talks about: what its conditions and expressions mention.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::{LintCx, LintRule};
 use crate::backoff::{BackoffKind, Jitter, Policy};
-use crate::decide::FailureContext;
+use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos};
 use crate::duration::DurationDisplay;
 use crate::script::ScriptEngine;

@@ -1,7 +1,7 @@
 //! The record of every reload attempt: what was tried, where it came from, and how it ended.
 
-use crate::decide::Version;
 use crate::diag::Diagnostic;
+use crate::types::Version;
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::SystemTime;

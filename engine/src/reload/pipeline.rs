@@ -11,11 +11,11 @@
 use super::files::{WriteError, check_name, shown, write_set};
 use super::history::{History, HistoryEntry, Outcome, Source};
 use crate::compile::compile;
-use crate::decide::Version;
 use crate::diag::{Diagnostic, Rejected};
 use crate::handle::PolicyHandle;
 use crate::load::{SourceFile, read_dir, version_of};
 use crate::set::CompiledSet;
+use crate::types::Version;
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

@@ -3,12 +3,13 @@
 //! rule files are.
 
 use super::model::{ActionSpec, CaseExpectSpec, GivenSpec, PathExpectSpec, ReasonSpec, TestFile};
-use crate::decide::{GiveUpReason, OwnedFailure};
+use crate::context::OwnedFailure;
 use crate::diag::{Diagnostic, Pos, did_you_mean};
 use crate::load::{SourceFile, parse_yaml, utf8_text};
 use crate::model::Scalar;
 use crate::positions::PositionIndex;
 use crate::set::CompiledSet;
+use crate::types::GiveUpReason;
 use std::collections::HashSet;
 use std::io;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! decision time.
 
 use super::*;
-use crate::decide::{Decision, RuleRef};
 use crate::load::read_dir;
+use crate::types::{Decision, RuleRef};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 

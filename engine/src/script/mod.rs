@@ -10,7 +10,7 @@ mod sandbox;
 
 pub use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
 
-use crate::decide::FailureContext;
+use crate::context::FailureContext;
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -256,7 +256,7 @@ impl ScriptEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Attrs, Signals};
+    use crate::context::{Attrs, Signals};
 
     fn ctx<'a>(attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
         FailureContext {
