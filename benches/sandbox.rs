@@ -7,7 +7,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rebound_engine::script::ScriptEngine;
-use rebound_engine::{Attrs, FailureContext, Signals};
+use rebound_engine::{Attrs, FailureContext, SignalView, Signals};
 use rhai::{Dynamic, Engine, ImmutableString, Map, Scope};
 use std::hint::black_box;
 
@@ -41,7 +41,7 @@ fn guards(c: &mut Criterion) {
     let signals: Signals = [("fail_rate".to_string(), 0.9)].into();
     let ctx = FailureContext {
         attrs: &attrs,
-        signals: &signals,
+        signals: SignalView::Map(&signals),
         ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
     };
     let sandbox = ScriptEngine::new();

@@ -56,7 +56,7 @@ mod yaml_seek;
 mod yaml_view;
 
 pub use compile::compile;
-pub use context::{Attrs, FailureContext, OwnedFailure, Signals};
+pub use context::{Attrs, FailureContext, OwnedFailure, SignalView, Signals};
 pub use decide::{Explanation, TraceStep};
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;

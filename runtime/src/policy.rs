@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
-use rebound_engine::{Decision, FailureContext as EngineContext, PolicyHandle, RuleRef, Version};
+use rebound_engine::{
+    Decision, FailureContext as EngineContext, PolicyHandle, RuleRef, SignalView, Version,
+};
 
 use crate::fate::{FailureContext, FailurePolicy, GiveUpReason, Verdict};
 use crate::topology::{PolicyVersion, RuleId};
@@ -153,12 +155,7 @@ fn version(v: &Version) -> PolicyVersion {
 
 impl FailurePolicy for RulePolicy {
     fn decide(&self, ctx: &FailureContext<'_>) -> Verdict {
-        let signals: rebound_engine::Signals = ctx
-            .signals
-            .named()
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value))
-            .collect();
+        let named = ctx.signals.named();
         let engine_ctx = EngineContext {
             biz: ctx.biz(),
             code: ctx.code(),
@@ -167,7 +164,7 @@ impl FailurePolicy for RulePolicy {
             retry_after: ctx.failure.retry_after,
             last_delay: self.scale.to_rules(ctx.message.retry.last_delay()),
             attrs: &ctx.failure.attrs,
-            signals: &signals,
+            signals: SignalView::Pairs(&named),
         };
         let decided = RNG.with(|rng| self.handle.decide(&engine_ctx, &mut *rng.borrow_mut()));
         match decided.decision {

@@ -10,9 +10,10 @@ mod sandbox;
 
 pub use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
 
-use crate::context::FailureContext;
+use crate::context::{FailureContext, SignalView};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
-use std::collections::{BTreeMap, HashSet};
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,8 +30,31 @@ pub const VARIABLES: [&str; 8] = [
 ];
 
 /// The runtime's signals as rhai sees them: a missing key reads as `0.0`.
+///
+/// A scope holds only `'static` values, so the borrowed [`SignalView`] is copied in here,
+/// and only when an expression runs: one vector, whose names are borrowed `'static` when
+/// the runtime gave them so (its fixed set) and copied only when they come from a map.
 #[derive(Debug, Clone, Default)]
-struct SignalsView(BTreeMap<String, f64>);
+struct ScopeSignals(Vec<(Cow<'static, str>, f64)>);
+
+impl ScopeSignals {
+    fn of(view: SignalView<'_>) -> Self {
+        ScopeSignals(match view {
+            SignalView::Pairs(pairs) => pairs.iter().map(|&(k, v)| (Cow::Borrowed(k), v)).collect(),
+            SignalView::Map(map) => map
+                .iter()
+                .map(|(k, v)| (Cow::Owned(k.clone()), *v))
+                .collect(),
+        })
+    }
+
+    fn get(&self, name: &str) -> f64 {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or(0.0, |&(_, v)| v)
+    }
+}
 
 /// The sandboxed engine shared by every expression of a set.
 #[derive(Clone)]
@@ -141,9 +165,9 @@ impl ScriptEngine {
     pub fn with_wall_limit(wall_limit: Duration) -> Self {
         let mut engine = sandbox::engine();
         engine
-            .register_type_with_name::<SignalsView>("Signals")
-            .register_indexer_get(|s: &mut SignalsView, key: ImmutableString| -> f64 {
-                s.0.get(key.as_str()).copied().unwrap_or(0.0)
+            .register_type_with_name::<ScopeSignals>("Signals")
+            .register_indexer_get(|s: &mut ScopeSignals, key: ImmutableString| -> f64 {
+                s.get(key.as_str())
             });
         // Every sandbox offers the same functions: list them once per process, not per set.
         static CALLABLE: std::sync::OnceLock<Arc<HashSet<String>>> = std::sync::OnceLock::new();
@@ -205,7 +229,7 @@ impl ScriptEngine {
             })
             .collect();
         scope.push("attrs", attrs);
-        scope.push("signals", SignalsView(ctx.signals.clone()));
+        scope.push("signals", ScopeSignals::of(ctx.signals));
         scope
     }
 
@@ -261,7 +285,7 @@ mod tests {
     fn ctx<'a>(attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
         FailureContext {
             attrs,
-            signals,
+            signals: SignalView::Map(signals),
             ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
         }
     }
@@ -274,6 +298,24 @@ mod tests {
         let c = ctx(&attrs, &signals);
         let g = e
             .compile(r#"biz == "PAYMENT" && attempt == 3 && attrs.tenant == "acme" && signals.fail_rate > 0.5 && signals.nothing == 0.0 && retry_after == ()"#)
+            .unwrap();
+        assert_eq!(e.guard(&g, &c), Ok(true));
+    }
+
+    #[test]
+    fn guards_read_signals_given_as_pairs_like_a_map() {
+        let e = ScriptEngine::new();
+        let attrs = Attrs::new();
+        let pairs = [("fail_rate", 0.7), ("pending", 3.0)];
+        let c = FailureContext {
+            attrs: &attrs,
+            signals: SignalView::Pairs(&pairs),
+            ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
+        };
+        let g = e
+            .compile(
+                r#"signals.fail_rate > 0.5 && signals["pending"] == 3.0 && signals.nothing == 0.0"#,
+            )
             .unwrap();
         assert_eq!(e.guard(&g, &c), Ok(true));
     }
