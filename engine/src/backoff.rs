@@ -1,6 +1,6 @@
 //! How a retry is paced: the policy of a rule (its `retry:` with every default resolved),
 //! the backoff kinds, jitter and clamping of the spec, and steps 3–7 of the decision
-//! procedure ([`Policy::pace`]).
+//! procedure ([`RetryPolicy::pace`]).
 //!
 //! Everything here works in whole milliseconds and saturates instead of overflowing: a
 //! computed delay that leaves `u64` milliseconds becomes the backoff's `max`, and a linear,
@@ -16,9 +16,10 @@ use std::time::Duration;
 pub const ONE_DAY: Duration = Duration::from_secs(86_400);
 const ONE_DAY_MS: u64 = 86_400_000;
 
-/// How a retry is paced: the fields of `retry:` with every default resolved.
+/// A rule's retry policy: the fields of its `retry:` (over the defaults') with every default
+/// resolved.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct RetryPolicy {
     /// Re-deliveries allowed after the first delivery.
     pub max_retries: u32,
     /// No retry may be scheduled to start after this much time since the first delivery.
@@ -84,10 +85,10 @@ pub enum Jitter {
     Additive(Duration),
 }
 
-impl Default for Policy {
+impl Default for RetryPolicy {
     /// The built-in defaults of the spec.
     fn default() -> Self {
-        Policy {
+        RetryPolicy {
             max_retries: 3,
             max_elapsed: None,
             backoff: Backoff::default(),
@@ -239,7 +240,7 @@ pub(crate) enum Paced {
     Stop(GiveUpReason),
 }
 
-impl Policy {
+impl RetryPolicy {
     /// Steps 3–7 of the decision procedure. Fails only when a delay script fails.
     pub(crate) fn pace<R: Rng + ?Sized>(
         &self,

@@ -1,7 +1,7 @@
 //! Parsed files → a [`CompiledSet`]: every semantic check of the spec, each pointing at the
 //! value it is about, then the index. All-or-nothing: one error rejects the whole set.
 
-use crate::backoff::{Backoff, BackoffKind, Jitter, Policy};
+use crate::backoff::{Backoff, BackoffKind, Jitter, RetryPolicy};
 use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos, Rejected};
 use crate::index::RuleIndex;
@@ -103,9 +103,9 @@ struct PartialRetry {
 
 impl PartialRetry {
     /// This over `under`, over the built-ins.
-    fn resolve(&self, under: &PartialRetry) -> Policy {
-        let builtin = Policy::default();
-        Policy {
+    fn resolve(&self, under: &PartialRetry) -> RetryPolicy {
+        let builtin = RetryPolicy::default();
+        RetryPolicy {
             max_retries: self
                 .max_retries
                 .or(under.max_retries)

@@ -3,7 +3,7 @@
 //! conditions hold and whose guard passes decides through its policy's pacing (steps 3–7,
 //! in `backoff.rs`); when none does, the defaults decide.
 
-use crate::backoff::{Backoff, Paced, Policy};
+use crate::backoff::{Backoff, Paced, RetryPolicy};
 use crate::context::FailureContext;
 use crate::index::Candidate;
 use crate::rule::{CompiledRule, Outcome};
@@ -163,7 +163,7 @@ impl CompiledSet {
             Err(e) => {
                 // The defaults cannot be skipped: fall back to the built-in backoff.
                 self.defaults_errors.fetch_add(1, Ordering::Relaxed);
-                let builtin = Policy {
+                let builtin = RetryPolicy {
                     backoff: Backoff::default(),
                     ..(*defaults.policy).clone()
                 };

@@ -22,7 +22,7 @@
 //! assert_eq!((poll.end.dead_letter.as_str(), poll.end.reason, poll.end.retries), ("L1", "max_retries", 2));
 //! ```
 
-use crate::backoff::{Backoff, BackoffKind, Jitter, Policy};
+use crate::backoff::{Backoff, BackoffKind, Jitter, RetryPolicy};
 use crate::context::FailureContext;
 use crate::duration::DurationDisplay;
 use crate::rule::{CompiledRule, Outcome};
@@ -243,7 +243,7 @@ fn range_at(
 pub(crate) fn policy_path(
     id: &str,
     at: Option<String>,
-    policy: &Policy,
+    policy: &RetryPolicy,
     label: &str,
     scripts: &ScriptEngine,
 ) -> RetryPath {

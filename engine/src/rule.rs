@@ -1,6 +1,6 @@
 //! A compiled rule: its conditions, its guard, and what it decides.
 
-use crate::backoff::Policy;
+use crate::backoff::RetryPolicy;
 use crate::context::FailureContext;
 use crate::diag::Pos;
 use crate::duration::DurationDisplay;
@@ -17,7 +17,7 @@ pub enum Outcome {
     /// `give_up: true`: dead-letter at once.
     GiveUp,
     /// Retry by this policy (the rule's own fields over the defaults).
-    Retry(Arc<Policy>),
+    Retry(Arc<RetryPolicy>),
 }
 
 /// The structured conditions of `match:`.
@@ -165,7 +165,7 @@ impl CompiledRule {
     }
 
     /// Its retry policy, or `None` for a `give_up` rule.
-    pub fn policy(&self) -> Option<&Policy> {
+    pub fn policy(&self) -> Option<&RetryPolicy> {
         match &self.outcome {
             Outcome::GiveUp => None,
             Outcome::Retry(p) => Some(p),

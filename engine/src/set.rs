@@ -1,7 +1,7 @@
 //! A compiled rule set: the rules in first-match order, the index over them, the defaults,
 //! and what callers may read of them. `decide.rs` holds the decision loop over a set.
 
-use crate::backoff::Policy;
+use crate::backoff::RetryPolicy;
 use crate::diag::{Diagnostic, Pos};
 use crate::index::RuleIndex;
 use crate::load::SourceFile;
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone)]
 pub struct Defaults {
     /// The resolved default policy.
-    pub policy: Arc<Policy>,
+    pub policy: Arc<RetryPolicy>,
     /// The default dead-letter label (`default` unless the set says otherwise).
     pub dead_letter: Label,
     /// The file that declared `defaults:`, if any.

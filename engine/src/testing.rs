@@ -36,7 +36,7 @@
 //!     .unwrap();
 //! ```
 
-use crate::backoff::{BackoffKind, Jitter, Policy};
+use crate::backoff::{BackoffKind, Jitter, RetryPolicy};
 use crate::context::{Attrs, FailureContext, Signals};
 use crate::duration::DurationDisplay;
 use crate::pattern::{NameMatcher, NamePattern};
@@ -413,7 +413,7 @@ pub fn max_retries(set: &CompiledSet) -> u32 {
 }
 
 /// The policy that made a decision: the rule's (`None` for a `give_up` rule) or the defaults'.
-pub fn policy_of<'s>(set: &'s CompiledSet, rule: &RuleRef) -> Option<&'s Policy> {
+pub fn policy_of<'s>(set: &'s CompiledSet, rule: &RuleRef) -> Option<&'s RetryPolicy> {
     match rule {
         RuleRef::Defaults => Some(&set.defaults().policy),
         RuleRef::Rule(id) => {
@@ -443,7 +443,7 @@ pub fn declared_label<'s>(set: &'s CompiledSet, rule: &RuleRef) -> Option<&'s La
 /// The longest delay a policy can choose before `retry_after`: its backoff's `max`, or for
 /// a `fixed` or `schedule` backoff the longest entry after jitter. `None` when nothing caps
 /// it (a linear, exponential or script backoff without `max`, or decorrelated jitter).
-pub fn declared_cap(policy: &Policy) -> Option<Duration> {
+pub fn declared_cap(policy: &RetryPolicy) -> Option<Duration> {
     let backoff = &policy.backoff;
     if let Some(max) = backoff.kind.max() {
         return Some(max);
