@@ -1,6 +1,6 @@
 //! Hot reload: new rule sets while decisions go on.
 //!
-//! - [`Reloader`] (`pipeline.rs`): load, validate and compile a whole set, and only then swap
+//! - [`Reloader`] (`reloader.rs`): load, validate and compile a whole set, and only then swap
 //!   it into the [`PolicyHandle`](crate::PolicyHandle); push with `If-Match`, dry runs,
 //!   rollback to previous accepted sets. Every attempt is logged (`tracing`) and recorded.
 //! - [`History`] (`history.rs`): the bounded record of attempts, accepted and rejected.
@@ -12,14 +12,14 @@
 
 mod files;
 mod history;
-mod pipeline;
 #[cfg(feature = "pull")]
 pub mod pull;
+mod reloader;
 mod watch;
 
 pub use files::{MAX_NAME_BYTES, check_name};
 pub use history::{History, HistoryEntry, Outcome, Source};
-pub use pipeline::{
+pub use reloader::{
     IfMatch, OpenError, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded,
     Reloader, RollbackError, Status,
 };

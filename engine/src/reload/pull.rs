@@ -16,7 +16,7 @@
 //! config center, or reach it over a trusted network.
 
 use super::history::Source;
-use super::pipeline::{PushError, Reloader};
+use super::reloader::{PushError, Reloader};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
