@@ -20,7 +20,7 @@ mod watch;
 pub use files::{MAX_NAME_BYTES, check_name};
 pub use history::{History, HistoryEntry, Outcome, Source};
 pub use reloader::{
-    IfMatch, OpenError, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded,
-    Reloader, RollbackError, Status,
+    IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
+    RollbackError, Status,
 };
 pub use watch::{WatchOptions, Watcher};

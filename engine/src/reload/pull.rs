@@ -52,6 +52,7 @@ impl Default for PullOptions {
 
 /// Why the pull client did not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PullError {
     /// The URL does not parse.
     #[error("invalid rules URL '{url}': {reason}")]

@@ -127,6 +127,7 @@ impl IfMatch {
 
 /// Why a push (or a pull) was not accepted.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PushError {
     /// A file name is not a plain `*.yaml`/`*.yml` name, or is one the rules directory
     /// cannot hold (too long, refused by its file system, taken by a directory).
@@ -156,6 +157,7 @@ pub enum PushError {
 
 /// Why a rollback did not happen.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RollbackError {
     /// No previous accepted set is kept.
     #[error("there is no previous accepted version to roll back to")]
@@ -170,8 +172,10 @@ pub enum RollbackError {
     },
 }
 
-/// Why a reload from the directory did not happen.
+/// Why a set could not be loaded from the rules directory: at start-up
+/// ([`Reloader::open`]) or on a reload ([`Reloader::reload_dir`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReloadError {
     /// The directory could not be read.
     #[error("cannot read the rule set {dir}: {source}")]
@@ -181,7 +185,7 @@ pub enum ReloadError {
         /// The I/O error.
         source: io::Error,
     },
-    /// The files there do not load; the set in force stays.
+    /// The files there do not load; on a reload, the set in force stays.
     #[error("the rule set was rejected\n{0}")]
     Rejected(Rejected),
 }
@@ -251,30 +255,14 @@ impl fmt::Debug for Reloader {
     }
 }
 
-/// Why [`Reloader::open`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The directory could not be read.
-    #[error("cannot read the rule set {dir}: {source}")]
-    Read {
-        /// The rules directory.
-        dir: PathBuf,
-        /// The I/O error.
-        source: io::Error,
-    },
-    /// The set there does not load.
-    #[error("the rule set was rejected\n{0}")]
-    Rejected(Rejected),
-}
-
 impl Reloader {
     /// Loads the set in `dir` and starts the pipeline with it.
-    pub fn open(dir: &Path, options: ReloadOptions) -> Result<Reloader, OpenError> {
-        let files = read_dir(dir).map_err(|source| OpenError::Read {
+    pub fn open(dir: &Path, options: ReloadOptions) -> Result<Reloader, ReloadError> {
+        let files = read_dir(dir).map_err(|source| ReloadError::Read {
             dir: dir.to_path_buf(),
             source,
         })?;
-        let set = compile(files).map_err(OpenError::Rejected)?;
+        let set = compile(files).map_err(ReloadError::Rejected)?;
         Ok(Reloader::new(dir, set, options))
     }
 
