@@ -1,41 +1,11 @@
 //! The record of every reload attempt: what was tried, where it came from, and how it ended.
 
 use crate::diag::Diagnostic;
+use crate::handle::Source;
 use crate::types::Version;
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::SystemTime;
-
-/// Where a candidate set came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// The rules directory: the set loaded at start-up, or one the watcher saw change.
-    File,
-    /// A push through the admin API.
-    Push,
-    /// The config-center pull client.
-    Pull,
-    /// A rollback to a previous accepted set.
-    Rollback,
-}
-
-impl Source {
-    /// `file`, `push`, `pull` or `rollback`: the names of the admin API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::File => "file",
-            Source::Push => "push",
-            Source::Pull => "pull",
-            Source::Rollback => "rollback",
-        }
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// How a reload attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,10 +17,11 @@ pub mod pull;
 mod reloader;
 mod watch;
 
+pub use crate::handle::{Source, Status};
 pub use files::{MAX_NAME_BYTES, check_name};
-pub use history::{History, HistoryEntry, Outcome, Source};
+pub use history::{History, HistoryEntry, Outcome};
 pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
-    RollbackError, Status,
+    RollbackError,
 };
 pub use watch::{WatchOptions, Watcher};

@@ -15,8 +15,8 @@
 //! Plain HTTP only: TLS is not built in. Put a TLS-terminating proxy in front of a remote
 //! config center, or reach it over a trusted network.
 
-use super::history::Source;
 use super::reloader::{PushError, Reloader};
+use crate::handle::Source;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

@@ -9,14 +9,13 @@
 //! atomic pointer.
 
 use super::files::{WriteError, check_name, shown, write_set};
-use super::history::{History, HistoryEntry, Outcome, Source};
+use super::history::{History, HistoryEntry, Outcome};
 use crate::compile::compile;
 use crate::diag::{Diagnostic, Rejected};
-use crate::handle::PolicyHandle;
+use crate::handle::{PolicyHandle, Source, Status};
 use crate::load::{SourceFile, read_dir, version_of};
 use crate::set::CompiledSet;
 use crate::types::Version;
-use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io;
@@ -64,17 +63,6 @@ impl fmt::Debug for ReloadOptions {
             .field("on_reload", &self.on_reload.is_some())
             .finish()
     }
-}
-
-/// The set in force, with when and from where it came.
-#[derive(Debug, Clone)]
-pub struct Status {
-    /// The current set.
-    pub set: Arc<CompiledSet>,
-    /// When it was swapped in.
-    pub loaded_at: SystemTime,
-    /// Where it came from.
-    pub source: Source,
 }
 
 /// An `If-Match` precondition: the version a writer believes is current.
@@ -239,7 +227,6 @@ struct Guarded {
 pub struct Reloader {
     dir: PathBuf,
     handle: Arc<PolicyHandle>,
-    status: ArcSwap<Status>,
     guarded: Mutex<Guarded>,
     history: Mutex<History>,
     keep_previous: usize,
@@ -270,17 +257,11 @@ impl Reloader {
     /// load is the first history entry (source `file`); it counts as a previous set for
     /// rollback once another set is accepted.
     pub fn new(dir: &Path, set: CompiledSet, options: ReloadOptions) -> Reloader {
-        let now = SystemTime::now();
         let handle = PolicyHandle::new(set);
-        let set = handle.current();
+        let status = handle.status();
         let reloader = Reloader {
             dir: dir.to_path_buf(),
             handle: Arc::new(handle),
-            status: ArcSwap::from_pointee(Status {
-                set: Arc::clone(&set),
-                loaded_at: now,
-                source: Source::File,
-            }),
             guarded: Mutex::new(Guarded {
                 previous: VecDeque::new(),
                 last_rejected_dir: None,
@@ -290,10 +271,10 @@ impl Reloader {
             on_reload: options.on_reload,
         };
         reloader.record(HistoryEntry {
-            version: *set.version(),
+            version: *status.set.version(),
             outcome: Outcome::Accepted,
-            source: Source::File,
-            at: now,
+            source: status.source,
+            at: status.loaded_at,
             errors: Vec::new(),
         });
         reloader
@@ -309,9 +290,10 @@ impl Reloader {
         &self.dir
     }
 
-    /// The set in force, with when and from where it came.
+    /// The set in force, with when and from where it came: the handle's, so it is always
+    /// the set that decides.
     pub fn status(&self) -> Arc<Status> {
-        self.status.load_full()
+        self.handle.status()
     }
 
     /// The recorded reload attempts, newest first.
@@ -471,26 +453,28 @@ impl Reloader {
                 source,
             });
         }
-        self.handle.swap(Arc::clone(&target));
+        let now = SystemTime::now();
+        self.handle
+            .install(Arc::clone(&target), Source::Rollback, now);
         // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
-        self.announce(target, Source::Rollback);
+        self.announce(&target, Source::Rollback, now);
         Ok(version)
     }
 
     /// Swaps `set` in, keeps the replaced one for rollback, and records the attempt.
     fn install(&self, guarded: &mut Guarded, set: Arc<CompiledSet>, source: Source) {
-        let replaced = self.handle.swap(Arc::clone(&set));
+        let now = SystemTime::now();
+        let replaced = self.handle.install(Arc::clone(&set), source, now);
         guarded.previous.push_front(replaced);
         guarded.previous.truncate(self.keep_previous);
         // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
-        self.announce(set, source);
+        self.announce(&set, source, now);
     }
 
-    /// Publishes the status of a set just swapped in and records it as accepted.
-    fn announce(&self, set: Arc<CompiledSet>, source: Source) {
-        let now = SystemTime::now();
+    /// Logs a set just swapped in (at `now`) and records it as accepted.
+    fn announce(&self, set: &CompiledSet, source: Source, now: SystemTime) {
         let version = *set.version();
         tracing::info!(
             %version,
@@ -500,11 +484,6 @@ impl Reloader {
             warnings = set.warnings().len(),
             "rule set accepted"
         );
-        self.status.store(Arc::new(Status {
-            set,
-            loaded_at: now,
-            source,
-        }));
         self.record(HistoryEntry {
             version,
             outcome: Outcome::Accepted,
