@@ -1,19 +1,21 @@
 //! How a retry is paced: the policy of a rule (its `retry:` with every default resolved),
 //! the backoff kinds, jitter and clamping of the spec, and steps 3–7 of the decision
-//! procedure ([`RetryPolicy::pace`]).
+//! procedure (`RetryPolicy::pace`).
 //!
 //! Everything here works in whole milliseconds and saturates instead of overflowing: a
 //! computed delay that leaves `u64` milliseconds becomes the backoff's `max`, and a linear,
 //! exponential or script delay without `max` never exceeds one day.
 
 use crate::context::FailureContext;
-use crate::script::{Expr, RunError, ScriptDelay, ScriptEngine};
+/// A compiled rhai expression (a delay script's); [`Expr::source`] gives it as written.
+pub use crate::script::Expr;
+use crate::script::{RunError, ScriptDelay, ScriptEngine};
 use crate::types::GiveUpReason;
 use rand::{Rng, RngExt};
 use std::time::Duration;
 
 /// The ceiling of a linear, exponential or script delay that has no `max`.
-pub const ONE_DAY: Duration = Duration::from_secs(86_400);
+pub(crate) const ONE_DAY: Duration = Duration::from_secs(86_400);
 const ONE_DAY_MS: u64 = 86_400_000;
 
 /// A rule's retry policy: the fields of its `retry:` (over the defaults') with every default
@@ -137,7 +139,7 @@ impl BackoffKind {
     /// The delay of retry `r` (1-based) before jitter, in milliseconds.
     ///
     /// Only a script can fail; its error makes the deciding rule not match.
-    pub fn base_delay_ms(
+    pub(crate) fn base_delay_ms(
         &self,
         r: u32,
         ctx: &FailureContext<'_>,
@@ -191,7 +193,7 @@ impl BackoffKind {
 impl Backoff {
     /// The inclusive range jitter draws from for un-jittered delay `d` (before the `max`
     /// clamp). Deterministic kinds give `(d, d)`.
-    pub fn jitter_range_ms(&self, d: u64, last_delay: Duration) -> (u64, u64) {
+    pub(crate) fn jitter_range_ms(&self, d: u64, last_delay: Duration) -> (u64, u64) {
         match self.jitter {
             Jitter::None => (d, d),
             Jitter::Full => (0, d),
@@ -219,7 +221,12 @@ impl Backoff {
     }
 
     /// Applies jitter to `d` and clamps into `[0, max]` (steps 4 of the procedure).
-    pub fn jittered_ms<R: Rng + ?Sized>(&self, d: u64, last_delay: Duration, rng: &mut R) -> u64 {
+    pub(crate) fn jittered_ms<R: Rng + ?Sized>(
+        &self,
+        d: u64,
+        last_delay: Duration,
+        rng: &mut R,
+    ) -> u64 {
         let (lo, hi) = self.jitter_range_ms(d, last_delay);
         let value = if lo >= hi {
             lo

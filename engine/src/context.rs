@@ -103,7 +103,7 @@ impl<'a> FailureContext<'a> {
     }
 
     /// The sample failure every expression is evaluated against at load.
-    pub fn sample() -> FailureContext<'static> {
+    pub(crate) fn sample() -> FailureContext<'static> {
         FailureContext::new("SAMPLE", "SAMPLE", 1)
     }
 }

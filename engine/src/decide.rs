@@ -50,14 +50,10 @@ impl Tracer for () {
 
 impl Tracer for Vec<TraceStep> {
     fn step(&mut self, rule: &CompiledRule, result: &'static str, detail: impl FnOnce() -> String) {
-        let at = match rule.pos {
-            Some(p) => format!("{}:{p}", rule.file),
-            None => rule.file.to_string(),
-        };
         let detail = detail();
         self.push(TraceStep {
             rule: rule.id.to_string(),
-            at,
+            at: rule.at(),
             result,
             detail: (!detail.is_empty()).then_some(detail),
         });

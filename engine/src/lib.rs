@@ -1,28 +1,34 @@
 //! rebound-engine: Rebound's rule engine. It turns a directory of YAML rule files into fast,
 //! exact retry decisions, as `docs/spec/rules.md` defines them.
 //!
+//! The public API is the vocabulary re-exported here, [`compile()`] and [`load_dir`],
+//! [`PolicyHandle`], and the modules below marked public; everything else is the crate's own.
+//!
 //! The way through the crate:
 //!
+//! - `types.rs`: the shared vocabulary the runtime uses as it is: [`RuleId`], [`Label`],
+//!   [`Version`], [`RuleRef`], [`GiveUpReason`], [`Decision`], [`Decided`].
+//! - `context.rs`: what a decision looks at: [`FailureContext`] with its [`SignalView`],
+//!   [`OwnedFailure`]. `report.rs`: a decision as JSON ([`DecisionReport`]).
 //! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash.
-//! - [`model`]: what the YAML says (serde types that reject unknown keys).
-//! - [`positions`]: where each value sits in its file, for diagnostics.
-//! - [`compile()`]: every load-time check, then a [`CompiledSet`]; [`diag`] holds the
-//!   diagnostics, [`lint`](crate::compile) the warnings.
-//! - [`pattern`]: names, globs and comparisons of `match:`; [`script`]: sandboxed rhai.
-//! - `types.rs`: the shared vocabulary ([`RuleId`], [`Label`], [`Version`], [`RuleRef`],
-//!   [`GiveUpReason`], [`Decision`], [`Decided`]); `context.rs`: what a decision looks at
-//!   ([`FailureContext`], [`OwnedFailure`]); `report.rs`: a decision as JSON
-//!   ([`DecisionReport`]).
-//! - [`backoff`]: a rule's retry policy, delays, jitter and clamping, and the pacing (steps
-//!   3–7); `decide.rs`: the decision loop over a set (the first rule that decides, else the
-//!   defaults) and its [`Explanation`].
-//! - [`PolicyHandle`]: the atomic pointer to the current set, the only way to decide.
+//! - `model.rs`: what the YAML says (serde types that reject unknown keys); `positions.rs`
+//!   and `yaml_*.rs`: where each value sits in its file, for diagnostics.
+//! - [`compile()`] (`compile.rs`): every load-time check, then a [`CompiledSet`] (`set.rs`,
+//!   read through views such as [`RuleView`]); [`diag`] holds the diagnostics, `lint/` the
+//!   warnings (one file per lint).
+//! - `rule.rs`: a compiled rule; `pattern.rs`: names, globs and comparisons of `match:`;
+//!   `index.rs`: the decision tree over biz and code; `script/`: sandboxed rhai.
+//! - [`backoff`]: a rule's [`RetryPolicy`](backoff::RetryPolicy), delays, jitter and clamping,
+//!   and the pacing (steps 3–7); `decide.rs`: the decision loop over a set (the first rule
+//!   that decides, else the defaults) and its [`Explanation`].
+//! - [`PolicyHandle`] (`handle.rs`): the one atomic pointer to the set in force, the only
+//!   way to decide.
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
-//! - [`schema`]: the JSON Schemas of rule files and test files, generated from [`model`].
+//! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
 //! - `testing` (feature `testing`): proptest strategies, `simulate_path` and property checks
 //!   for users' own test suites.
-//! - [`reload`]: new sets while deciding: the pipeline (validate → swap → history,
+//! - [`reload`]: new sets while deciding: the reloader (validate → swap → history,
 //!   rollback), the directory watcher, and the config-center pull client.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -37,16 +43,16 @@ mod handle;
 mod index;
 mod lint;
 pub mod load;
-pub mod model;
+mod model;
 pub mod paths;
-pub mod pattern;
-pub mod positions;
+mod pattern;
+mod positions;
 pub mod reload;
 mod report;
-pub mod rule;
+mod rule;
 pub mod ruletest;
 pub mod schema;
-pub mod script;
+mod script;
 mod set;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -62,7 +68,7 @@ pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;
 pub use load::{SourceFile, read_dir};
 pub use report::DecisionReport;
-pub use set::{CompiledSet, Defaults};
+pub use set::{CompiledSet, Defaults, RuleView};
 pub use types::{Decided, Decision, GiveUpReason, Label, RuleId, RuleRef, Version};
 
 /// Reads and compiles the rule set in `dir`.

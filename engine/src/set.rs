@@ -7,7 +7,7 @@ use crate::index::RuleIndex;
 use crate::load::SourceFile;
 use crate::rule::CompiledRule;
 use crate::script::ScriptEngine;
-use crate::types::{Label, Version};
+use crate::types::{Label, RuleId, Version};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,8 +50,13 @@ impl CompiledSet {
     }
 
     /// The rules in first-match order.
-    pub fn rules(&self) -> &[CompiledRule] {
-        &self.rules
+    pub fn rules(&self) -> impl ExactSizeIterator<Item = RuleView<'_>> + DoubleEndedIterator {
+        self.rules.iter().map(RuleView)
+    }
+
+    /// The rule with `id`, if the set has one.
+    pub fn rule(&self, id: RuleId) -> Option<RuleView<'_>> {
+        self.rules.iter().find(|r| r.id == id).map(RuleView)
     }
 
     /// What decides when no rule matches.
@@ -65,12 +70,71 @@ impl CompiledSet {
     }
 
     /// The sandboxed engine its expressions run on.
-    pub fn scripts(&self) -> &ScriptEngine {
+    pub(crate) fn scripts(&self) -> &ScriptEngine {
         &self.scripts
     }
 
     /// Failures of the defaults' delay script while deciding.
     pub fn defaults_error_count(&self) -> u64 {
         self.defaults_errors.load(Ordering::Relaxed)
+    }
+}
+
+/// One rule of a set, as a caller sees it: its id, where it is written and what it decides.
+///
+/// ```
+/// use rebound_engine::{RuleId, SourceFile, compile};
+///
+/// let yaml = "version: 1\nrules:\n  - id: bad-json\n    match: { code: BAD_JSON }\n    give_up: true\n    dead_letter: L3\n  - id: fast\n    retry: { max_retries: 2 }\n";
+/// let set = compile(vec![SourceFile::new("a.yaml", "rules/a.yaml", yaml)]).unwrap();
+/// let ids: Vec<&str> = set.rules().map(|r| r.id().as_str()).collect();
+/// assert_eq!(ids, ["bad-json", "fast"]);
+/// let bad = set.rule(RuleId::from("bad-json")).unwrap();
+/// assert!(bad.policy().is_none());
+/// assert_eq!((bad.dead_letter().as_str(), bad.at()), ("L3", "rules/a.yaml:3:5".to_string()));
+/// assert_eq!(set.rule(RuleId::from("fast")).unwrap().policy().unwrap().max_retries, 2);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RuleView<'a>(&'a CompiledRule);
+
+impl<'a> RuleView<'a> {
+    /// Its id.
+    pub fn id(&self) -> RuleId {
+        self.0.id
+    }
+
+    /// Its description, if it has one.
+    pub fn description(&self) -> Option<&'a str> {
+        self.0.description.as_deref()
+    }
+
+    /// The file it is written in, as diagnostics name it.
+    pub fn file(&self) -> &'a str {
+        &self.0.file
+    }
+
+    /// Where its entry starts in that file.
+    pub fn pos(&self) -> Option<Pos> {
+        self.0.pos
+    }
+
+    /// Where it is written, as `FILE:LINE:COL` (or just `FILE`).
+    pub fn at(&self) -> String {
+        self.0.at()
+    }
+
+    /// Its retry policy (its own fields over the defaults), or `None` for a `give_up` rule.
+    pub fn policy(&self) -> Option<&'a RetryPolicy> {
+        self.0.policy()
+    }
+
+    /// Where a message goes when this rule does not retry it.
+    pub fn dead_letter(&self) -> Label {
+        self.0.dead_letter
+    }
+
+    /// How many times its guard or delay script failed while deciding.
+    pub fn error_count(&self) -> u64 {
+        self.0.error_count()
     }
 }

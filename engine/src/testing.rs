@@ -40,7 +40,6 @@ use crate::backoff::{BackoffKind, Jitter, RetryPolicy};
 use crate::context::{Attrs, FailureContext, Signals};
 use crate::duration::DurationDisplay;
 use crate::pattern::{NameMatcher, NamePattern};
-use crate::rule::Outcome;
 use crate::set::CompiledSet;
 use crate::types::{Decision, GiveUpReason, Label, RuleRef};
 use proptest::prelude::*;
@@ -239,7 +238,7 @@ pub fn vocabulary(set: &CompiledSet) -> Vocabulary {
     let mut codes = BTreeSet::new();
     let mut attrs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut signals = BTreeSet::new();
-    for rule in set.rules() {
+    for rule in &set.rules {
         let c = &rule.conditions;
         if let Some(m) = &c.biz {
             biz.extend(names_matching(m));
@@ -404,7 +403,6 @@ pub fn failure_contexts(set: &CompiledSet) -> BoxedStrategy<Failure> {
 /// The largest `max_retries` of any rule or of the defaults.
 pub fn max_retries(set: &CompiledSet) -> u32 {
     set.rules()
-        .iter()
         .filter_map(|r| r.policy())
         .map(|p| p.max_retries)
         .chain([set.defaults().policy.max_retries])
@@ -416,15 +414,7 @@ pub fn max_retries(set: &CompiledSet) -> u32 {
 pub fn policy_of<'s>(set: &'s CompiledSet, rule: &RuleRef) -> Option<&'s RetryPolicy> {
     match rule {
         RuleRef::Defaults => Some(&set.defaults().policy),
-        RuleRef::Rule(id) => {
-            set.rules()
-                .iter()
-                .find(|r| &r.id == id)
-                .and_then(|r| match &r.outcome {
-                    Outcome::GiveUp => None,
-                    Outcome::Retry(p) => Some(&**p),
-                })
-        }
+        RuleRef::Rule(id) => set.rule(*id).and_then(|r| r.policy()),
     }
 }
 
@@ -433,7 +423,7 @@ pub fn declared_label<'s>(set: &'s CompiledSet, rule: &RuleRef) -> Option<&'s La
     match rule {
         RuleRef::Defaults => Some(&set.defaults().dead_letter),
         RuleRef::Rule(id) => set
-            .rules()
+            .rules
             .iter()
             .find(|r| &r.id == id)
             .map(|r| &r.dead_letter),

@@ -72,7 +72,7 @@ pub struct Version([u8; 16]);
 
 impl Version {
     /// The version of a 64-bit content hash.
-    pub fn from_hash(hash: u64) -> Version {
+    pub(crate) fn from_hash(hash: u64) -> Version {
         let mut hex = [0u8; 16];
         for (i, b) in hex.iter_mut().enumerate() {
             let nibble = (hash >> (60 - 4 * i)) & 0xf;

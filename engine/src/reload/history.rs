@@ -49,14 +49,14 @@ pub struct HistoryEntry {
 
 /// A bounded log of reload attempts, newest first. The oldest entries fall off the end.
 #[derive(Debug, Clone)]
-pub struct History {
+pub(crate) struct History {
     entries: VecDeque<HistoryEntry>,
     limit: usize,
 }
 
 impl History {
     /// An empty history that keeps at most `limit` entries (at least one).
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         History {
             entries: VecDeque::new(),
             limit: limit.max(1),
@@ -64,24 +64,14 @@ impl History {
     }
 
     /// Records `entry` as the newest.
-    pub fn record(&mut self, entry: HistoryEntry) {
+    pub(crate) fn record(&mut self, entry: HistoryEntry) {
         self.entries.push_front(entry);
         self.entries.truncate(self.limit);
     }
 
     /// The entries, newest first.
-    pub fn entries(&self) -> impl Iterator<Item = &HistoryEntry> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &HistoryEntry> {
         self.entries.iter()
-    }
-
-    /// How many entries are kept now.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True before the first reload.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

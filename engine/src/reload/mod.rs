@@ -3,11 +3,12 @@
 //! - [`Reloader`] (`reloader.rs`): load, validate and compile a whole set, and only then swap
 //!   it into the [`PolicyHandle`](crate::PolicyHandle); push with `If-Match`, dry runs,
 //!   rollback to previous accepted sets. Every attempt is logged (`tracing`) and recorded.
-//! - [`History`] (`history.rs`): the bounded record of attempts, accepted and rejected.
+//! - `history.rs`: the bounded record of attempts, accepted and rejected
+//!   ([`HistoryEntry`]).
 //! - [`Watcher`] (`watch.rs`): reloads when the rules directory changes (rename saves,
 //!   in-place saves, ConfigMap symlink swaps), one reload per burst.
 //! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
-//! - `files.rs`: pushed names are plain `*.yaml` of at most [`MAX_NAME_BYTES`]; sets are
+//! - `files.rs`: pushed names are plain `*.yaml` of at most 242 bytes; sets are
 //!   written into the directory atomically, file by file, so they survive a restart.
 
 mod files;
@@ -18,8 +19,7 @@ mod reloader;
 mod watch;
 
 pub use crate::handle::{Source, Status};
-pub use files::{MAX_NAME_BYTES, check_name};
-pub use history::{History, HistoryEntry, Outcome};
+pub use history::{HistoryEntry, Outcome};
 pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
     RollbackError,

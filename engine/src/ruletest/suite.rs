@@ -72,7 +72,7 @@ impl std::ops::Deref for Given {
 }
 
 /// `retry` or `dead_letter`.
-pub type Action = ActionSpec;
+pub use crate::ruletest::model::ActionSpec as Action;
 
 /// A case: one decision and what it must be.
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ pub fn read_test_files(set_dir: &Path) -> io::Result<Vec<SourceFile>> {
 ///
 /// All-or-nothing like a rule set: any error returns every diagnostic found.
 pub fn load_suite(set: &CompiledSet, files: &[SourceFile]) -> Result<Suite, Vec<Diagnostic>> {
-    let mut ids: Vec<&str> = set.rules().iter().map(|r| r.id.as_str()).collect();
+    let mut ids: Vec<&str> = set.rules().map(|r| r.id().as_str()).collect();
     ids.push("defaults");
     let mut cx = Loader {
         ids,

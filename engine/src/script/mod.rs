@@ -8,7 +8,7 @@
 
 mod sandbox;
 
-pub use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
+pub(crate) use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
 
 use crate::context::{FailureContext, SignalView};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
@@ -16,18 +16,6 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The variables every expression may use.
-pub const VARIABLES: [&str; 8] = [
-    "biz",
-    "code",
-    "attempt",
-    "elapsed",
-    "retry_after",
-    "last_delay",
-    "attrs",
-    "signals",
-];
 
 /// The runtime's signals as rhai sees them: a missing key reads as `0.0`.
 ///
@@ -58,7 +46,7 @@ impl ScopeSignals {
 
 /// The sandboxed engine shared by every expression of a set.
 #[derive(Clone)]
-pub struct ScriptEngine {
+pub(crate) struct ScriptEngine {
     engine: Arc<Engine>,
     /// The functions an expression may call.
     callable: Arc<HashSet<String>>,
@@ -94,7 +82,7 @@ impl Expr {
 
 /// Why an expression failed to compile, with its place inside the expression.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CompileError {
+pub(crate) struct CompileError {
     /// What rhai said.
     pub message: String,
     /// 1-based line and column inside the expression, when rhai knows them.
@@ -103,7 +91,7 @@ pub struct CompileError {
 
 /// An expression that failed or exceeded a bound while running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunError(pub String);
+pub(crate) struct RunError(pub String);
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,7 +101,7 @@ impl std::fmt::Display for RunError {
 
 /// What a delay script yielded.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ScriptDelay {
+pub(crate) enum ScriptDelay {
     /// Whole milliseconds (negative results already count as 0).
     Millis(u64),
     /// Larger than any representable delay: saturate.
@@ -157,12 +145,12 @@ impl Default for ScriptEngine {
 
 impl ScriptEngine {
     /// The sandboxed engine, with the wall-time bound [`WALL_LIMIT`].
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_wall_limit(WALL_LIMIT)
     }
 
     /// The sandboxed engine, each evaluation bounded to `wall_limit` (tests use a small one).
-    pub fn with_wall_limit(wall_limit: Duration) -> Self {
+    pub(crate) fn with_wall_limit(wall_limit: Duration) -> Self {
         let mut engine = sandbox::engine();
         engine
             .register_type_with_name::<ScopeSignals>("Signals")
@@ -181,7 +169,7 @@ impl ScriptEngine {
 
     /// Compiles `source` once; syntax errors, unknown variables and calls to functions the
     /// sandbox does not offer (`sleep`, for one) are reported here.
-    pub fn compile(&self, source: &str) -> Result<Expr, CompileError> {
+    pub(crate) fn compile(&self, source: &str) -> Result<Expr, CompileError> {
         let scope = Self::scope(&FailureContext::sample());
         let ast = self
             .engine
@@ -234,7 +222,7 @@ impl ScriptEngine {
     }
 
     /// Evaluates `expr` against `ctx`, whatever type it yields.
-    pub fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
+    pub(crate) fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
         let mut scope = Self::scope(ctx);
         let _deadline = sandbox::Deadline::start(self.wall_limit);
         self.engine
@@ -243,7 +231,7 @@ impl ScriptEngine {
     }
 
     /// Runs a guard: `Ok(true)` when the rule may decide.
-    pub fn guard(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<bool, RunError> {
+    pub(crate) fn guard(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<bool, RunError> {
         let value = self.eval(expr, ctx)?;
         value
             .as_bool()
@@ -251,7 +239,11 @@ impl ScriptEngine {
     }
 
     /// Runs a delay script: its value in milliseconds.
-    pub fn delay(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<ScriptDelay, RunError> {
+    pub(crate) fn delay(
+        &self,
+        expr: &Expr,
+        ctx: &FailureContext<'_>,
+    ) -> Result<ScriptDelay, RunError> {
         let value = self.eval(expr, ctx)?;
         if let Ok(int) = value.as_int() {
             return Ok(ScriptDelay::Millis(u64::try_from(int).unwrap_or(0)));
