@@ -1,3 +1,4 @@
+#![cfg(feature = "watch")]
 //! The directory watcher: every way of saving ends in the right version, a burst of writes
 //! is one reload, and a push is never seen half-written.
 

@@ -5,8 +5,8 @@
 //!   rollback to previous accepted sets. Every attempt is logged (`tracing`) and recorded.
 //! - `history.rs`: the bounded record of attempts, accepted and rejected
 //!   ([`HistoryEntry`]).
-//! - [`Watcher`] (`watch.rs`): reloads when the rules directory changes (rename saves,
-//!   in-place saves, ConfigMap symlink swaps), one reload per burst.
+//! - `Watcher` (`watch.rs`, feature `watch`): reloads when the rules directory changes
+//!   (rename saves, in-place saves, ConfigMap symlink swaps), one reload per burst.
 //! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
 //! - `files.rs`: pushed names are plain `*.yaml` of at most 242 bytes; sets are
 //!   written into the directory atomically, file by file, so they survive a restart.
@@ -16,6 +16,7 @@ mod history;
 #[cfg(feature = "pull")]
 pub mod pull;
 mod reloader;
+#[cfg(feature = "watch")]
 mod watch;
 
 pub use crate::handle::{Source, Status};
@@ -24,4 +25,5 @@ pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
     RollbackError,
 };
+#[cfg(feature = "watch")]
 pub use watch::{WatchOptions, Watcher};
