@@ -1,12 +1,10 @@
 //! The reload pipeline: push, dry run, rollback, directory reloads and the history.
 
-mod reload_support;
-
+use crate::support::*;
 use rebound_engine::reload::{
     IfMatch, Outcome, PushError, ReloadError, ReloadOptions, Reloaded, Reloader, RollbackError,
     Source,
 };
-use reload_support::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::sync::Arc;
