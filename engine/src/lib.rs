@@ -1,8 +1,10 @@
 //! rebound-engine: Rebound's rule engine. It turns a directory of YAML rule files into fast,
 //! exact retry decisions, as `docs/spec/rules.md` defines them.
 //!
-//! The public API is the vocabulary re-exported here, [`compile()`] and [`load_dir`],
-//! [`PolicyHandle`], and the modules below marked public; everything else is the crate's own.
+//! The public API is what is re-exported here (the vocabulary, [`compile()`], [`load_dir`],
+//! [`PolicyHandle`], [`CompiledSet`] and its views) and the public modules: [`backoff`],
+//! [`diag`], [`duration`], [`load`], [`paths`], [`reload`], [`ruletest`], [`schema`] and
+//! `testing`. Every other module is the crate's own.
 //!
 //! The way through the crate:
 //!
@@ -10,7 +12,8 @@
 //!   [`Version`], [`RuleRef`], [`GiveUpReason`], [`Decision`], [`Decided`].
 //! - `context.rs`: what a decision looks at: [`FailureContext`] with its [`SignalView`],
 //!   [`OwnedFailure`]. `report.rs`: a decision as JSON ([`DecisionReport`]).
-//! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash.
+//! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash;
+//!   [`duration`]: durations as rule files write them (`1.5s`, `2m`).
 //! - `model.rs`: what the YAML says (serde types that reject unknown keys); `positions.rs`
 //!   and `yaml_*.rs`: where each value sits in its file, for diagnostics.
 //! - [`compile()`] (`compile.rs`): every load-time check, then a [`CompiledSet`] (`set.rs`,
@@ -26,10 +29,11 @@
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
-//! - `testing` (feature `testing`): proptest strategies, `simulate_path` and property checks
-//!   for users' own test suites.
+//! - `testing/` (feature `testing`): `simulate_path`, proptest strategies and property
+//!   checks for users' own test suites.
 //! - [`reload`]: new sets while deciding: the reloader (validate → swap → history,
-//!   rollback), the directory watcher, and the config-center pull client.
+//!   rollback), the directory watcher (feature `watch`), and the config-center pull client
+//!   (feature `pull`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
