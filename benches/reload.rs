@@ -16,7 +16,7 @@ use criterion::Criterion;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rebound_engine::reload::{ReloadOptions, Reloaded, Reloader, Source};
-use rebound_engine::{FailureContext, PolicyHandle, Signals, compile, read_dir};
+use rebound_engine::{FailureContext, PolicyHandle, SignalView, compile, read_dir};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -59,12 +59,12 @@ fn shipped_rules() -> std::path::PathBuf {
 /// Decides `n` times, returning each decision's latency in nanoseconds.
 fn measure(handle: &PolicyHandle, n: usize, rng: &mut SmallRng, out: &mut Vec<u64>) {
     let contexts = contexts();
-    let signals = Signals::from([("fail_rate".to_string(), 0.2)]);
+    let signals = [("fail_rate", 0.2)];
     let attrs = rebound_engine::Attrs::new();
     for i in 0..n {
         let (biz, code, attempt) = contexts[i % contexts.len()];
         let ctx = FailureContext {
-            signals: &signals,
+            signals: SignalView::Pairs(&signals),
             attrs: &attrs,
             ..FailureContext::new(biz, code, attempt)
         };

@@ -1,21 +1,27 @@
-//! How long to wait before retry `r`: the backoff kinds, jitter and clamping of the spec.
+//! How a retry is paced: the policy of a rule (its `retry:` with every default resolved),
+//! the backoff kinds, jitter and clamping of the spec, and steps 3–7 of the decision
+//! procedure (`RetryPolicy::pace`).
 //!
 //! Everything here works in whole milliseconds and saturates instead of overflowing: a
 //! computed delay that leaves `u64` milliseconds becomes the backoff's `max`, and a linear,
 //! exponential or script delay without `max` never exceeds one day.
 
-use crate::FailureContext;
-use crate::script::{Expr, RunError, ScriptDelay, ScriptEngine};
+use crate::context::FailureContext;
+/// A compiled rhai expression (a delay script's); [`Expr::source`] gives it as written.
+pub use crate::script::Expr;
+use crate::script::{RunError, ScriptDelay, ScriptEngine};
+use crate::types::GiveUpReason;
 use rand::{Rng, RngExt};
 use std::time::Duration;
 
 /// The ceiling of a linear, exponential or script delay that has no `max`.
-pub const ONE_DAY: Duration = Duration::from_secs(86_400);
+pub(crate) const ONE_DAY: Duration = Duration::from_secs(86_400);
 const ONE_DAY_MS: u64 = 86_400_000;
 
-/// How a retry is paced: the fields of `retry:` with every default resolved.
+/// A rule's retry policy: the fields of its `retry:` (over the defaults') with every default
+/// resolved.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct RetryPolicy {
     /// Re-deliveries allowed after the first delivery.
     pub max_retries: u32,
     /// No retry may be scheduled to start after this much time since the first delivery.
@@ -81,10 +87,10 @@ pub enum Jitter {
     Additive(Duration),
 }
 
-impl Default for Policy {
+impl Default for RetryPolicy {
     /// The built-in defaults of the spec.
     fn default() -> Self {
-        Policy {
+        RetryPolicy {
             max_retries: 3,
             max_elapsed: None,
             backoff: Backoff::default(),
@@ -133,7 +139,7 @@ impl BackoffKind {
     /// The delay of retry `r` (1-based) before jitter, in milliseconds.
     ///
     /// Only a script can fail; its error makes the deciding rule not match.
-    pub fn base_delay_ms(
+    pub(crate) fn base_delay_ms(
         &self,
         r: u32,
         ctx: &FailureContext<'_>,
@@ -187,7 +193,7 @@ impl BackoffKind {
 impl Backoff {
     /// The inclusive range jitter draws from for un-jittered delay `d` (before the `max`
     /// clamp). Deterministic kinds give `(d, d)`.
-    pub fn jitter_range_ms(&self, d: u64, last_delay: Duration) -> (u64, u64) {
+    pub(crate) fn jitter_range_ms(&self, d: u64, last_delay: Duration) -> (u64, u64) {
         match self.jitter {
             Jitter::None => (d, d),
             Jitter::Full => (0, d),
@@ -215,7 +221,12 @@ impl Backoff {
     }
 
     /// Applies jitter to `d` and clamps into `[0, max]` (steps 4 of the procedure).
-    pub fn jittered_ms<R: Rng + ?Sized>(&self, d: u64, last_delay: Duration, rng: &mut R) -> u64 {
+    pub(crate) fn jittered_ms<R: Rng + ?Sized>(
+        &self,
+        d: u64,
+        last_delay: Duration,
+        rng: &mut R,
+    ) -> u64 {
         let (lo, hi) = self.jitter_range_ms(d, last_delay);
         let value = if lo >= hi {
             lo
@@ -226,6 +237,41 @@ impl Backoff {
             Some(max) => value.min(ms(max)),
             None => value,
         }
+    }
+}
+
+/// The outcome of steps 3–7 for a policy: retry after a delay, or give up for a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Paced {
+    Retry(Duration),
+    Stop(GiveUpReason),
+}
+
+impl RetryPolicy {
+    /// Steps 3–7 of the decision procedure. Fails only when a delay script fails.
+    pub(crate) fn pace<R: Rng + ?Sized>(
+        &self,
+        ctx: &FailureContext<'_>,
+        rng: &mut R,
+        scripts: &ScriptEngine,
+    ) -> Result<Paced, RunError> {
+        let r = ctx.attempt;
+        if r > self.max_retries {
+            return Ok(Paced::Stop(GiveUpReason::MaxRetries));
+        }
+        let d = self.backoff.kind.base_delay_ms(r, ctx, scripts)?;
+        let mut delay = Duration::from_millis(self.backoff.jittered_ms(d, ctx.last_delay, rng));
+        if self.respect_retry_after
+            && let Some(asked) = ctx.retry_after
+        {
+            delay = delay.max(asked);
+        }
+        if let Some(limit) = self.max_elapsed
+            && ctx.elapsed.saturating_add(delay) > limit
+        {
+            return Ok(Paced::Stop(GiveUpReason::MaxElapsed));
+        }
+        Ok(Paced::Retry(delay))
     }
 }
 

@@ -1,8 +1,8 @@
 //! Parsed files → a [`CompiledSet`]: every semantic check of the spec, each pointing at the
 //! value it is about, then the index. All-or-nothing: one error rejects the whole set.
 
-use crate::backoff::{Backoff, BackoffKind, Jitter, Policy};
-use crate::decide::{FailureContext, Label, RuleId};
+use crate::backoff::{Backoff, BackoffKind, Jitter, RetryPolicy};
+use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos, Rejected};
 use crate::index::RuleIndex;
 use crate::lint;
@@ -13,6 +13,7 @@ use crate::positions::PositionIndex;
 use crate::rule::{CompiledRule, Conditions, Outcome};
 use crate::script::{Expr, ScriptEngine};
 use crate::set::{CompiledSet, Defaults};
+use crate::types::{Label, RuleId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -102,9 +103,9 @@ struct PartialRetry {
 
 impl PartialRetry {
     /// This over `under`, over the built-ins.
-    fn resolve(&self, under: &PartialRetry) -> Policy {
-        let builtin = Policy::default();
-        Policy {
+    fn resolve(&self, under: &PartialRetry) -> RetryPolicy {
+        let builtin = RetryPolicy::default();
+        RetryPolicy {
             max_retries: self
                 .max_retries
                 .or(under.max_retries)

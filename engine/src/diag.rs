@@ -139,7 +139,7 @@ fn render_all(diags: &[Diagnostic]) -> String {
 }
 
 /// The key among `candidates` nearest to a misspelt `key`, if one is close enough to suggest.
-pub fn did_you_mean<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn did_you_mean<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (strsim::jaro_winkler(key, c), *c))
@@ -153,7 +153,7 @@ pub fn did_you_mean<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
 /// A line ends at `\n`, at a `\r` that no `\n` follows, and at U+0085, U+2028 and U+2029:
 /// the line breaks of YAML 1.1, which libyaml (and so serde_yaml) reads and which the
 /// positions pass is made to read too. Every line of a diagnostic is counted this way.
-pub fn line_starts(text: &str) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn line_starts(text: &str) -> impl Iterator<Item = usize> + '_ {
     let ends = text.char_indices().filter_map(move |(i, c)| {
         let next = i + c.len_utf8();
         let ends = match c {
@@ -167,7 +167,7 @@ pub fn line_starts(text: &str) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// 1-based line and column of byte offset `offset` in `text`.
-pub fn pos_of_offset(text: &str, offset: usize) -> Pos {
+pub(crate) fn pos_of_offset(text: &str, offset: usize) -> Pos {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
         offset -= 1;

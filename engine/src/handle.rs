@@ -1,12 +1,60 @@
-//! [`PolicyHandle`]: the one way to decide. It holds the current [`CompiledSet`] behind an
-//! atomic pointer: a decision does one `load()` and uses that whole set, and a reload swaps
-//! in a new set without ever blocking a decision or showing it half a set.
+//! [`PolicyHandle`]: the one way to decide. It holds the set in force behind one atomic
+//! pointer, together with when and from where that set came ([`Status`]): a decision does
+//! one `load()` and uses that whole set, a reload swaps in a new set without ever blocking a
+//! decision or showing it half a set, and whoever reads the status (`GET /v1/rules`) reads
+//! the very set that decisions use, never a copy kept elsewhere that could lag behind.
 
-use crate::decide::{Decided, FailureContext};
-use crate::set::{CompiledSet, Explanation};
+use crate::context::FailureContext;
+use crate::decide::Explanation;
+use crate::set::CompiledSet;
+use crate::types::Decided;
 use arc_swap::ArcSwap;
 use rand::Rng;
+use std::fmt;
 use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Where a set came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The rules directory: the set loaded at start-up, or one the watcher saw change.
+    File,
+    /// A push through the admin API.
+    Push,
+    /// The config-center pull client.
+    Pull,
+    /// A rollback to a previous accepted set.
+    Rollback,
+}
+
+impl Source {
+    /// `file`, `push`, `pull` or `rollback`: the names of the admin API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Push => "push",
+            Source::Pull => "pull",
+            Source::Rollback => "rollback",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The set in force, with when and from where it came.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// The current set.
+    pub set: Arc<CompiledSet>,
+    /// When it was swapped in.
+    pub loaded_at: SystemTime,
+    /// Where it came from.
+    pub source: Source,
+}
 
 /// The current rule set, shared by every decider and swapped atomically by reloads.
 ///
@@ -23,25 +71,29 @@ use std::sync::Arc;
 /// ```
 #[derive(Debug)]
 pub struct PolicyHandle {
-    current: ArcSwap<CompiledSet>,
+    current: ArcSwap<Status>,
 }
 
 impl PolicyHandle {
-    /// A handle starting with `set`.
+    /// A handle starting with `set`, loaded now from its files (source `file`).
     pub fn new(set: CompiledSet) -> Self {
         PolicyHandle {
-            current: ArcSwap::from_pointee(set),
+            current: ArcSwap::from_pointee(Status {
+                set: Arc::new(set),
+                loaded_at: SystemTime::now(),
+                source: Source::File,
+            }),
         }
     }
 
     /// Decides a failure with the current set (one `load()`).
     pub fn decide<R: Rng + ?Sized>(&self, ctx: &FailureContext<'_>, rng: &mut R) -> Decided {
-        self.current.load().decide(ctx, rng)
+        self.current.load().set.decide(ctx, rng)
     }
 
     /// Decides like [`decide`](Self::decide) and records why each rule did or did not decide.
     pub fn explain<R: Rng + ?Sized>(&self, ctx: &FailureContext<'_>, rng: &mut R) -> Explanation {
-        self.current.load().explain(ctx, rng)
+        self.current.load().set.explain(ctx, rng)
     }
 
     /// Decides by a naive first-match scan of every rule, without the index. The reference
@@ -51,17 +103,37 @@ impl PolicyHandle {
         ctx: &FailureContext<'_>,
         rng: &mut R,
     ) -> Decided {
-        self.current.load().decide_by_scan(ctx, rng)
+        self.current.load().set.decide_by_scan(ctx, rng)
     }
 
     /// The current set.
     pub fn current(&self) -> Arc<CompiledSet> {
+        Arc::clone(&self.current.load().set)
+    }
+
+    /// The current set with when and from where it came, read in the same `load()`.
+    pub fn status(&self) -> Arc<Status> {
         self.current.load_full()
     }
 
-    /// Makes `set` current and returns the one it replaced. Decisions in flight finish on
-    /// the set they loaded.
+    /// Makes `set` current, as pushed now (source `push`), and returns the one it replaced.
+    /// Decisions in flight finish on the set they loaded.
     pub fn swap(&self, set: Arc<CompiledSet>) -> Arc<CompiledSet> {
-        self.current.swap(set)
+        self.install(set, Source::Push, SystemTime::now())
+    }
+
+    /// Makes `set` current, as come from `source` at `at`, and returns the one it replaced.
+    pub(crate) fn install(
+        &self,
+        set: Arc<CompiledSet>,
+        source: Source,
+        at: SystemTime,
+    ) -> Arc<CompiledSet> {
+        let status = Status {
+            set,
+            loaded_at: at,
+            source,
+        };
+        Arc::clone(&self.current.swap(Arc::new(status)).set)
     }
 }

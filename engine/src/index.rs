@@ -33,7 +33,7 @@ const MAX_PAIR_CANDIDATES: usize = 64;
 
 /// Rule numbers indexed by biz and code.
 #[derive(Debug, Default)]
-pub struct RuleIndex {
+pub(crate) struct RuleIndex {
     /// Hashes every exact name, so that a lookup hashes its code once for both biz levels.
     hasher: Hasher,
     by_biz: Names<NameIndex>,
@@ -218,7 +218,7 @@ impl NameIndex {
 
 impl RuleIndex {
     /// Files every rule; `rules` are in first-match order.
-    pub fn build(rules: &[CompiledRule]) -> RuleIndex {
+    pub(crate) fn build(rules: &[CompiledRule]) -> RuleIndex {
         let mut index = RuleIndex::default();
         let hasher = index.hasher.clone();
         for (n, rule) in rules.iter().enumerate() {
@@ -286,7 +286,7 @@ impl RuleIndex {
 
     /// The rules that could decide `(biz, code)`, in first-match order.
     #[inline]
-    pub fn candidates(&self, biz: &str, code: &str) -> Candidates<'_> {
+    pub(crate) fn candidates(&self, biz: &str, code: &str) -> Candidates<'_> {
         let biz_hash = self.hasher.hash_one(biz);
         let code_hash = self.hasher.hash_one(code);
         let pair = self.pairs.find(pair_hash(biz_hash, code_hash), |p| {
@@ -311,7 +311,7 @@ impl RuleIndex {
 
 /// Up to [`MAX_LISTS`] non-empty ascending lists, without allocating.
 #[derive(Debug, Clone, Default)]
-pub struct Lists<'a> {
+pub(crate) struct Lists<'a> {
     items: [&'a [u32]; MAX_LISTS],
     len: usize,
 }
@@ -333,7 +333,7 @@ impl<'a> Lists<'a> {
     clippy::large_enum_variant,
     reason = "it lives on the stack for one decision; boxing the merge would allocate"
 )]
-pub enum Candidates<'a> {
+pub(crate) enum Candidates<'a> {
     /// An exact pair's list.
     Listed(std::slice::Iter<'a, u32>),
     /// Buckets to merge.
@@ -342,7 +342,7 @@ pub enum Candidates<'a> {
 
 /// A rule that may decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Its number in first-match order.
     pub rule: usize,
     /// True when its `biz` and `code` conditions are known to hold, so that only the rest

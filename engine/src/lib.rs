@@ -1,61 +1,79 @@
 //! rebound-engine: Rebound's rule engine. It turns a directory of YAML rule files into fast,
 //! exact retry decisions, as `docs/spec/rules.md` defines them.
 //!
+//! The public API is what is re-exported here (the vocabulary, [`compile()`], [`load_dir`],
+//! [`PolicyHandle`], [`CompiledSet`] and its views) and the public modules: [`backoff`],
+//! [`diag`], [`duration`], [`load`], [`paths`], [`reload`], [`ruletest`], [`schema`] and
+//! `testing`. Every other module is the crate's own.
+//!
 //! The way through the crate:
 //!
-//! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash.
-//! - [`model`]: what the YAML says (serde types that reject unknown keys).
-//! - [`positions`]: where each value sits in its file, for diagnostics.
-//! - [`compile()`]: every load-time check, then a [`CompiledSet`]; [`diag`] holds the
-//!   diagnostics, [`lint`](crate::compile) the warnings.
-//! - [`pattern`]: names, globs and comparisons of `match:`; [`script`]: sandboxed rhai.
-//! - [`backoff`]: delays, jitter and clamping; [`decide`]: the context, the decision and the
-//!   seven steps.
-//! - [`PolicyHandle`]: the atomic pointer to the current set, the only way to decide.
+//! - `types.rs`: the shared vocabulary the runtime uses as it is: [`RuleId`], [`Label`],
+//!   [`Version`], [`RuleRef`], [`GiveUpReason`], [`Decision`], [`Decided`].
+//! - `context.rs`: what a decision looks at: [`FailureContext`] with its [`SignalView`],
+//!   [`OwnedFailure`]. `report.rs`: a decision as JSON ([`DecisionReport`]).
+//! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash;
+//!   [`duration`]: durations as rule files write them (`1.5s`, `2m`).
+//! - `model.rs`: what the YAML says (serde types that reject unknown keys); `positions.rs`
+//!   and `yaml_*.rs`: where each value sits in its file, for diagnostics.
+//! - [`compile()`] (`compile.rs`): every load-time check, then a [`CompiledSet`] (`set.rs`,
+//!   read through views such as [`RuleView`]); [`diag`] holds the diagnostics, `lint/` the
+//!   warnings (one file per lint).
+//! - `rule.rs`: a compiled rule; `pattern.rs`: names, globs and comparisons of `match:`;
+//!   `index.rs`: the decision tree over biz and code; `script/`: sandboxed rhai.
+//! - [`backoff`]: a rule's [`RetryPolicy`](backoff::RetryPolicy), delays, jitter and clamping,
+//!   and the pacing (steps 3–7); `decide.rs`: the decision loop over a set (the first rule
+//!   that decides, else the defaults) and its [`Explanation`].
+//! - [`PolicyHandle`] (`handle.rs`): the one atomic pointer to the set in force, the only
+//!   way to decide.
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
-//! - [`schema`]: the JSON Schemas of rule files and test files, generated from [`model`].
-//! - `testing` (feature `testing`): proptest strategies, `simulate_path` and property checks
-//!   for users' own test suites.
-//! - [`reload`]: new sets while deciding: the pipeline (validate → swap → history,
-//!   rollback), the directory watcher, and the config-center pull client.
+//! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
+//! - `testing/` (feature `testing`): `simulate_path`, proptest strategies and property
+//!   checks for users' own test suites.
+//! - [`reload`]: new sets while deciding: the reloader (validate → swap → history,
+//!   rollback), the directory watcher (feature `watch`), and the config-center pull client
+//!   (feature `pull`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod backoff;
 mod compile;
-pub mod decide;
+mod context;
+mod decide;
 pub mod diag;
 pub mod duration;
 mod handle;
 mod index;
 mod lint;
 pub mod load;
-pub mod model;
+mod model;
 pub mod paths;
-pub mod pattern;
-pub mod positions;
+mod pattern;
+mod positions;
 pub mod reload;
-pub mod rule;
+mod report;
+mod rule;
 pub mod ruletest;
 pub mod schema;
-pub mod script;
+mod script;
 mod set;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod types;
 mod yaml_errors;
 mod yaml_seek;
 mod yaml_view;
 
 pub use compile::compile;
-pub use decide::{
-    Attrs, Decided, Decision, DecisionReport, FailureContext, GiveUpReason, Label, OwnedFailure,
-    RuleId, RuleRef, Signals, Version,
-};
+pub use context::{Attrs, FailureContext, OwnedFailure, SignalView, Signals};
+pub use decide::{Explanation, TraceStep};
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;
 pub use load::{SourceFile, read_dir};
-pub use set::{CompiledSet, Defaults, Explanation, TraceStep};
+pub use report::DecisionReport;
+pub use set::{CompiledSet, Defaults, RuleView};
+pub use types::{Decided, Decision, GiveUpReason, Label, RuleId, RuleRef, Version};
 
 /// Reads and compiles the rule set in `dir`.
 ///

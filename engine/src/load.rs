@@ -1,8 +1,8 @@
 //! From a directory to source files, and from a source file to its typed model.
 
-use crate::decide::Version;
 use crate::diag::{Diagnostic, Pos, did_you_mean, line_starts, pos_of_offset};
 use crate::model::RuleFile;
+use crate::types::Version;
 use crate::yaml_errors;
 use crate::yaml_seek;
 use sha2::{Digest, Sha256};
@@ -42,7 +42,7 @@ impl SourceFile {
 
 /// Whether `name` is a rule file name: `*.yaml` or `*.yml`, not hidden (editors' lock and
 /// swap files start with a dot).
-pub fn is_rule_file_name(name: &str) -> bool {
+pub(crate) fn is_rule_file_name(name: &str) -> bool {
     !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml"))
 }
 
@@ -89,7 +89,7 @@ pub fn version_of(files: &[SourceFile]) -> Version {
 
 /// The text of `file` without its leading byte-order marks, or an error at the first byte
 /// that is not UTF-8.
-pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
+pub(crate) fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
     let text = std::str::from_utf8(&file.bytes).map(without_leading_byte_order_marks);
     text.map_err(|e| {
         let valid = std::str::from_utf8(&file.bytes[..e.valid_up_to()]).unwrap_or_default();
@@ -121,7 +121,7 @@ pub fn without_leading_byte_order_marks(text: &str) -> &str {
 /// with the key and its value blanked out (lines keep their numbers), so that every misspelt
 /// key of the file is reported at once; the first error of any other kind ends the search,
 /// since it may only follow from the blanking. The returned list is never empty.
-pub fn parse_yaml<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(
     path: &str,
     text: &str,
 ) -> Result<T, Vec<Diagnostic>> {

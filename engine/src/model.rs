@@ -16,7 +16,7 @@ use std::fmt;
 /// `*.yaml` directly inside the rule-set directory is one; files are read in name order.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RuleFile {
+pub(crate) struct RuleFile {
     /// Format version; only `1` exists.
     #[schemars(range(min = 1, max = 1))]
     pub version: u64,
@@ -32,7 +32,7 @@ pub struct RuleFile {
 /// `defaults:`: what a rule that does not say takes, and what decides when no rule matches.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DefaultsSpec {
+pub(crate) struct DefaultsSpec {
     /// Default `retry:` fields. Built-ins: `max_retries: 3`, no `max_elapsed`,
     /// `backoff: { exponential: { base: 1s, factor: 2, max: 1m }, jitter: full }`,
     /// `respect_retry_after: true`.
@@ -46,7 +46,7 @@ pub struct DefaultsSpec {
 /// One rule.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RuleSpec {
+pub(crate) struct RuleSpec {
     /// Unique id in the set: lowercase letters, digits, `.`, `_` and `-`, starting with a
     /// letter or digit (`db-lock`). `defaults` is reserved.
     pub id: String,
@@ -78,7 +78,7 @@ pub struct RuleSpec {
 /// `match:`: all given keys must hold.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MatchSpec {
+pub(crate) struct MatchSpec {
     /// Business type of the failed message: `NAME`, `[A, B]`, or a glob with `*` (`PAY*`).
     #[serde(default)]
     pub biz: Option<OneOrMany>,
@@ -102,7 +102,7 @@ pub struct MatchSpec {
 /// `retry:`: every field optional; missing ones come from the defaults.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RetrySpec {
+pub(crate) struct RetrySpec {
     /// Re-deliveries allowed after the first delivery (built-in: 3).
     #[serde(default)]
     pub max_retries: Option<u32>,
@@ -123,7 +123,7 @@ pub struct RetrySpec {
 /// `backoff:`: exactly one kind plus an optional jitter.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BackoffSpec {
+pub(crate) struct BackoffSpec {
     /// The same delay every time, e.g. `fixed: 100ms`.
     #[serde(default)]
     pub fixed: Option<Scalar>,
@@ -149,7 +149,7 @@ pub struct BackoffSpec {
 /// `linear:` parameters.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LinearSpec {
+pub(crate) struct LinearSpec {
     /// Delay of the first retry, e.g. `1s`.
     pub base: Scalar,
     /// Added per retry, e.g. `500ms`; defaults to `base`.
@@ -164,7 +164,7 @@ pub struct LinearSpec {
 /// `exponential:` parameters.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExponentialSpec {
+pub(crate) struct ExponentialSpec {
     /// Delay of the first retry, e.g. `500ms`.
     pub base: Scalar,
     /// Growth per retry, a positive number; defaults to 2.
@@ -179,7 +179,7 @@ pub struct ExponentialSpec {
 /// A scalar kept as written: a string or a number. Durations, globs, comparisons and jitter
 /// are parsed from it by the compiler.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Scalar {
+pub(crate) enum Scalar {
     /// A string (plain or quoted).
     Str(String),
     /// An integer.
@@ -255,7 +255,7 @@ impl<'de> Deserialize<'de> for Scalar {
 
 /// A single value or a list of values, as `biz: PAYMENT` or `biz: [ORDER, PAYMENT]`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum OneOrMany {
+pub(crate) enum OneOrMany {
     /// One value.
     One(Scalar),
     /// A list of values.
@@ -264,7 +264,7 @@ pub enum OneOrMany {
 
 impl OneOrMany {
     /// The values with their index in the list (`None` for a single value).
-    pub fn items(&self) -> Vec<(Option<usize>, &Scalar)> {
+    pub(crate) fn items(&self) -> Vec<(Option<usize>, &Scalar)> {
         match self {
             OneOrMany::One(s) => vec![(None, s)],
             OneOrMany::Many(list) => list.iter().enumerate().map(|(i, s)| (Some(i), s)).collect(),

@@ -5,9 +5,9 @@
 //!
 //! Each rule is taken on its own, as if it decided every attempt of a failure that takes no
 //! time to process (`rebound test` paths show how rules hand over to each other). Delays come
-//! from the same functions the decision uses ([`BackoffKind::base_delay_ms`],
-//! [`Backoff::jitter_range_ms`] and the `max` clamp). Guards and delay scripts are evaluated
-//! on a sample context ([`SAMPLE_CONTEXT`]), and the table says so.
+//! from the same functions the decision uses (the backoff's base delay, its jitter range and
+//! the `max` clamp). Guards and delay scripts are evaluated on a sample context (biz and code
+//! `SAMPLE`, nothing else known), and the table says so ([`PathTable::sample_context`]).
 //!
 //! "Best case" is every delay at its shortest, "worst case" every delay at its longest. With
 //! `max_elapsed` the two can end differently: long delays reach `max_elapsed` sooner.
@@ -22,8 +22,8 @@
 //! assert_eq!((poll.end.dead_letter.as_str(), poll.end.reason, poll.end.retries), ("L1", "max_retries", 2));
 //! ```
 
-use crate::backoff::{Backoff, BackoffKind, Jitter, Policy};
-use crate::decide::FailureContext;
+use crate::backoff::{Backoff, BackoffKind, Jitter, RetryPolicy};
+use crate::context::FailureContext;
 use crate::duration::DurationDisplay;
 use crate::rule::{CompiledRule, Outcome};
 use crate::script::ScriptEngine;
@@ -33,10 +33,10 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 /// The most retries a table lists for one rule.
-pub const MAX_ROWS: u32 = 10_000;
+pub(crate) const MAX_ROWS: u32 = 10_000;
 
 /// How the sample context is described to readers of the table.
-pub const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time. A failure's retry_after makes a delay longer wherever respect_retry_after is on (the default)";
+pub(crate) const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time. A failure's retry_after makes a delay longer wherever respect_retry_after is on (the default)";
 
 /// The retry paths of a whole set.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,7 +121,7 @@ pub struct EndCase {
 /// The retry path of every rule of `set`, then of its defaults.
 pub fn retry_paths(set: &CompiledSet) -> PathTable {
     let mut paths: Vec<RetryPath> = set
-        .rules()
+        .rules
         .iter()
         .map(|rule| rule_path(rule, set.scripts()))
         .collect();
@@ -151,10 +151,7 @@ pub fn retry_paths(set: &CompiledSet) -> PathTable {
 }
 
 fn rule_path(rule: &CompiledRule, scripts: &ScriptEngine) -> RetryPath {
-    let at = Some(match rule.pos {
-        Some(p) => format!("{}:{p}", rule.file),
-        None => rule.file.to_string(),
-    });
+    let at = Some(rule.at());
     let mut path = match &rule.outcome {
         Outcome::GiveUp => RetryPath {
             rule: rule.id.to_string(),
@@ -243,7 +240,7 @@ fn range_at(
 pub(crate) fn policy_path(
     id: &str,
     at: Option<String>,
-    policy: &Policy,
+    policy: &RetryPolicy,
     label: &str,
     scripts: &ScriptEngine,
 ) -> RetryPath {
@@ -332,7 +329,7 @@ pub(crate) fn policy_path(
 }
 
 /// `fixed 100ms`, `linear 2s +2s max 10s`, `exponential 1s ×2 max 1m, jitter full`, …
-pub fn describe_backoff(backoff: &Backoff) -> String {
+pub(crate) fn describe_backoff(backoff: &Backoff) -> String {
     let d = |v: &Duration| DurationDisplay(*v).to_string();
     let max = |m: &Option<Duration>| {
         m.as_ref()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// One name pattern: an exact name, or a glob whose `*` matches any run of characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NamePattern {
+pub(crate) enum NamePattern {
     /// Matches exactly this name (case-sensitive).
     Exact(Box<str>),
     /// Matches names of this shape.
@@ -16,7 +16,7 @@ pub enum NamePattern {
 
 /// A glob with `*` only: the literal pieces between the stars.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Glob {
+pub(crate) struct Glob {
     source: Box<str>,
     /// The literal pieces; there is a `*` between each two of them.
     pieces: Vec<Box<str>>,
@@ -24,7 +24,7 @@ pub struct Glob {
 
 impl Glob {
     /// Whether `name` has this glob's shape.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         let (first, rest) = match self.pieces.split_first() {
             Some(split) => split,
             None => return true,
@@ -52,26 +52,26 @@ impl Glob {
     }
 
     /// The literal text before the first `*` and after the last one.
-    pub fn affixes(&self) -> (&str, &str) {
+    pub(crate) fn affixes(&self) -> (&str, &str) {
         let first = self.pieces.first().map_or("", |p| &**p);
         let last = self.pieces.last().map_or("", |p| &**p);
         (first, last)
     }
 
     /// The glob as written, e.g. `DB_LOCK*`.
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// True for `*`, which matches every name.
-    pub fn is_catch_all(&self) -> bool {
+    pub(crate) fn is_catch_all(&self) -> bool {
         self.pieces.iter().all(|p| p.is_empty())
     }
 }
 
 impl NamePattern {
     /// Parses `NAME` or a glob such as `PAY*`; only `*` is special.
-    pub fn parse(text: &str) -> Result<NamePattern, String> {
+    pub(crate) fn parse(text: &str) -> Result<NamePattern, String> {
         if let Some(bad) = text
             .chars()
             .find(|c| matches!(c, '?' | '[' | ']' | '{' | '}'))
@@ -91,7 +91,7 @@ impl NamePattern {
     }
 
     /// Whether `name` matches.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         match self {
             NamePattern::Exact(exact) => **exact == *name,
             NamePattern::Glob(glob) => glob.matches(name),
@@ -110,23 +110,23 @@ impl fmt::Display for NamePattern {
 
 /// A name condition: matches when any of its patterns does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameMatcher {
+pub(crate) struct NameMatcher {
     patterns: Vec<NamePattern>,
 }
 
 impl NameMatcher {
     /// A matcher from its patterns (a list in YAML, or a single one).
-    pub fn new(patterns: Vec<NamePattern>) -> Self {
+    pub(crate) fn new(patterns: Vec<NamePattern>) -> Self {
         NameMatcher { patterns }
     }
 
     /// Whether `name` matches any pattern.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         self.patterns.iter().any(|p| p.matches(name))
     }
 
     /// The exact names, when every pattern is exact (these conditions can be indexed).
-    pub fn exact_names(&self) -> Option<Vec<&str>> {
+    pub(crate) fn exact_names(&self) -> Option<Vec<&str>> {
         self.patterns
             .iter()
             .map(|p| match p {
@@ -137,14 +137,14 @@ impl NameMatcher {
     }
 
     /// True when some pattern is `*`.
-    pub fn is_catch_all(&self) -> bool {
+    pub(crate) fn is_catch_all(&self) -> bool {
         self.patterns
             .iter()
             .any(|p| matches!(p, NamePattern::Glob(g) if g.is_catch_all()))
     }
 
     /// The patterns.
-    pub fn patterns(&self) -> &[NamePattern] {
+    pub(crate) fn patterns(&self) -> &[NamePattern] {
         &self.patterns
     }
 }
@@ -167,7 +167,7 @@ impl fmt::Display for NameMatcher {
 
 /// A comparison operator of `attempt` and `elapsed` conditions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `<`
     Lt,
     /// `<=`
@@ -184,7 +184,7 @@ pub enum Op {
 
 impl Op {
     /// Applies the operator.
-    pub fn holds<T: Ord>(self, left: T, right: T) -> bool {
+    pub(crate) fn holds<T: Ord>(self, left: T, right: T) -> bool {
         match self {
             Op::Lt => left < right,
             Op::Le => left <= right,
@@ -209,7 +209,7 @@ impl Op {
 
 /// `OP VALUE`: a comparison against a number or a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cmp<T> {
+pub(crate) struct Cmp<T> {
     /// The operator.
     pub op: Op,
     /// The right-hand side.
@@ -218,7 +218,7 @@ pub struct Cmp<T> {
 
 impl<T: Ord + Copy> Cmp<T> {
     /// Whether `left OP value` holds.
-    pub fn holds(&self, left: T) -> bool {
+    pub(crate) fn holds(&self, left: T) -> bool {
         self.op.holds(left, self.value)
     }
 }
@@ -257,7 +257,7 @@ fn split_op(text: &str) -> Option<(Op, &str)> {
 }
 
 /// Parses an attempt comparison: `">= 5"`, or a bare number meaning equality.
-pub fn parse_attempt_cmp(text: &str) -> Result<Cmp<u64>, String> {
+pub(crate) fn parse_attempt_cmp(text: &str) -> Result<Cmp<u64>, String> {
     let (op, rest) = match split_op(text) {
         Some(split) => split,
         None => (Op::Eq, text.trim()),
@@ -269,7 +269,7 @@ pub fn parse_attempt_cmp(text: &str) -> Result<Cmp<u64>, String> {
 }
 
 /// Parses an elapsed comparison: `"> 30s"`.
-pub fn parse_elapsed_cmp(text: &str) -> Result<Cmp<Duration>, String> {
+pub(crate) fn parse_elapsed_cmp(text: &str) -> Result<Cmp<Duration>, String> {
     let (op, rest) = split_op(text)
         .ok_or_else(|| format!("bad comparison '{text}': {OP_HELP} and VALUE a duration"))?;
     let value = parse_duration(rest).map_err(|e| format!("bad comparison '{text}': {e}"))?;

@@ -22,7 +22,7 @@ type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
 /// Positions of keys and values by dotted path (`rules.0.id`, `defaults.retry`).
 #[derive(Debug, Default, Clone)]
-pub struct PositionIndex {
+pub(crate) struct PositionIndex {
     values: Map<ValuePos>,
     keys: Map<Pos>,
     /// Set when the walk stopped at a parse error: what the slow way needs.
@@ -55,7 +55,7 @@ fn joined(path: &str, segment: &str) -> String {
 
 /// Where a value starts and how it was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ValuePos {
+pub(crate) struct ValuePos {
     /// Position of the first character of the value (the quote, for a quoted scalar).
     pub pos: Pos,
     /// Whether it was a quoted scalar, so text inside starts one column later.
@@ -75,7 +75,7 @@ enum Frame {
 impl PositionIndex {
     /// Indexes `text`. A parse error ends the walk; positions seen so far are kept, and
     /// the rest are sought in the text when asked for.
-    pub fn build(text: &str) -> PositionIndex {
+    pub(crate) fn build(text: &str) -> PositionIndex {
         Self::build_within(text, SEEK_BUDGET)
     }
 
@@ -179,12 +179,12 @@ impl PositionIndex {
     }
 
     /// Where the value at `path` starts.
-    pub fn value(&self, path: &str) -> Option<Pos> {
+    pub(crate) fn value(&self, path: &str) -> Option<Pos> {
         self.value_info(path).map(|v| v.pos)
     }
 
     /// Where the value at `path` starts, with how it was written.
-    pub fn value_info(&self, path: &str) -> Option<ValuePos> {
+    pub(crate) fn value_info(&self, path: &str) -> Option<ValuePos> {
         if let Some(v) = self.values.get(path) {
             return Some(*v);
         }
@@ -197,7 +197,7 @@ impl PositionIndex {
     }
 
     /// Where the key of the entry at `path` starts.
-    pub fn key(&self, path: &str) -> Option<Pos> {
+    pub(crate) fn key(&self, path: &str) -> Option<Pos> {
         if let Some(k) = self.keys.get(path) {
             return Some(*k);
         }
@@ -210,7 +210,7 @@ impl PositionIndex {
     }
 
     /// The key's position if known, else the value's: the best place to point at an entry.
-    pub fn entry(&self, path: &str) -> Option<Pos> {
+    pub(crate) fn entry(&self, path: &str) -> Option<Pos> {
         self.key(path).or_else(|| self.value(path))
     }
 
@@ -275,7 +275,12 @@ fn value_written_at(text: &str, pos: Pos) -> ValuePos {
 /// character of the value comes from the next non-blank character (or escape sequence) of the
 /// source, so walking both side by side finds it. `None` when the walk loses its way, and for
 /// an alias (its text is at the anchor).
-pub fn place_in_value(text: &str, info: ValuePos, value: &str, offset: usize) -> Option<Pos> {
+pub(crate) fn place_in_value(
+    text: &str,
+    info: ValuePos,
+    value: &str,
+    offset: usize,
+) -> Option<Pos> {
     if info.alias {
         return None;
     }

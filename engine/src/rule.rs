@@ -1,27 +1,28 @@
 //! A compiled rule: its conditions, its guard, and what it decides.
 
-use crate::backoff::Policy;
-use crate::decide::{FailureContext, Label, RuleId};
+use crate::backoff::RetryPolicy;
+use crate::context::FailureContext;
 use crate::diag::Pos;
 use crate::duration::DurationDisplay;
 use crate::pattern::{Cmp, NameMatcher};
 use crate::script::Expr;
+use crate::types::{Label, RuleId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// What a rule decides once it matches.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// `give_up: true`: dead-letter at once.
     GiveUp,
     /// Retry by this policy (the rule's own fields over the defaults).
-    Retry(Arc<Policy>),
+    Retry(Arc<RetryPolicy>),
 }
 
 /// The structured conditions of `match:`.
 #[derive(Debug, Clone, Default)]
-pub struct Conditions {
+pub(crate) struct Conditions {
     /// Business type.
     pub biz: Option<NameMatcher>,
     /// Error code.
@@ -36,7 +37,7 @@ pub struct Conditions {
 
 /// The first condition that failed, cheap to produce on the hot path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Miss {
+pub(crate) enum Miss {
     /// `biz` did not match.
     Biz,
     /// `code` did not match.
@@ -51,7 +52,7 @@ pub enum Miss {
 
 impl Conditions {
     /// The first failing condition, or `None` when all hold.
-    pub fn miss(&self, ctx: &FailureContext<'_>) -> Option<Miss> {
+    pub(crate) fn miss(&self, ctx: &FailureContext<'_>) -> Option<Miss> {
         if let Some(biz) = &self.biz
             && !biz.matches(ctx.biz)
         {
@@ -67,7 +68,7 @@ impl Conditions {
 
     /// The first failing condition other than `biz` and `code`, for a rule whose names the
     /// index has already matched.
-    pub fn miss_beyond_names(&self, ctx: &FailureContext<'_>) -> Option<Miss> {
+    pub(crate) fn miss_beyond_names(&self, ctx: &FailureContext<'_>) -> Option<Miss> {
         let attempt = u64::from(ctx.attempt);
         if let Some(i) = self.attempt.iter().position(|c| !c.holds(attempt)) {
             return Some(Miss::Attempt(i));
@@ -86,7 +87,7 @@ impl Conditions {
     }
 
     /// A sentence saying why `miss` failed for `ctx`.
-    pub fn describe(&self, miss: Miss, ctx: &FailureContext<'_>) -> String {
+    pub(crate) fn describe(&self, miss: Miss, ctx: &FailureContext<'_>) -> String {
         match miss {
             Miss::Biz => format!(
                 "biz '{}' does not match {}",
@@ -119,20 +120,11 @@ impl Conditions {
             }
         }
     }
-
-    /// True when the conditions hold for every failure (no keys, or only catch-alls).
-    pub fn is_catch_all(&self) -> bool {
-        self.biz.as_ref().is_none_or(NameMatcher::is_catch_all)
-            && self.code.as_ref().is_none_or(NameMatcher::is_catch_all)
-            && self.attempt.is_empty()
-            && self.elapsed.is_empty()
-            && self.attrs.is_empty()
-    }
 }
 
 /// One rule, ready to decide.
 #[derive(Debug)]
-pub struct CompiledRule {
+pub(crate) struct CompiledRule {
     /// Its id.
     pub id: RuleId,
     /// Its description.
@@ -155,7 +147,7 @@ pub struct CompiledRule {
 
 impl CompiledRule {
     /// How many times its guard or delay script failed while deciding.
-    pub fn error_count(&self) -> u64 {
+    pub(crate) fn error_count(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }
 
@@ -163,8 +155,16 @@ impl CompiledRule {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Where it is written, as `FILE:LINE:COL` (or just `FILE`).
+    pub(crate) fn at(&self) -> String {
+        match self.pos {
+            Some(p) => format!("{}:{p}", self.file),
+            None => self.file.to_string(),
+        }
+    }
+
     /// Its retry policy, or `None` for a `give_up` rule.
-    pub fn policy(&self) -> Option<&Policy> {
+    pub(crate) fn policy(&self) -> Option<&RetryPolicy> {
         match &self.outcome {
             Outcome::GiveUp => None,
             Outcome::Retry(p) => Some(p),

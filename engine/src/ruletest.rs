@@ -1,7 +1,7 @@
 //! Rule tests: the runner behind `rebound test`, built on the same decision loop the engine
 //! uses (`docs/spec/rules.md`, "Rule tests").
 //!
-//! - [`model`]: what a test file says (serde types; the source of the JSON Schema).
+//! - `model.rs`: what a test file says (serde types; the source of the JSON Schema).
 //! - `read_test_files` / `load_suite`: `tests/*.yaml` → a validated `Suite`, with
 //!   file:line:col diagnostics like rule files (feature `testing`).
 //! - `run_suite`: each case and path under many seeds, searched with proptest
@@ -31,7 +31,7 @@
 //! # }
 //! ```
 
-pub mod model;
+pub(crate) mod model;
 #[cfg(feature = "testing")]
 mod run;
 #[cfg(feature = "testing")]

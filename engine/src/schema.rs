@@ -1,5 +1,5 @@
 //! The JSON Schemas of rule files and rule-test files, generated from the serde types in
-//! [`model`](crate::model) and [`ruletest::model`](crate::ruletest::model), as draft-07 (what
+//! `model.rs` and `ruletest/model.rs`, as draft-07 (what
 //! yaml-language-server reads best). Doc comments become the `description`s editors show on
 //! hover.
 //!
@@ -19,9 +19,9 @@ use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
 /// The file name of the rule-file schema under `schemas/`.
-pub const RULES_SCHEMA_FILE: &str = "rules.schema.json";
+pub(crate) const RULES_SCHEMA_FILE: &str = "rules.schema.json";
 /// The file name of the test-file schema under `schemas/`.
-pub const RULES_TEST_SCHEMA_FILE: &str = "rules-test.schema.json";
+pub(crate) const RULES_TEST_SCHEMA_FILE: &str = "rules-test.schema.json";
 
 fn draft07<T: JsonSchema>(title: &str) -> Value {
     let schema = SchemaSettings::draft07()

@@ -87,7 +87,9 @@ struct Store {
 impl Bolt for Store {
     fn execute(&mut self, input: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
         if self.fail && input.int("attempt") == Some(1) {
-            return Err(Failure::new("DB_LOCK_WAIT", "lock wait timeout").with_attr("table", "orders"));
+            return Err(
+                Failure::new("DB_LOCK_WAIT", "lock wait timeout").with_attr("table", "orders")
+            );
         }
         Ok(())
     }
@@ -119,9 +121,16 @@ fn run(rt: &tokio::runtime::Runtime, n: u64, fail: bool, durable: bool) -> u64 {
             ..Config::default()
         });
         let biz: Arc<str> = "ORDER".into();
-        let spout = std::sync::Mutex::new(Some(Numbers { next: 0, total: n, biz }));
-        b.spout("orders", 1, move |_| spout.lock().unwrap().take().expect("one task"));
-        b.bolt("store", 1, move |_| Store { fail }).shuffle("orders");
+        let spout = std::sync::Mutex::new(Some(Numbers {
+            next: 0,
+            total: n,
+            biz,
+        }));
+        b.spout("orders", 1, move |_| {
+            spout.lock().unwrap().take().expect("one task")
+        });
+        b.bolt("store", 1, move |_| Store { fail })
+            .shuffle("orders");
         let topology = b.build().expect("topology");
         let before = ALLOCS.load(Relaxed);
         let running = topology.start(seams);
@@ -153,6 +162,9 @@ fn main() {
             per.push(failing.saturating_sub(clean) as f64 / n as f64);
         }
         per.sort_by(f64::total_cmp);
-        println!("{name:>10}: {:.1} allocations per failure ({n} messages)", per[1]);
+        println!(
+            "{name:>10}: {:.1} allocations per failure ({n} messages)",
+            per[1]
+        );
     }
 }

@@ -143,7 +143,7 @@ rules:
             retry_after: f.retry_after,
             last_delay: m.retry.last_delay(),
             attrs: &f.attrs,
-            signals: &signals,
+            signals: rebound_engine::SignalView::Map(&signals),
         })
     }
 

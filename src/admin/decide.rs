@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rebound_engine::{Attrs, DecisionReport, FailureContext, Signals};
+use rebound_engine::{Attrs, DecisionReport, FailureContext, SignalView, Signals};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ pub async fn decide(
         retry_after: body.retry_after_ms.map(Duration::from_millis),
         last_delay: Duration::from_millis(body.last_delay_ms.unwrap_or(0)),
         attrs: &attrs,
-        signals: &signals,
+        signals: SignalView::Map(&signals),
     };
     let mut rng = match body.seed {
         Some(seed) => StdRng::seed_from_u64(seed),

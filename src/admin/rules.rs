@@ -89,7 +89,8 @@ pub async fn rollback(
             RollbackError::NoPrevious => {
                 ApiError::new(axum::http::StatusCode::CONFLICT, e.to_string())
             }
-            RollbackError::Write { .. } => ApiError::internal(e.to_string()),
+            // `Write`, or a kind the engine adds later: the server's fault.
+            _ => ApiError::internal(e.to_string()),
         })?;
     let version = version.to_string();
     Ok(with_etag(&version, Json(json!({ "version": version }))))
@@ -134,7 +135,8 @@ fn push_error(e: PushError) -> ApiError {
             json!({ "error": e.to_string(), "version": current.as_str() }),
         ),
         PushError::Rejected(rejected) => ApiError::rejected(rejected.errors()),
-        PushError::Write { .. } => ApiError::internal(e.to_string()),
+        // `Write`, or a kind the engine adds later: the server's fault.
+        _ => ApiError::internal(e.to_string()),
     }
 }
 

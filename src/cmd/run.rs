@@ -288,7 +288,7 @@ impl Write for BarWriter {
 fn init_logging(view: ProgressView) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
-            "warn,rebound_engine::reload::pipeline=info,rebound_runtime::executor::bolt=off",
+            "warn,rebound_engine::reload::reloader=info,rebound_runtime::executor::bolt=off",
         )
     });
     let _ = tracing_subscriber::fmt()

@@ -1,8 +1,8 @@
 //! A script or jitter whose delay can exceed one hour while the backoff has no `max`.
 
 use super::{LintCx, LintRule};
-use crate::backoff::{BackoffKind, Jitter, Policy};
-use crate::decide::FailureContext;
+use crate::backoff::{BackoffKind, Jitter, RetryPolicy};
+use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos};
 use crate::duration::DurationDisplay;
 use crate::script::ScriptEngine;
@@ -37,7 +37,7 @@ impl LintRule for LongDelay {
 }
 
 /// Why `policy` can wait over an hour without a cap, if it can.
-fn too_long(policy: &Policy, scripts: &ScriptEngine) -> Option<String> {
+fn too_long(policy: &RetryPolicy, scripts: &ScriptEngine) -> Option<String> {
     let backoff = &policy.backoff;
     let is_script = matches!(backoff.kind, BackoffKind::Script(_));
     if backoff.kind.max().is_some() || (!is_script && backoff.jitter == Jitter::None) {

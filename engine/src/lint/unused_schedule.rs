@@ -2,7 +2,7 @@
 //! means one of the two was edited without the other.
 
 use super::{LintCx, LintRule};
-use crate::backoff::{BackoffKind, Policy};
+use crate::backoff::{BackoffKind, RetryPolicy};
 use crate::diag::{Diagnostic, Pos};
 use crate::duration::DurationDisplay;
 use crate::rule::Outcome;
@@ -38,7 +38,7 @@ impl LintRule for UnusedSchedule {
     }
 }
 
-fn unused(policy: &Policy) -> Option<String> {
+fn unused(policy: &RetryPolicy) -> Option<String> {
     let BackoffKind::Schedule(list) = &policy.backoff.kind else {
         return None;
     };

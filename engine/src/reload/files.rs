@@ -21,7 +21,7 @@ const TMP_SUFFIX: &str = ".rebound-tmp";
 
 /// The longest pushed file name, in bytes: 255 (a name's limit on Linux's and macOS's file
 /// systems) less what the temporary name adds, so that the temporary name fits too.
-pub const MAX_NAME_BYTES: usize = 255 - TMP_PREFIX.len() - TMP_SUFFIX.len();
+pub(crate) const MAX_NAME_BYTES: usize = 255 - TMP_PREFIX.len() - TMP_SUFFIX.len();
 
 /// How an error message shows a name: whole when short, else its start and its length.
 pub(super) fn shown(name: &str) -> String {
@@ -35,7 +35,7 @@ pub(super) fn shown(name: &str) -> String {
 /// Why a pushed file name is refused: names must be plain `*.yaml`/`*.yml` file names that
 /// the rules directory can hold. Every source of a set that is not read from the directory
 /// (a push, a dry run, a pull) goes through this one check.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("a file name must not be empty".to_string());
     }
@@ -75,7 +75,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 
 /// Why a set could not be written into its directory.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// The directory cannot hold a file under this name (too long for its file system, a
     /// character it refuses, a directory already there): the name is to blame, and nothing
     /// was changed.
@@ -96,7 +96,7 @@ pub enum WriteError {
 
 impl WriteError {
     /// The I/O error underneath.
-    pub fn into_io(self) -> io::Error {
+    pub(crate) fn into_io(self) -> io::Error {
         match self {
             WriteError::Name { source, .. } | WriteError::Io(source) => source,
         }
@@ -108,7 +108,7 @@ impl WriteError {
 /// Every new file is written and flushed before the first rename, so an error while writing
 /// (a full disk, a read-only mount, a name the file system refuses) leaves the directory as
 /// it was.
-pub fn write_set(dir: &Path, files: &[SourceFile]) -> Result<(), WriteError> {
+pub(crate) fn write_set(dir: &Path, files: &[SourceFile]) -> Result<(), WriteError> {
     let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
     let result = stage(dir, files, &mut staged);
     if let Err(e) = result {

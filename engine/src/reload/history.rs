@@ -1,41 +1,11 @@
 //! The record of every reload attempt: what was tried, where it came from, and how it ended.
 
-use crate::decide::Version;
 use crate::diag::Diagnostic;
+use crate::handle::Source;
+use crate::types::Version;
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::SystemTime;
-
-/// Where a candidate set came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// The rules directory: the set loaded at start-up, or one the watcher saw change.
-    File,
-    /// A push through the admin API.
-    Push,
-    /// The config-center pull client.
-    Pull,
-    /// A rollback to a previous accepted set.
-    Rollback,
-}
-
-impl Source {
-    /// `file`, `push`, `pull` or `rollback`: the names of the admin API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::File => "file",
-            Source::Push => "push",
-            Source::Pull => "pull",
-            Source::Rollback => "rollback",
-        }
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// How a reload attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,14 +49,14 @@ pub struct HistoryEntry {
 
 /// A bounded log of reload attempts, newest first. The oldest entries fall off the end.
 #[derive(Debug, Clone)]
-pub struct History {
+pub(crate) struct History {
     entries: VecDeque<HistoryEntry>,
     limit: usize,
 }
 
 impl History {
     /// An empty history that keeps at most `limit` entries (at least one).
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         History {
             entries: VecDeque::new(),
             limit: limit.max(1),
@@ -94,24 +64,14 @@ impl History {
     }
 
     /// Records `entry` as the newest.
-    pub fn record(&mut self, entry: HistoryEntry) {
+    pub(crate) fn record(&mut self, entry: HistoryEntry) {
         self.entries.push_front(entry);
         self.entries.truncate(self.limit);
     }
 
     /// The entries, newest first.
-    pub fn entries(&self) -> impl Iterator<Item = &HistoryEntry> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &HistoryEntry> {
         self.entries.iter()
-    }
-
-    /// How many entries are kept now.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True before the first reload.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

@@ -1,26 +1,29 @@
 //! Hot reload: new rule sets while decisions go on.
 //!
-//! - [`Reloader`] (`pipeline.rs`): load, validate and compile a whole set, and only then swap
+//! - [`Reloader`] (`reloader.rs`): load, validate and compile a whole set, and only then swap
 //!   it into the [`PolicyHandle`](crate::PolicyHandle); push with `If-Match`, dry runs,
 //!   rollback to previous accepted sets. Every attempt is logged (`tracing`) and recorded.
-//! - [`History`] (`history.rs`): the bounded record of attempts, accepted and rejected.
-//! - [`Watcher`] (`watch.rs`): reloads when the rules directory changes (rename saves,
-//!   in-place saves, ConfigMap symlink swaps), one reload per burst.
+//! - `history.rs`: the bounded record of attempts, accepted and rejected
+//!   ([`HistoryEntry`]).
+//! - `Watcher` (`watch.rs`, feature `watch`): reloads when the rules directory changes
+//!   (rename saves, in-place saves, ConfigMap symlink swaps), one reload per burst.
 //! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
-//! - `files.rs`: pushed names are plain `*.yaml` of at most [`MAX_NAME_BYTES`]; sets are
+//! - `files.rs`: pushed names are plain `*.yaml` of at most 242 bytes; sets are
 //!   written into the directory atomically, file by file, so they survive a restart.
 
 mod files;
 mod history;
-mod pipeline;
 #[cfg(feature = "pull")]
 pub mod pull;
+mod reloader;
+#[cfg(feature = "watch")]
 mod watch;
 
-pub use files::{MAX_NAME_BYTES, check_name};
-pub use history::{History, HistoryEntry, Outcome, Source};
-pub use pipeline::{
-    IfMatch, OpenError, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded,
-    Reloader, RollbackError, Status,
+pub use crate::handle::{Source, Status};
+pub use history::{HistoryEntry, Outcome};
+pub use reloader::{
+    IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
+    RollbackError,
 };
+#[cfg(feature = "watch")]
 pub use watch::{WatchOptions, Watcher};

@@ -15,8 +15,8 @@
 //! Plain HTTP only: TLS is not built in. Put a TLS-terminating proxy in front of a remote
 //! config center, or reach it over a trusted network.
 
-use super::history::Source;
-use super::pipeline::{PushError, Reloader};
+use super::reloader::{PushError, Reloader};
+use crate::handle::Source;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -52,6 +52,7 @@ impl Default for PullOptions {
 
 /// Why the pull client did not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PullError {
     /// The URL does not parse.
     #[error("invalid rules URL '{url}': {reason}")]

@@ -13,7 +13,7 @@
 //! into one reload. The reload itself goes through the [`Reloader`], which makes the echo of
 //! its own writes (a push, a rollback) a no-op and never reads half of a push.
 
-use super::pipeline::{ReloadError, Reloaded, Reloader};
+use super::reloader::{ReloadError, Reloaded, Reloader};
 use crate::load::is_rule_file_name;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode};

@@ -4,6 +4,9 @@
 //! ([`Scalar`]) so that the loader can point at a bad one. The JSON Schema
 //! `schemas/rules-test.schema.json` is generated from them; their doc comments are its hover
 //! docs.
+// Without the runner (feature `testing`) nothing reads a test file: the types then only
+// describe the schema.
+#![cfg_attr(not(feature = "testing"), allow(dead_code))]
 
 use crate::model::Scalar;
 use schemars::JsonSchema;
@@ -15,7 +18,7 @@ use std::collections::BTreeMap;
 /// `rebound test`'s closing `N passed, M failed` line.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TestFile {
+pub(crate) struct TestFile {
     /// Format version; only `1` exists.
     #[schemars(range(min = 1, max = 1))]
     pub version: u64,
@@ -31,7 +34,7 @@ pub struct TestFile {
 /// One case: a failure, decided once, and what the decision must be.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CaseSpec {
+pub(crate) struct CaseSpec {
     /// What the case checks, in a few words; failures are reported by this name.
     pub name: String,
     /// The failure to decide. Omitted keys: `biz`/`code` empty, `attempt` 1, `elapsed` 0,
@@ -46,7 +49,7 @@ pub struct CaseSpec {
 /// by each delay plus `processing`, until the decision is a dead letter.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PathSpec {
+pub(crate) struct PathSpec {
     /// What the path checks, in a few words; failures are reported by this name.
     pub name: String,
     /// The failure that keeps happening. `attempt`, `elapsed` and `last_delay` give where the
@@ -64,7 +67,7 @@ pub struct PathSpec {
 /// A failure, as the decision procedure sees it.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GivenSpec {
+pub(crate) struct GivenSpec {
     /// Business type of the failed message (default: empty).
     #[serde(default)]
     pub biz: Option<String>,
@@ -99,7 +102,7 @@ pub struct GivenSpec {
 /// What a single decision must be.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CaseExpectSpec {
+pub(crate) struct CaseExpectSpec {
     /// `retry` or `dead_letter`.
     #[serde(default)]
     pub action: Option<ActionSpec>,
@@ -124,7 +127,7 @@ pub struct CaseExpectSpec {
 /// What a whole path must do.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PathExpectSpec {
+pub(crate) struct PathExpectSpec {
     /// How many retries happen before the dead letter.
     #[serde(default)]
     pub retries: Option<u32>,
@@ -158,7 +161,7 @@ pub enum ActionSpec {
 /// Why a message is not retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ReasonSpec {
+pub(crate) enum ReasonSpec {
     /// The rule says `give_up: true`.
     GiveUp,
     /// The attempt is past `max_retries`.

@@ -2,10 +2,10 @@
 //! failure shrinks to a small seed that reproduces it.
 
 use super::suite::{Action, CaseExpect, Given, PathExpect, RuleTest, Suite, TestKind};
-use crate::decide::{Decision, GiveUpReason};
 use crate::duration::DurationDisplay;
 use crate::set::CompiledSet;
 use crate::testing::{MAX_PATH_ATTEMPTS, Path, simulate_path};
+use crate::types::{Decision, GiveUpReason};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 use serde::Serialize;

@@ -3,12 +3,13 @@
 //! rule files are.
 
 use super::model::{ActionSpec, CaseExpectSpec, GivenSpec, PathExpectSpec, ReasonSpec, TestFile};
-use crate::decide::{GiveUpReason, OwnedFailure};
+use crate::context::OwnedFailure;
 use crate::diag::{Diagnostic, Pos, did_you_mean};
 use crate::load::{SourceFile, parse_yaml, utf8_text};
 use crate::model::Scalar;
 use crate::positions::PositionIndex;
 use crate::set::CompiledSet;
+use crate::types::GiveUpReason;
 use std::collections::HashSet;
 use std::io;
 use std::path::Path;
@@ -71,7 +72,7 @@ impl std::ops::Deref for Given {
 }
 
 /// `retry` or `dead_letter`.
-pub type Action = ActionSpec;
+pub use crate::ruletest::model::ActionSpec as Action;
 
 /// A case: one decision and what it must be.
 #[derive(Debug, Clone)]
@@ -141,7 +142,7 @@ pub fn read_test_files(set_dir: &Path) -> io::Result<Vec<SourceFile>> {
 ///
 /// All-or-nothing like a rule set: any error returns every diagnostic found.
 pub fn load_suite(set: &CompiledSet, files: &[SourceFile]) -> Result<Suite, Vec<Diagnostic>> {
-    let mut ids: Vec<&str> = set.rules().iter().map(|r| r.id.as_str()).collect();
+    let mut ids: Vec<&str> = set.rules().map(|r| r.id().as_str()).collect();
     ids.push("defaults");
     let mut cx = Loader {
         ids,

@@ -2,8 +2,8 @@
 //! decision time.
 
 use super::*;
-use crate::decide::{Decision, RuleRef};
 use crate::load::read_dir;
+use crate::types::{Decision, RuleRef};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -93,8 +93,8 @@ fn a_guard_past_the_wall_time_bound_is_counted_and_the_decision_moves_on() {
         }
     );
     let set = handle.current();
-    assert_eq!(set.rules()[0].error_count(), 1);
-    assert_eq!(set.rules()[1].error_count(), 0);
+    assert_eq!(set.rules[0].error_count(), 1);
+    assert_eq!(set.rules[1].error_count(), 0);
 }
 
 #[test]

@@ -8,33 +8,45 @@
 
 mod sandbox;
 
-pub use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
+pub(crate) use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
 
-use crate::decide::FailureContext;
+use crate::context::{FailureContext, SignalView};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
-use std::collections::{BTreeMap, HashSet};
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The variables every expression may use.
-pub const VARIABLES: [&str; 8] = [
-    "biz",
-    "code",
-    "attempt",
-    "elapsed",
-    "retry_after",
-    "last_delay",
-    "attrs",
-    "signals",
-];
-
 /// The runtime's signals as rhai sees them: a missing key reads as `0.0`.
+///
+/// A scope holds only `'static` values, so the borrowed [`SignalView`] is copied in here,
+/// and only when an expression runs: one vector, whose names are borrowed `'static` when
+/// the runtime gave them so (its fixed set) and copied only when they come from a map.
 #[derive(Debug, Clone, Default)]
-struct SignalsView(BTreeMap<String, f64>);
+struct ScopeSignals(Vec<(Cow<'static, str>, f64)>);
+
+impl ScopeSignals {
+    fn of(view: SignalView<'_>) -> Self {
+        ScopeSignals(match view {
+            SignalView::Pairs(pairs) => pairs.iter().map(|&(k, v)| (Cow::Borrowed(k), v)).collect(),
+            SignalView::Map(map) => map
+                .iter()
+                .map(|(k, v)| (Cow::Owned(k.clone()), *v))
+                .collect(),
+        })
+    }
+
+    fn get(&self, name: &str) -> f64 {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or(0.0, |&(_, v)| v)
+    }
+}
 
 /// The sandboxed engine shared by every expression of a set.
 #[derive(Clone)]
-pub struct ScriptEngine {
+pub(crate) struct ScriptEngine {
     engine: Arc<Engine>,
     /// The functions an expression may call.
     callable: Arc<HashSet<String>>,
@@ -70,7 +82,7 @@ impl Expr {
 
 /// Why an expression failed to compile, with its place inside the expression.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CompileError {
+pub(crate) struct CompileError {
     /// What rhai said.
     pub message: String,
     /// 1-based line and column inside the expression, when rhai knows them.
@@ -79,7 +91,7 @@ pub struct CompileError {
 
 /// An expression that failed or exceeded a bound while running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunError(pub String);
+pub(crate) struct RunError(pub String);
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -89,7 +101,7 @@ impl std::fmt::Display for RunError {
 
 /// What a delay script yielded.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ScriptDelay {
+pub(crate) enum ScriptDelay {
     /// Whole milliseconds (negative results already count as 0).
     Millis(u64),
     /// Larger than any representable delay: saturate.
@@ -133,17 +145,17 @@ impl Default for ScriptEngine {
 
 impl ScriptEngine {
     /// The sandboxed engine, with the wall-time bound [`WALL_LIMIT`].
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_wall_limit(WALL_LIMIT)
     }
 
     /// The sandboxed engine, each evaluation bounded to `wall_limit` (tests use a small one).
-    pub fn with_wall_limit(wall_limit: Duration) -> Self {
+    pub(crate) fn with_wall_limit(wall_limit: Duration) -> Self {
         let mut engine = sandbox::engine();
         engine
-            .register_type_with_name::<SignalsView>("Signals")
-            .register_indexer_get(|s: &mut SignalsView, key: ImmutableString| -> f64 {
-                s.0.get(key.as_str()).copied().unwrap_or(0.0)
+            .register_type_with_name::<ScopeSignals>("Signals")
+            .register_indexer_get(|s: &mut ScopeSignals, key: ImmutableString| -> f64 {
+                s.get(key.as_str())
             });
         // Every sandbox offers the same functions: list them once per process, not per set.
         static CALLABLE: std::sync::OnceLock<Arc<HashSet<String>>> = std::sync::OnceLock::new();
@@ -157,7 +169,7 @@ impl ScriptEngine {
 
     /// Compiles `source` once; syntax errors, unknown variables and calls to functions the
     /// sandbox does not offer (`sleep`, for one) are reported here.
-    pub fn compile(&self, source: &str) -> Result<Expr, CompileError> {
+    pub(crate) fn compile(&self, source: &str) -> Result<Expr, CompileError> {
         let scope = Self::scope(&FailureContext::sample());
         let ast = self
             .engine
@@ -205,12 +217,12 @@ impl ScriptEngine {
             })
             .collect();
         scope.push("attrs", attrs);
-        scope.push("signals", SignalsView(ctx.signals.clone()));
+        scope.push("signals", ScopeSignals::of(ctx.signals));
         scope
     }
 
     /// Evaluates `expr` against `ctx`, whatever type it yields.
-    pub fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
+    pub(crate) fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
         let mut scope = Self::scope(ctx);
         let _deadline = sandbox::Deadline::start(self.wall_limit);
         self.engine
@@ -219,7 +231,7 @@ impl ScriptEngine {
     }
 
     /// Runs a guard: `Ok(true)` when the rule may decide.
-    pub fn guard(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<bool, RunError> {
+    pub(crate) fn guard(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<bool, RunError> {
         let value = self.eval(expr, ctx)?;
         value
             .as_bool()
@@ -227,7 +239,11 @@ impl ScriptEngine {
     }
 
     /// Runs a delay script: its value in milliseconds.
-    pub fn delay(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<ScriptDelay, RunError> {
+    pub(crate) fn delay(
+        &self,
+        expr: &Expr,
+        ctx: &FailureContext<'_>,
+    ) -> Result<ScriptDelay, RunError> {
         let value = self.eval(expr, ctx)?;
         if let Ok(int) = value.as_int() {
             return Ok(ScriptDelay::Millis(u64::try_from(int).unwrap_or(0)));
@@ -256,12 +272,12 @@ impl ScriptEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::{Attrs, Signals};
+    use crate::context::{Attrs, Signals};
 
     fn ctx<'a>(attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
         FailureContext {
             attrs,
-            signals,
+            signals: SignalView::Map(signals),
             ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
         }
     }
@@ -274,6 +290,24 @@ mod tests {
         let c = ctx(&attrs, &signals);
         let g = e
             .compile(r#"biz == "PAYMENT" && attempt == 3 && attrs.tenant == "acme" && signals.fail_rate > 0.5 && signals.nothing == 0.0 && retry_after == ()"#)
+            .unwrap();
+        assert_eq!(e.guard(&g, &c), Ok(true));
+    }
+
+    #[test]
+    fn guards_read_signals_given_as_pairs_like_a_map() {
+        let e = ScriptEngine::new();
+        let attrs = Attrs::new();
+        let pairs = [("fail_rate", 0.7), ("pending", 3.0)];
+        let c = FailureContext {
+            attrs: &attrs,
+            signals: SignalView::Pairs(&pairs),
+            ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
+        };
+        let g = e
+            .compile(
+                r#"signals.fail_rate > 0.5 && signals["pending"] == 3.0 && signals.nothing == 0.0"#,
+            )
             .unwrap();
         assert_eq!(e.guard(&g, &c), Ok(true));
     }

@@ -43,7 +43,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 /// Bounds of the sandbox. Generous for a guard, far below anything that would hurt.
-pub const MAX_OPERATIONS: u64 = 100_000;
+pub(crate) const MAX_OPERATIONS: u64 = 100_000;
 const MAX_EXPR_DEPTH: usize = 64;
 const MAX_FN_EXPR_DEPTH: usize = 32;
 const MAX_CALL_LEVELS: usize = 16;
@@ -52,7 +52,7 @@ const MAX_ARRAY: usize = 1_024;
 const MAX_MAP: usize = 1_024;
 
 /// The longest an expression may run, at load (the sample evaluation) and at decision time.
-pub const WALL_LIMIT: Duration = Duration::from_millis(10);
+pub(crate) const WALL_LIMIT: Duration = Duration::from_millis(10);
 
 /// How many operations pass between two looks at the clock.
 const CHECK_EVERY: u64 = 32;

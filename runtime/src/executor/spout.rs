@@ -12,6 +12,8 @@ use tokio::time::Instant;
 use super::{Control, SpoutStatus, panic_message};
 use crate::acker::Terminal;
 use crate::fairness::{Mixer, RetryFuse, Turn};
+use rebound_engine::SignalView;
+
 use crate::fate::{
     AckedFates, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext, FailurePolicy,
     GiveUpReason, Label, MAX_RETRY_DELAY, RetryQueue, RuleRef, Signals, Version,
@@ -406,16 +408,14 @@ impl<S: Spout> SpoutTask<S> {
 
     fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
         let fuse_open = self.fuse.is_open(now);
-        let signals: rebound_engine::Signals = Signals {
+        // On the stack: the decision borrows them, nothing is copied.
+        let signals = Signals {
             fail_rate: self.fuse.fail_rate(now),
             retry_queue_depth: self.p.queue.len() as u64,
             pending: self.in_flight() as u64,
             fuse_open,
         }
-        .named()
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        .named();
         let wall = self.p.time.wall();
         let elapsed = msg
             .retry
@@ -429,7 +429,7 @@ impl<S: Spout> SpoutTask<S> {
             retry_after: failure.retry_after,
             last_delay: msg.retry.last_delay(),
             attrs: &failure.attrs,
-            signals: &signals,
+            signals: SignalView::Pairs(&signals),
         };
         let decided = catch_unwind(AssertUnwindSafe(|| self.p.policy.decide(&ctx)))
             .unwrap_or_else(|p| {

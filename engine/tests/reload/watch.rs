@@ -1,11 +1,9 @@
 //! The directory watcher: every way of saving ends in the right version, a burst of writes
 //! is one reload, and a push is never seen half-written.
 
-mod reload_support;
-
+use crate::support::*;
 use rebound_engine::load::{SourceFile, version_of};
 use rebound_engine::reload::{Outcome, ReloadOptions, Reloader, Source, WatchOptions, Watcher};
-use reload_support::*;
 use std::fs;
 use std::sync::Arc;
 use std::time::Duration;

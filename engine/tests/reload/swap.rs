@@ -1,13 +1,11 @@
 //! No torn reads: while sets with different answers are swapped in over and over, every
 //! decision is the answer of the set whose version it reports.
 
-mod reload_support;
-
+use crate::support::*;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rebound_engine::reload::{ReloadOptions, Reloader, Source};
 use rebound_engine::{FailureContext, PolicyHandle, Version};
-use reload_support::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

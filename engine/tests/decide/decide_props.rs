@@ -4,7 +4,9 @@
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rebound_engine::{Attrs, Decision, FailureContext, PolicyHandle, Signals, SourceFile, compile};
+use rebound_engine::{
+    Attrs, Decision, FailureContext, PolicyHandle, SignalView, Signals, SourceFile, compile,
+};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -486,7 +488,7 @@ proptest! {
             retry_after: retry_after.map(Duration::from_millis),
             last_delay: Duration::from_millis(last_delay),
             attrs: &attrs,
-            signals: &signals,
+            signals: SignalView::Map(&signals),
         };
         for handle in shipped_and_scripted() {
             let mut rng = StdRng::seed_from_u64(seed);

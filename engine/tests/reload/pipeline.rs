@@ -1,12 +1,10 @@
 //! The reload pipeline: push, dry run, rollback, directory reloads and the history.
 
-mod reload_support;
-
+use crate::support::*;
 use rebound_engine::reload::{
     IfMatch, Outcome, PushError, ReloadError, ReloadOptions, Reloaded, Reloader, RollbackError,
     Source,
 };
-use reload_support::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::sync::Arc;
@@ -56,6 +54,27 @@ fn an_accepted_push_is_swapped_in_and_written_into_the_directory() {
     assert_eq!(
         (newest.outcome, newest.source, &newest.version),
         (Outcome::Accepted, Source::Push, &pushed.version)
+    );
+}
+
+#[test]
+fn the_status_is_the_set_that_decides() {
+    let (_dir, reloader) = open("fast");
+    let same = |r: &Reloader| Arc::ptr_eq(&r.status().set, &r.handle().current());
+    assert!(same(&reloader));
+    reloader.push(files_of("slow"), None, Source::Push).unwrap();
+    assert!(same(&reloader));
+    assert_eq!(reloader.history()[0].at, reloader.status().loaded_at);
+    reloader.rollback().unwrap();
+    assert!(same(&reloader));
+    assert_eq!(reloader.history()[0].at, reloader.status().loaded_at);
+    // A set swapped into the handle by hand is the one the status shows, too.
+    reloader.handle().swap(Arc::new(compiled("pair-a")));
+    let status = reloader.status();
+    assert!(same(&reloader));
+    assert_eq!(
+        (status.set.version(), status.source),
+        (&version_of_fixture("pair-a"), Source::Push)
     );
 }
 

@@ -29,8 +29,7 @@ fn runaway_guards_are_stopped_and_the_decision_moves_on() {
     let set = h.current();
     let errors: Vec<(String, u64)> = set
         .rules()
-        .iter()
-        .map(|r| (r.id.to_string(), r.error_count()))
+        .map(|r| (r.id().to_string(), r.error_count()))
         .collect();
     assert_eq!(errors[0], ("spins-forever".into(), 1));
     assert_eq!(errors[1], ("huge-string".into(), 1));
@@ -45,7 +44,7 @@ fn failing_delay_script_makes_the_decision_again_without_that_rule() {
     let decided = h.decide(&FailureContext::new("ORDER", "NET_TIMEOUT", 1), &mut rng);
     assert_eq!(decided.decision.rule().as_str(), "fallback");
     let set = h.current();
-    assert_eq!(set.rules()[3].error_count(), 1);
+    assert_eq!(set.rules().nth(3).unwrap().error_count(), 1);
     let explained = h.explain(&FailureContext::new("ORDER", "NET_TIMEOUT", 1), &mut rng);
     let step = explained
         .trace

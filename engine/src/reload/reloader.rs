@@ -9,14 +9,13 @@
 //! atomic pointer.
 
 use super::files::{WriteError, check_name, shown, write_set};
-use super::history::{History, HistoryEntry, Outcome, Source};
+use super::history::{History, HistoryEntry, Outcome};
 use crate::compile::compile;
-use crate::decide::Version;
 use crate::diag::{Diagnostic, Rejected};
-use crate::handle::PolicyHandle;
+use crate::handle::{PolicyHandle, Source, Status};
 use crate::load::{SourceFile, read_dir, version_of};
 use crate::set::CompiledSet;
-use arc_swap::ArcSwap;
+use crate::types::Version;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io;
@@ -64,17 +63,6 @@ impl fmt::Debug for ReloadOptions {
             .field("on_reload", &self.on_reload.is_some())
             .finish()
     }
-}
-
-/// The set in force, with when and from where it came.
-#[derive(Debug, Clone)]
-pub struct Status {
-    /// The current set.
-    pub set: Arc<CompiledSet>,
-    /// When it was swapped in.
-    pub loaded_at: SystemTime,
-    /// Where it came from.
-    pub source: Source,
 }
 
 /// An `If-Match` precondition: the version a writer believes is current.
@@ -127,6 +115,7 @@ impl IfMatch {
 
 /// Why a push (or a pull) was not accepted.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PushError {
     /// A file name is not a plain `*.yaml`/`*.yml` name, or is one the rules directory
     /// cannot hold (too long, refused by its file system, taken by a directory).
@@ -156,6 +145,7 @@ pub enum PushError {
 
 /// Why a rollback did not happen.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RollbackError {
     /// No previous accepted set is kept.
     #[error("there is no previous accepted version to roll back to")]
@@ -170,8 +160,10 @@ pub enum RollbackError {
     },
 }
 
-/// Why a reload from the directory did not happen.
+/// Why a set could not be loaded from the rules directory: at start-up
+/// ([`Reloader::open`]) or on a reload ([`Reloader::reload_dir`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReloadError {
     /// The directory could not be read.
     #[error("cannot read the rule set {dir}: {source}")]
@@ -181,7 +173,7 @@ pub enum ReloadError {
         /// The I/O error.
         source: io::Error,
     },
-    /// The files there do not load; the set in force stays.
+    /// The files there do not load; on a reload, the set in force stays.
     #[error("the rule set was rejected\n{0}")]
     Rejected(Rejected),
 }
@@ -235,7 +227,6 @@ struct Guarded {
 pub struct Reloader {
     dir: PathBuf,
     handle: Arc<PolicyHandle>,
-    status: ArcSwap<Status>,
     guarded: Mutex<Guarded>,
     history: Mutex<History>,
     keep_previous: usize,
@@ -251,30 +242,14 @@ impl fmt::Debug for Reloader {
     }
 }
 
-/// Why [`Reloader::open`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The directory could not be read.
-    #[error("cannot read the rule set {dir}: {source}")]
-    Read {
-        /// The rules directory.
-        dir: PathBuf,
-        /// The I/O error.
-        source: io::Error,
-    },
-    /// The set there does not load.
-    #[error("the rule set was rejected\n{0}")]
-    Rejected(Rejected),
-}
-
 impl Reloader {
     /// Loads the set in `dir` and starts the pipeline with it.
-    pub fn open(dir: &Path, options: ReloadOptions) -> Result<Reloader, OpenError> {
-        let files = read_dir(dir).map_err(|source| OpenError::Read {
+    pub fn open(dir: &Path, options: ReloadOptions) -> Result<Reloader, ReloadError> {
+        let files = read_dir(dir).map_err(|source| ReloadError::Read {
             dir: dir.to_path_buf(),
             source,
         })?;
-        let set = compile(files).map_err(OpenError::Rejected)?;
+        let set = compile(files).map_err(ReloadError::Rejected)?;
         Ok(Reloader::new(dir, set, options))
     }
 
@@ -282,17 +257,11 @@ impl Reloader {
     /// load is the first history entry (source `file`); it counts as a previous set for
     /// rollback once another set is accepted.
     pub fn new(dir: &Path, set: CompiledSet, options: ReloadOptions) -> Reloader {
-        let now = SystemTime::now();
         let handle = PolicyHandle::new(set);
-        let set = handle.current();
+        let status = handle.status();
         let reloader = Reloader {
             dir: dir.to_path_buf(),
             handle: Arc::new(handle),
-            status: ArcSwap::from_pointee(Status {
-                set: Arc::clone(&set),
-                loaded_at: now,
-                source: Source::File,
-            }),
             guarded: Mutex::new(Guarded {
                 previous: VecDeque::new(),
                 last_rejected_dir: None,
@@ -302,10 +271,10 @@ impl Reloader {
             on_reload: options.on_reload,
         };
         reloader.record(HistoryEntry {
-            version: *set.version(),
+            version: *status.set.version(),
             outcome: Outcome::Accepted,
-            source: Source::File,
-            at: now,
+            source: status.source,
+            at: status.loaded_at,
             errors: Vec::new(),
         });
         reloader
@@ -321,9 +290,10 @@ impl Reloader {
         &self.dir
     }
 
-    /// The set in force, with when and from where it came.
+    /// The set in force, with when and from where it came: the handle's, so it is always
+    /// the set that decides.
     pub fn status(&self) -> Arc<Status> {
-        self.status.load_full()
+        self.handle.status()
     }
 
     /// The recorded reload attempts, newest first.
@@ -483,26 +453,28 @@ impl Reloader {
                 source,
             });
         }
-        self.handle.swap(Arc::clone(&target));
+        let now = SystemTime::now();
+        self.handle
+            .install(Arc::clone(&target), Source::Rollback, now);
         // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
-        self.announce(target, Source::Rollback);
+        self.announce(&target, Source::Rollback, now);
         Ok(version)
     }
 
     /// Swaps `set` in, keeps the replaced one for rollback, and records the attempt.
     fn install(&self, guarded: &mut Guarded, set: Arc<CompiledSet>, source: Source) {
-        let replaced = self.handle.swap(Arc::clone(&set));
+        let now = SystemTime::now();
+        let replaced = self.handle.install(Arc::clone(&set), source, now);
         guarded.previous.push_front(replaced);
         guarded.previous.truncate(self.keep_previous);
         // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
-        self.announce(set, source);
+        self.announce(&set, source, now);
     }
 
-    /// Publishes the status of a set just swapped in and records it as accepted.
-    fn announce(&self, set: Arc<CompiledSet>, source: Source) {
-        let now = SystemTime::now();
+    /// Logs a set just swapped in (at `now`) and records it as accepted.
+    fn announce(&self, set: &CompiledSet, source: Source, now: SystemTime) {
         let version = *set.version();
         tracing::info!(
             %version,
@@ -512,11 +484,6 @@ impl Reloader {
             warnings = set.warnings().len(),
             "rule set accepted"
         );
-        self.status.store(Arc::new(Status {
-            set,
-            loaded_at: now,
-            source,
-        }));
         self.record(HistoryEntry {
             version,
             outcome: Outcome::Accepted,

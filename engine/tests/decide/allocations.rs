@@ -1,0 +1,77 @@
+//! What a decision allocates, counted on this thread by the binary's allocator: nothing at
+//! all for a structured rule, whatever signals the runtime hands over; and for a guard, only
+//! what rhai needs, with signal names copied only when they come from a map.
+
+use crate::counting::allocations;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rebound_engine::{Attrs, FailureContext, PolicyHandle, SignalView, Signals, SourceFile};
+use std::hint::black_box;
+
+const RULES: &str = "version: 1
+rules:
+  - id: structured
+    match: { biz: ORDER, code: DB_LOCK_WAIT, attempt: \"<= 5\" }
+    retry: { max_retries: 5, backoff: { exponential: { base: 100ms, max: 30s }, jitter: equal } }
+  - id: gives-up
+    match: { code: BAD_JSON }
+    give_up: true
+    dead_letter: L3
+  - id: guarded
+    match: { code: NET_TIMEOUT }
+    if: 'signals.fail_rate > 0.5'
+    retry: { backoff: { fixed: 1s } }
+";
+
+/// The runtime's four signals, as it hands them over: pairs on its stack.
+const PAIRS: [(&str, f64); 4] = [
+    ("fail_rate", 0.9),
+    ("retry_queue_depth", 12.0),
+    ("pending", 3.0),
+    ("fuse_open", 0.0),
+];
+
+fn handle() -> PolicyHandle {
+    let set = rebound_engine::compile(vec![SourceFile::new("a.yaml", "a.yaml", RULES)]).unwrap();
+    PolicyHandle::new(set)
+}
+
+/// Allocations of one decision of `code` with `signals`, after a warm-up decision.
+fn per_decision(handle: &PolicyHandle, code: &str, signals: SignalView<'_>) -> u64 {
+    let attrs = Attrs::new();
+    let ctx = FailureContext {
+        attrs: &attrs,
+        signals,
+        ..FailureContext::new("ORDER", code, 2)
+    };
+    let mut rng = SmallRng::seed_from_u64(1);
+    black_box(handle.decide(&ctx, &mut rng));
+    allocations(|| {
+        black_box(handle.decide(black_box(&ctx), &mut rng));
+    })
+}
+
+#[test]
+fn a_decision_without_a_script_allocates_nothing() {
+    let h = handle();
+    let map: Signals = PAIRS.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+    for code in ["DB_LOCK_WAIT", "BAD_JSON", "NOTHING_MATCHES"] {
+        assert_eq!(
+            per_decision(&h, code, SignalView::Pairs(&PAIRS)),
+            0,
+            "{code}"
+        );
+        assert_eq!(per_decision(&h, code, SignalView::Map(&map)), 0, "{code}");
+        assert_eq!(per_decision(&h, code, SignalView::NONE), 0, "{code}");
+    }
+}
+
+#[test]
+fn a_guard_copies_signal_names_only_when_they_come_from_a_map() {
+    let h = handle();
+    let map: Signals = PAIRS.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+    let from_pairs = per_decision(&h, "NET_TIMEOUT", SignalView::Pairs(&PAIRS));
+    let from_map = per_decision(&h, "NET_TIMEOUT", SignalView::Map(&map));
+    assert!(from_pairs > 0, "rhai builds a scope");
+    assert_eq!(from_map, from_pairs + PAIRS.len() as u64);
+}

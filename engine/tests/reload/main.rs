@@ -1,0 +1,8 @@
+//! Hot reload through the public API: the reloader (push, dry run, rollback, directory
+//! reloads, history), whole sets under concurrent swaps, and the directory watcher.
+
+mod pipeline;
+mod support;
+mod swap;
+#[cfg(feature = "watch")]
+mod watch;
