@@ -32,10 +32,14 @@
 //!   positions only cover messages with a fate, and a flush writes everything held;
 //! - an acked fate of a message with no retry row, when [`JournalOptions::record_every_ack`]
 //!   is off (the source's position is then the only record of it);
-//! - an acked fate with an [`Offset`](crate::store::Offset) that its source's position, in the
-//!   same batch or committed before, already covers ("acked compactly"): the position is the
-//!   record of everything at or below it, and the store prunes the acked fates it covers. So a
-//!   durable source costs a position per batch, not a write per message.
+//! - an acked fate with an [`Offset`](crate::store::Offset) that its source's position covers
+//!   ("acked compactly"): the position is the record of everything at or below it. A fate
+//!   above the committed position is held back for [`JournalOptions::ack_hold`] (1 s by
+//!   default; `durable/held_acks.rs`), and is moot if a position of its source covers it
+//!   meanwhile; if not, it is written, and the store prunes it when the position passes it.
+//!   So a durable source costs a position per batch, not a write per message, and what a crash
+//!   can cost is a redelivery of the last second's acked messages above the mark, never a
+//!   loss.
 //!
 //! A batch that fails (disk full, database busy) is retried with backoff. After three failures
 //! the batch is split: each waiting caller's writes go in their own transaction, and the caller
@@ -60,6 +64,7 @@ use hashbrown::HashMap;
 
 use super::give_up::{JournalFailure, Retrying};
 use super::held::Held;
+use super::held_acks::HeldAcks;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 use crate::time::Timestamp;
 
@@ -74,6 +79,12 @@ pub struct JournalOptions {
     /// How long a store that refuses every commit is retried before the journal gives up
     /// (default 30 s; see [`Journal::failed`]).
     pub give_up_after: Duration,
+    /// How long an acked fate above its source's committed position is held back, waiting
+    /// for a position to cover it, before it is written (default 1 s; see the
+    /// [module docs](self)). A flush, or the journal's end, writes held fates at once.
+    pub ack_hold: Duration,
+    /// The most acked fates held back; beyond it the oldest are written (default 262,144).
+    pub max_held_acks: usize,
     /// Record an acked fate for every message (true, the default: needed for "one fate per
     /// message" after a restart, and for reports from the store). A fate its source's position
     /// covers is moot either way. When false, only messages with a retry row get one (the row
@@ -87,6 +98,8 @@ impl Default for JournalOptions {
             max_batch: 4096,
             hold: Duration::from_millis(10),
             give_up_after: Duration::from_secs(30),
+            ack_hold: Duration::from_secs(1),
+            max_held_acks: 262_144,
             record_every_ack: true,
         }
     }
@@ -272,8 +285,6 @@ impl Journal {
 struct Batch {
     ops: Vec<WriteOp>,
     loose: Vec<usize>,
-    /// Acked fates with an offset and no row to drop: moot if a position covers them.
-    compactable: Vec<usize>,
     waiters: Vec<(std::ops::Range<usize>, Waiter)>,
     positions: BTreeMap<String, (u64, Timestamp)>,
     flushes: Vec<oneshot::Sender<()>>,
@@ -288,6 +299,7 @@ struct Batch {
 #[derive(Default)]
 struct Ledger {
     held: Held,
+    acks: HeldAcks,
     committed: HashMap<String, u64>,
     record_every_ack: bool,
 }
@@ -325,17 +337,19 @@ impl Batch {
                 };
                 if had_row {
                     self.push_loose(op); // it drops the row: never moot
-                } else if !ledger.record_every_ack {
-                    self.moot += 1;
-                } else if offset
-                    .as_ref()
-                    .is_some_and(|o| ledger.covers(self, &o.source, o.position))
+                } else if !ledger.record_every_ack
+                    || offset
+                        .as_ref()
+                        .is_some_and(|o| ledger.covers(self, &o.source, o.position))
                 {
+                    // Not needed, or already recorded by its source's position.
                     self.moot += 1;
+                } else if let Some(o) = offset {
+                    // Held until a position covers it (moot) or its hold ends (written).
+                    let (source, position) = (o.source.clone(), o.position);
+                    self.moot +=
+                        usize::from(ledger.acks.hold(source, position, op, Instant::now()));
                 } else {
-                    if offset.is_some() {
-                        self.compactable.push(self.ops.len());
-                    }
                     self.push_loose(op);
                 }
             }
@@ -388,43 +402,27 @@ impl Batch {
         }
     }
 
-    /// Drops the acked fates that a position in this batch, or one committed before, covers.
-    fn compact(&mut self, ledger: &Ledger) {
-        let covered: Vec<usize> = self
-            .compactable
-            .iter()
-            .copied()
-            .filter(|&i| match &self.ops[i] {
-                WriteOp::Acked {
-                    offset: Some(o), ..
-                } => ledger.covers(self, &o.source, o.position),
-                _ => false,
-            })
-            .collect();
-        self.compactable.clear();
-        if covered.is_empty() {
-            return;
+    /// Drops the held acked fates that this batch's positions cover (moot), then adds those
+    /// whose hold is over (or, with `all`, every one), to be written now.
+    fn settle_acks(
+        &mut self,
+        ledger: &mut Ledger,
+        now: Instant,
+        options: &JournalOptions,
+        all: bool,
+    ) {
+        for (source, &(position, _)) in &self.positions {
+            self.moot += ledger.acks.cover(source, position);
         }
-        self.moot += covered.len();
-        self.counted -= covered.len();
-        // Every index moves down by the number of dropped ops before it. Waiters' ranges hold
-        // no compactable op.
-        let shift = |i: usize| covered.partition_point(|&c| c < i);
-        let mut next = covered.iter().peekable();
-        let mut i = 0;
-        self.ops.retain(|_| {
-            let keep = next.next_if_eq(&&i).is_none();
-            i += 1;
-            keep
-        });
-        self.loose = self
-            .loose
-            .iter()
-            .filter(|i| covered.binary_search(i).is_err())
-            .map(|&i| i - shift(i))
-            .collect();
-        for (range, _) in &mut self.waiters {
-            *range = range.start - shift(range.start)..range.end - shift(range.start);
+        let due = if all {
+            ledger.acks.all()
+        } else {
+            ledger
+                .acks
+                .due(now, options.ack_hold, options.max_held_acks)
+        };
+        for op in due {
+            self.push_loose(op);
         }
     }
 
@@ -475,16 +473,19 @@ fn run(
             }
         }
         let now = Instant::now();
-        let held = &mut ledger.held;
-        let held_due = held
-            .oldest()
-            .is_some_and(|at| now.saturating_duration_since(at) >= hold);
-        let work = next.is_some() || held_due || (closed && !held.is_empty());
+        let over = |at: Instant, hold: Duration| now.saturating_duration_since(at) >= hold;
+        let held_due = ledger.held.oldest().is_some_and(|at| over(at, hold))
+            || ledger
+                .acks
+                .oldest()
+                .is_some_and(|at| over(at, options.ack_hold));
+        let holding = !ledger.held.is_empty() || !ledger.acks.is_empty();
+        let work = next.is_some() || held_due || (closed && holding);
         if !work {
             if closed {
                 return Ok(());
             }
-            if !held.is_empty() || idle < PARK_AFTER {
+            if holding || idle < PARK_AFTER {
                 std::thread::sleep(POLL);
                 idle += POLL;
             } else {
@@ -497,7 +498,7 @@ fn run(
         }
         idle = Duration::ZERO;
         let mut batch = Batch::default();
-        batch.release(held.due(now, hold));
+        batch.release(ledger.held.due(now, hold));
         if let Some(entry) = next.take() {
             batch.add(entry, &mut ledger);
         }
@@ -509,10 +510,11 @@ fn run(
             }
         }
         // A flush, or the end, writes everything held.
-        if closed || !batch.flushes.is_empty() {
+        let all = closed || !batch.flushes.is_empty();
+        if all {
             batch.release(ledger.held.all());
         }
-        batch.compact(&ledger);
+        batch.settle_acks(&mut ledger, now, options, all);
         // Moot writes count as committed: what they would have written is already settled.
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);

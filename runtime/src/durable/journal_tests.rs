@@ -253,7 +253,9 @@ async fn without_every_ack_a_fate_is_written_only_to_drop_a_row() {
 }
 
 #[test]
-fn an_acked_fate_its_sources_position_covers_is_moot() {
+fn an_acked_fate_is_held_until_its_sources_position_covers_it() {
+    let options = JournalOptions::default();
+    let now = Instant::now();
     let mut batch = Batch::default();
     let mut ledger = ledger();
     for op in [
@@ -265,42 +267,49 @@ fn an_acked_fate_its_sources_position_covers_is_moot() {
     ] {
         batch.add(Entry::Op(op), &mut ledger);
     }
+    assert_eq!(kinds(&batch.ops), ["acked elsewhere"]);
     assert_eq!(batch.moot, 1);
-    batch.compact(&ledger);
-    // m1 too, now that the batch's position covers it; m3 is above it and kept.
-    assert_eq!(kinds(&batch.ops), ["acked m3", "acked elsewhere"]);
-    assert_eq!(batch.loose, [0, 1]);
-    assert_eq!((batch.moot, batch.counted), (2, 3));
+    batch.settle_acks(&mut ledger, now, &options, false);
+    // m1 is covered now; m3 is above the position and still held.
+    assert_eq!(kinds(&batch.ops), ["acked elsewhere"]);
+    assert_eq!((batch.moot, batch.counted), (2, 2));
+    assert!(!ledger.acks.is_empty());
+    // Its hold over, m3 is written.
+    let mut later = Batch::default();
+    later.settle_acks(
+        &mut ledger,
+        Instant::now() + options.ack_hold,
+        &options,
+        false,
+    );
+    assert_eq!(kinds(&later.ops), ["acked m3"]);
     // A fate arriving after its position was committed is moot at once.
     ledger.committed.insert("src".into(), 10);
     let mut next = Batch::default();
     next.add(Entry::Op(acked_at("m9", 9)), &mut ledger);
-    assert!(next.ops.is_empty());
+    assert!(next.ops.is_empty() && ledger.acks.is_empty());
+    assert_eq!(next.moot, 1);
 }
 
-#[test]
-fn compacting_keeps_waiters_on_their_own_writes() {
-    let (done, mut committed) = oneshot::channel();
-    let mut batch = Batch::default();
-    let mut ledger = ledger();
-    batch.add(Entry::Op(acked_at("m1", 1)), &mut ledger);
-    batch.add(Entry::Wait(vec![dead_letter("b")], done), &mut ledger);
-    batch.add(Entry::Op(acked_at("m5", 5)), &mut ledger);
-    batch.add(Entry::Op(position(1)), &mut ledger);
-    batch.compact(&ledger);
-    assert_eq!(kinds(&batch.ops), ["dead letter b", "acked m5"]);
-    assert_eq!(batch.waiters[0].0, 0..1);
-    assert_eq!(batch.loose, [1]);
+#[tokio::test]
+async fn a_flush_writes_the_acked_fates_no_position_covered() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
-    commit(
-        &store,
-        &mut batch,
-        Duration::from_secs(30),
-        &Counters::default(),
-    )
-    .unwrap();
-    assert_eq!(committed.try_recv().unwrap().unwrap(), [Applied::Done]);
-    assert_eq!(fate_of(&store, &id("m5")), Some(Fate::Acked));
-    assert_eq!(store.position("src").unwrap(), Some(1));
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let journal = Journal::spawn(store.clone(), JournalOptions::default());
+    for p in 1..=5 {
+        journal.write_behind(acked_at(&format!("m{p}"), p));
+    }
+    journal.write_behind(position(3));
+    journal.flush().await;
+    assert_eq!(store.position("src").unwrap(), Some(3));
+    let ids: Vec<MessageId> = (1..=5).map(|p| id(&format!("m{p}"))).collect();
+    let kept: Vec<String> = store
+        .known_fates(&ids)
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id.to_string())
+        .collect();
+    assert_eq!(kept, ["m4", "m5"], "the position records m1 to m3");
+    let stats = journal.stats();
+    assert_eq!((stats.committed, stats.moot, stats.backlog), (6, 3, 0));
 }

@@ -46,6 +46,7 @@
 mod dead_letters;
 mod give_up;
 mod held;
+mod held_acks;
 pub mod journal;
 mod queue;
 mod source;
