@@ -109,7 +109,7 @@ async fn a_replay_re_enters_the_running_pipeline_and_a_finished_run_only_reports
         .unwrap()
         .items;
     assert!(!letters.is_empty());
-    let id = letters[0].letter.message.id.0.clone();
+    let id = letters[0].letter.message.id.to_string();
 
     // Still running (quiescent): the replay goes into the live retry queue. The payload is
     // still malformed, so it is dead-lettered again: a second letter, the first one replayed.
@@ -128,7 +128,7 @@ async fn a_replay_re_enters_the_running_pipeline_and_a_finished_run_only_reports
             .unwrap()
             .items
             .into_iter()
-            .filter(|d| d.letter.message.id.0 == id)
+            .filter(|d| d.letter.message.id.as_str() == id)
             .map(|d| d.status)
             .collect::<Vec<_>>()
     };
