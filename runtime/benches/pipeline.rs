@@ -17,9 +17,14 @@
 //! The cost of durability: the same topology at a 10% failure rate, with in-memory retries
 //! against durable ones (the `durable` seams over SQLite: every retry written behind to the
 //! store, its row dropped with the message's acked fate, dead letters committed before the
-//! spout hears of them). A third variant also records an acked fate for every message, as the
-//! bundled pipeline does for its durable source. Timed until every message has its fate *and*
-//! the journal has committed everything. `BENCH_DURABLE_ONLY=1` runs only this part.
+//! spout hears of them; `record_every_ack: false`, so only messages that were retried get an
+//! acked fate). A third variant is a durable source, as the bundled pipeline's (what
+//! `rebound run` does): every message has its offset (`Message::with_offset`), the spout keeps
+//! the source's committed position (`Durable::source_position`, told `settled(n)` from `ack`
+//! and `dead_lettered`), and every message gets an acked fate (`record_every_ack: true`)
+//! unless the position already covers it: the position, one write per batch, is the record of
+//! the acked fates at or below it. Timed until every message has its fate *and* the journal
+//! has committed everything. `BENCH_DURABLE_ONLY=1` runs only this part.
 //!
 //! The journal holds a queued retry for 10 ms and never writes it if the message settles
 //! meanwhile; this bench's retries wait 1 ms, so nearly all of them are settled in time (the
@@ -30,8 +35,9 @@
 //! malloc the topology spent a third of its CPU in the allocator's arena locks and ran at
 //! less than half the speed; the bare pipelines, which allocate less, gained less.
 //!
-//! For a profiler, `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10`
-//! (the last two: 10% failures, in-memory or durable retries) runs one variant
+//! For a profiler,
+//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10` (the
+//! last three: 10% failures, in-memory or durable retries, or a durable source) runs one variant
 //! once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
 //! for each durable run, when the topology went quiet, when the journal had committed
 //! everything, and the journal's counters.
@@ -43,12 +49,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput};
-use rebound_runtime::clock::WallClock;
-use rebound_runtime::durable::{Durable, DurableOptions, Fates, JournalOptions};
+use rebound_runtime::durable::{Durable, DurableOptions, JournalOptions, SourcePosition};
 use rebound_runtime::fate::Seams;
 use rebound_runtime::fate::memory::FixedPolicy;
 use rebound_runtime::store::SqliteStore;
-use rebound_runtime::time_source::TokioTime;
+use rebound_runtime::time::TokioTime;
 use rebound_runtime::topology::*;
 use tokio::sync::mpsc;
 
@@ -138,6 +143,9 @@ fn id_for(buf: &mut String, n: u64) -> Arc<str> {
 
 // ---- the topology ----
 
+/// The name of the durable source's position in the store.
+const SOURCE: &str = "orders";
+
 struct OrderSpout {
     next: u64,
     total: u64,
@@ -145,25 +153,57 @@ struct OrderSpout {
     payload: Bytes,
     buf: String,
     acked: Arc<AtomicU64>,
-    fates: Option<Fates>,
+    /// A durable source's committed position: its messages carry their offsets.
+    position: Option<SourcePosition>,
+}
+
+impl OrderSpout {
+    /// A message got its fate: a durable source tells its position (the id is its offset).
+    fn settled(&mut self, id: &MessageId) {
+        if let Some(p) = &mut self.position {
+            p.settled(id.as_str().parse().expect("ids are offsets"));
+        }
+    }
 }
 
 impl Spout for OrderSpout {
     fn next(&mut self) -> NextMessage {
-        if self.next == self.total {
-            return NextMessage::Exhausted;
-        }
-        self.next += 1;
-        let id = id_for(&mut self.buf, self.next);
-        NextMessage::Ready(Message::new(id, self.biz.clone(), self.payload.clone()))
+        let n = loop {
+            if self.next == self.total {
+                return NextMessage::Exhausted;
+            }
+            self.next += 1;
+            if !self
+                .position
+                .as_ref()
+                .is_some_and(|p| p.should_skip(self.next))
+            {
+                break self.next;
+            }
+        };
+        let id = id_for(&mut self.buf, n);
+        let message = Message::new(id, self.biz.clone(), self.payload.clone());
+        NextMessage::Ready(match &mut self.position {
+            Some(p) => {
+                p.handing_out(n);
+                message.with_offset(n)
+            }
+            None => message,
+        })
     }
     fn ack(&mut self, id: &MessageId) {
-        if let Some(f) = &self.fates {
-            f.acked(id);
-        }
+        // The spout task recorded the acked fate (through the durable seams) before this.
+        self.settled(id);
         self.acked.fetch_add(1, Ordering::Relaxed);
     }
-    fn dead_lettered(&mut self, _: &MessageId) {}
+    fn dead_lettered(&mut self, id: &MessageId) {
+        self.settled(id);
+    }
+    fn close(&mut self) {
+        if let Some(p) = &mut self.position {
+            p.sync();
+        }
+    }
 }
 
 struct ParseBolt(Work);
@@ -219,9 +259,11 @@ fn runtime() -> tokio::runtime::Runtime {
 enum Retries {
     /// The in-memory seams.
     InMemory,
-    /// The durable seams over SQLite; acked fates only for messages that were retried.
+    /// The durable seams over SQLite; acked fates only for messages that were retried
+    /// (`record_every_ack: false`), no offsets, no source position.
     Durable,
-    /// The durable seams, and an acked fate for every message (a durable source).
+    /// A durable source: offsets, a committed source position, and an acked fate for every
+    /// message its position does not cover yet (what `rebound run` does).
     DurableEveryAck,
 }
 
@@ -243,19 +285,30 @@ fn run_topology_with(
     rt.block_on(async {
         let acked = Arc::new(AtomicU64::new(0));
         let durable = (retries != Retries::InMemory).then(|| {
-            let store = SqliteStore::open(dir.path(), Arc::new(WallClock::real())).expect("store");
+            let store = SqliteStore::open(dir.path()).expect("store");
             Durable::new(
                 Arc::new(store),
                 Arc::new(TokioTime::new()),
                 DurableOptions {
-                    record_every_ack: retries == Retries::DurableEveryAck,
                     journal: JournalOptions {
+                        record_every_ack: retries == Retries::DurableEveryAck,
                         hold: HOLD.unwrap_or(JournalOptions::default().hold),
                         ..JournalOptions::default()
                     },
                 },
             )
         });
+        let position = match (&durable, retries) {
+            (Some(d), Retries::DurableEveryAck) => {
+                d.recover().expect("recover");
+                let p = d
+                    .source_position(SOURCE, |n| n.to_string(), [])
+                    .expect("source position");
+                Some(p)
+            }
+            _ => None,
+        };
+        let position = std::sync::Mutex::new(position);
         let mut b = TopologyBuilder::new("bench");
         b.config(Config {
             max_spout_pending: max_pending,
@@ -266,19 +319,19 @@ fn run_topology_with(
             ..Config::default()
         });
         let spout_acked = acked.clone();
-        let fates = durable.as_ref().map(Durable::fates);
-        b.spout("orders", 1, move |_| OrderSpout {
+        b.spout(SOURCE, 1, move |_| OrderSpout {
             next: 0,
             total: *MESSAGES,
             biz: Arc::from("ORDER"),
             payload: Bytes::from_static(PAYLOAD),
             buf: String::new(),
             acked: spout_acked.clone(),
-            fates: fates.clone(),
+            // One task, made once.
+            position: position.lock().expect("position").take(),
         });
         b.bolt("parse", 1, move |_| ParseBolt(work))
             .output(["order", "amount", "attempt"])
-            .shuffle("orders");
+            .shuffle(SOURCE);
         b.bolt("store", 1, move |_| StoreBolt {
             table: vec![0; 4096],
             fail_one_in,
@@ -310,6 +363,16 @@ fn run_topology_with(
         }
         let elapsed = start.elapsed();
         running.shutdown(Duration::from_secs(5)).await;
+        if let (Some(d), Retries::DurableEveryAck) = (&durable, retries) {
+            // The spout synced its position when it stopped: everything is covered.
+            d.journal().flush().await;
+            let committed = d.store().position(SOURCE).expect("position");
+            assert_eq!(
+                committed,
+                Some(*MESSAGES),
+                "the source's position covers every message"
+            );
+        }
         (acked.load(Ordering::Relaxed), elapsed)
     })
 }
@@ -538,7 +601,7 @@ fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds:
         median(dur)
     );
     println!(
-        "  {:>10.0} acked/s   SQLite retries and an acked fate for every message",
+        "  {:>10.0} acked/s   a durable source: SQLite retries, offsets, committed position, every ack",
         median(every)
     );
     println!(
@@ -546,7 +609,7 @@ fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds:
         median(r_dur)
     );
     println!(
-        "  ratio SQLite every ack / in-memory:       {:.2}",
+        "  ratio durable source / in-memory:         {:.2}   (target >= 0.75, issue 11)",
         median(r_every)
     );
 }
@@ -557,10 +620,11 @@ fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: u
         "topology" => run_topology(rt, work, max_pending),
         "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
         "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
+        "source-10" => run_topology_with(rt, work, max_pending, 10, Retries::DurableEveryAck),
         "bare-batched" => run_bare_batched(rt, work),
         "bare-per-message" => run_bare_per_item(rt, work),
         other => panic!(
-            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10 or durable-10"
+            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10 or source-10"
         ),
     };
     println!("{only}: {:.0}/s", per_second(through));

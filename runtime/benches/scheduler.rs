@@ -13,26 +13,27 @@
 //!    Before criterion runs, a summary table prints one timed run and the bytes per entry of
 //!    each, measured by a counting global allocator right after the inserts.
 //! 2. **Store.** Scheduled retries and dead letters written per second through
-//!    `SqliteStore` in WAL mode, batched (1000 per transaction) and unbatched (1 per
+//!    `SqliteStore::apply` in WAL mode, batched (1000 per transaction) and unbatched (1 per
 //!    transaction), with `synchronous=FULL` (the default) and `NORMAL`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::hint::black_box;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use rebound_runtime::clock::{ManualClock, SharedClock, Timestamp};
+use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
 use rebound_runtime::scheduler::RetryScheduler;
 use rebound_runtime::store::{
-    DeadLetter, Message, MessageId, RetryMeta, RuleId, RuleSetVersion, ScheduledRetry,
-    SqliteOptions, SqliteStore, Store, Synchronous,
+    DeadLetter, Message, MessageId, ScheduledRetry, SqliteOptions, SqliteStore, Store, Synchronous,
+    WriteOp,
 };
+use rebound_runtime::time::Timestamp;
+use rebound_runtime::topology::{Failure, LastFailure};
 
 // ---- a counting allocator, for bytes per entry -------------------------------------------
 
@@ -100,8 +101,7 @@ struct Rebound;
 impl Contender for Rebound {
     const NAME: &'static str = "rebound_scheduler";
     fn run(dues: &[u64], mem: &mut dyn FnMut()) -> usize {
-        let clock: SharedClock = Arc::new(ManualClock::new(Timestamp::ZERO));
-        let mut q = RetryScheduler::new(clock);
+        let mut q = RetryScheduler::new();
         for (id, &d) in dues.iter().enumerate() {
             q.schedule(id as u64, Timestamp::from_millis(BASE_MS + d));
         }
@@ -318,11 +318,10 @@ fn summary(dues: &[u64]) {
     // measurement starts and moved in, so the delta is the scheduler's own cost, including
     // the 24-byte String header stored in each node.
     let mut ids: Vec<MessageId> = (0..N)
-        .map(|i| MessageId(format!("order-{i:010}")))
+        .map(|i| MessageId::from(format!("order-{i:010}")))
         .collect();
-    let clock: SharedClock = Arc::new(ManualClock::new(Timestamp::ZERO));
     let before = live_bytes();
-    let mut q = RetryScheduler::new(clock);
+    let mut q = RetryScheduler::new();
     // `drain` keeps the Vec's buffer allocated, so freeing it does not offset the count.
     for (id, &d) in ids.drain(..).zip(dues) {
         q.schedule(id, Timestamp::from_millis(BASE_MS + d));
@@ -363,43 +362,45 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 fn message(biz: &str) -> Message {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    Message {
-        id: MessageId(format!("order-{id:012}")),
-        biz: biz.into(),
-        payload: vec![b'x'; 256],
-        headers: [("trace".to_string(), format!("t-{id}"))].into(),
-    }
+    Message::new(format!("order-{id:012}"), biz, vec![b'x'; 256])
+        .with_header("trace", format!("t-{id}"))
 }
 
-fn retry() -> ScheduledRetry {
-    ScheduledRetry {
-        message: message("ORDER"),
+fn version() -> Version {
+    Version::from_hash(0xabc1_23ab_c123_abc1)
+}
+
+fn retry() -> WriteOp {
+    let mut message = message("ORDER");
+    message.retry.attempt = 2;
+    message.retry.first_delivery = Some(Timestamp::from_millis(BASE_MS));
+    message.retry.last_failure = Some(Box::new(LastFailure {
+        code: "DB_LOCK_WAIT".into(),
+        message: "lock wait timeout exceeded".into(),
+        at: Timestamp::from_millis(BASE_MS + 28_000),
+        delay: Duration::from_secs(2),
+        rule: RuleRef::Rule("db-lock".into()),
+        version: version(),
+    }));
+    WriteOp::Schedule(ScheduledRetry {
+        message,
         due: Timestamp::from_millis(BASE_MS + 30_000),
-        meta: RetryMeta {
-            attempt: 2,
-            first_seen: Timestamp::from_millis(BASE_MS),
-            last_code: "DB_LOCK_WAIT".into(),
-            last_message: "lock wait timeout exceeded".into(),
-            last_delay: Duration::from_secs(2),
-            rule: RuleId("db-lock".into()),
-            rule_set_version: RuleSetVersion("v-abc123".into()),
-        },
-    }
+    })
 }
 
-fn dead_letter() -> DeadLetter {
-    DeadLetter {
-        message: message("PAYMENT"),
-        label: "L2".into(),
-        reason: "max_retries".into(),
-        last_code: "NET_TIMEOUT".into(),
-        last_message: "upstream timed out".into(),
-        attempts: 6,
-        first_time: Timestamp::from_millis(BASE_MS),
-        last_time: Timestamp::from_millis(BASE_MS + 90_000),
-        rule: RuleId("net-timeout".into()),
-        rule_set_version: RuleSetVersion("v-abc123".into()),
-    }
+fn dead_letter() -> WriteOp {
+    let mut message = message("PAYMENT");
+    message.retry.attempt = 6;
+    message.retry.first_delivery = Some(Timestamp::from_millis(BASE_MS));
+    WriteOp::DeadLetter(Box::new(DeadLetter {
+        message,
+        failure: Failure::new("NET_TIMEOUT", "upstream timed out"),
+        label: Label::from("L2"),
+        reason: GiveUpReason::MaxRetries,
+        rule: RuleRef::Rule("net-timeout".into()),
+        version: version(),
+        at: Timestamp::from_millis(BASE_MS + 90_000),
+    }))
 }
 
 fn store(c: &mut Criterion) {
@@ -410,12 +411,11 @@ fn store(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2));
     for (sync_name, sync) in [("full", Synchronous::Full), ("normal", Synchronous::Normal)] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let clock: SharedClock = Arc::new(ManualClock::new(Timestamp::from_millis(BASE_MS)));
         let options = SqliteOptions {
             synchronous: sync,
             ..SqliteOptions::default()
         };
-        let db = SqliteStore::open_with(dir.path(), clock, options).expect("open store");
+        let db = SqliteStore::open_with(dir.path(), options).expect("open store");
         for batch in [1usize, 1000] {
             g.throughput(Throughput::Elements(batch as u64));
             g.bench_with_input(
@@ -424,7 +424,7 @@ fn store(c: &mut Criterion) {
                 |b, &batch| {
                     b.iter_batched(
                         || (0..batch).map(|_| retry()).collect::<Vec<_>>(),
-                        |rows| db.schedule_retries(&rows).expect("write retries"),
+                        |ops| db.apply(&ops).expect("write retries"),
                         criterion::BatchSize::PerIteration,
                     )
                 },
@@ -435,7 +435,7 @@ fn store(c: &mut Criterion) {
                 |b, &batch| {
                     b.iter_batched(
                         || (0..batch).map(|_| dead_letter()).collect::<Vec<_>>(),
-                        |rows| db.record_dead_letters(&rows).expect("write dead letters"),
+                        |ops| db.apply(&ops).expect("write dead letters"),
                         criterion::BatchSize::PerIteration,
                     )
                 },

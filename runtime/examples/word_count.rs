@@ -188,7 +188,10 @@ async fn main() -> Result<(), BuildError> {
     for dl in dead_letters.letters().iter().take(2) {
         println!(
             "dead letter {}: {} after {} attempt(s), rule {}",
-            dl.id, dl.last_code, dl.attempts, dl.rule
+            dl.id(),
+            dl.failure.code,
+            dl.message.retry.attempt,
+            dl.rule
         );
     }
     let totals = totals.lock().unwrap();

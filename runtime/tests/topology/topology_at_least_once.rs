@@ -5,14 +5,12 @@
 //! dead-letter store holds exactly the dead-lettered ids, and no spout task ever had more than
 //! `max_spout_pending` trees in flight.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{CountingSpout, FateLog, SharedLog, paused_runtime, quiet_injected_panics};
+use crate::common::{CountingSpout, FateLog, SharedLog, paused_runtime, quiet_injected_panics};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -256,7 +254,11 @@ async fn run_scenario(s: Scenario) {
         s.messages * s.spout_tasks as u64
     );
     log.assert_one_fate_each();
-    let stored: BTreeSet<String> = letters.letters().iter().map(|d| d.id.to_string()).collect();
+    let stored: BTreeSet<String> = letters
+        .letters()
+        .iter()
+        .map(|d| d.id().to_string())
+        .collect();
     let told: BTreeSet<String> = log.dead_lettered.keys().cloned().collect();
     assert_eq!(
         stored, told,

@@ -11,12 +11,13 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use rebound_runtime::clock::{ManualClock, SharedClock, Timestamp};
+use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
 use rebound_runtime::scheduler::RetryScheduler;
 use rebound_runtime::store::*;
+use rebound_runtime::time::Timestamp;
+use rebound_runtime::topology::{Failure, LastFailure};
 
 const ENV_DIR: &str = "REBOUND_CRASH_WRITER_DIR";
 const BATCHES: u64 = 100;
@@ -25,8 +26,10 @@ const LETTERS_PER_BATCH: u64 = 10;
 /// The parent kills the child once it has reported this many commits.
 const KILL_AFTER: u64 = 30;
 
-fn clock() -> SharedClock {
-    Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)))
+/// The writer's test, as the test harness names it inside this binary.
+fn writer_role() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::crash_writer_role")
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -36,44 +39,43 @@ fn payload(i: u64) -> Vec<u8> {
         .collect()
 }
 
+fn version() -> Version {
+    Version::from_hash(0x0011_2233_aabb_ccdd)
+}
+
 fn retry(i: u64) -> ScheduledRetry {
-    ScheduledRetry {
-        message: Message {
-            id: MessageId(format!("r{i:05}")),
-            biz: "ORDER".into(),
-            payload: payload(i),
-            headers: [("n".to_string(), i.to_string())].into(),
-        },
-        due: Timestamp::from_millis(1_700_000_000_000 + (i % 97) * 1_000),
-        meta: RetryMeta {
-            attempt: (i % 5) as u32 + 1,
-            first_seen: Timestamp::from_millis(1_699_999_000_000 + i),
-            last_code: "DB_LOCK_WAIT".into(),
-            last_message: format!("lock wait #{i}"),
-            last_delay: Duration::from_millis(i % 97 * 1_000),
-            rule: RuleId("db-lock".into()),
-            rule_set_version: RuleSetVersion("v1".into()),
-        },
-    }
+    let due = Timestamp::from_millis(1_700_000_000_000 + (i % 97) * 1_000);
+    let delay = Duration::from_millis(i % 97 * 1_000);
+    let mut message = Message::new(format!("r{i:05}"), "ORDER", payload(i))
+        .with_header("n", i.to_string())
+        .with_offset(i + 1);
+    message.retry.attempt = (i % 5) as u32 + 1;
+    message.retry.first_delivery = Some(Timestamp::from_millis(1_699_999_000_000 + i));
+    message.retry.last_failure = Some(Box::new(LastFailure {
+        code: "DB_LOCK_WAIT".into(),
+        message: format!("lock wait #{i}"),
+        // A store keeps the time the retry was decided as `due - delay`.
+        at: due.saturating_sub(delay),
+        delay,
+        rule: RuleRef::Rule("db-lock".into()),
+        version: version(),
+    }));
+    ScheduledRetry { message, due }
 }
 
 fn letter(i: u64) -> DeadLetter {
+    let mut message = Message::new(format!("d{i:05}"), "PAYMENT", payload(i + 1_000_000));
+    message.retry.attempt = 6;
+    message.retry.first_delivery = Some(Timestamp::from_millis(1_699_999_000_000));
     DeadLetter {
-        message: Message {
-            id: MessageId(format!("d{i:05}")),
-            biz: "PAYMENT".into(),
-            payload: payload(i + 1_000_000),
-            headers: Headers::new(),
-        },
-        label: "L2".into(),
-        reason: "max_retries".into(),
-        last_code: "NET_TIMEOUT".into(),
-        last_message: format!("timeout #{i}"),
-        attempts: 6,
-        first_time: Timestamp::from_millis(1_699_999_000_000),
-        last_time: Timestamp::from_millis(1_700_000_000_000 + i),
-        rule: RuleId("net-timeout".into()),
-        rule_set_version: RuleSetVersion("v1".into()),
+        message,
+        failure: Failure::new("NET_TIMEOUT", format!("timeout #{i}"))
+            .with_attr("upstream", format!("gw-{}", i % 3)),
+        label: Label::from("L2"),
+        reason: GiveUpReason::MaxRetries,
+        rule: RuleRef::Rule("net-timeout".into()),
+        version: version(),
+        at: Timestamp::from_millis(1_700_000_000_000 + i),
     }
 }
 
@@ -83,7 +85,7 @@ fn crash_writer_role() {
     let Ok(dir) = std::env::var(ENV_DIR) else {
         return;
     };
-    let store = SqliteStore::open(&dir, clock()).expect("open store in child");
+    let store = SqliteStore::open(&dir).expect("open store in child");
     let mut out = std::io::stdout();
     for b in 0..BATCHES {
         let mut ops = Vec::new();
@@ -91,7 +93,7 @@ fn crash_writer_role() {
             ops.push(WriteOp::Schedule(retry(i)));
         }
         for i in b * LETTERS_PER_BATCH..(b + 1) * LETTERS_PER_BATCH {
-            ops.push(WriteOp::DeadLetter(letter(i)));
+            ops.push(WriteOp::DeadLetter(Box::new(letter(i))));
         }
         store.apply(&ops).expect("write batch");
         writeln!(out, "committed {}", b + 1).expect("stdout");
@@ -109,12 +111,7 @@ fn crash_writer_role() {
 fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "crash_writer_role",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", &writer_role(), "--nocapture", "--test-threads=1"])
         .env(ENV_DIR, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -141,7 +138,7 @@ fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
         "the writer died early: reported {reported}"
     );
 
-    let store = SqliteStore::open(dir.path(), clock()).expect("reopen after the crash");
+    let store = SqliteStore::open(dir.path()).expect("reopen after the crash");
 
     // Retries: a whole number of batches, at least every reported one, ids exactly 0..n.
     let scheduled = store.scheduled().unwrap();
@@ -164,8 +161,9 @@ fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
     assert_eq!(ids, expected, "missing or foreign retries");
     let all: Vec<_> = ids.into_iter().collect();
     let rows = store.retries(&all).unwrap();
+    assert_eq!(rows.len() as u64, n, "every scheduled id has its retry");
     for row in &rows {
-        let i: u64 = row.message.id.0[1..].parse().unwrap();
+        let i: u64 = row.message.id.as_str()[1..].parse().unwrap();
         assert_eq!(row, &retry(i), "retry {i} reads back as written");
     }
 
@@ -190,19 +188,28 @@ fn sigkill_mid_write_keeps_every_committed_batch_and_no_half_batch() {
         .collect();
     assert_eq!(letter_ids.len(), letters.len(), "duplicated dead letters");
     for d in &letters {
-        let i: u64 = d.letter.message.id.0[1..].parse().unwrap();
+        let i: u64 = d.letter.message.id.as_str()[1..].parse().unwrap();
         assert!(i < batches * LETTERS_PER_BATCH);
         assert_eq!(d.letter, letter(i), "dead letter {i} reads back as written");
         assert_eq!(d.status, DeadLetterStatus::Dead);
     }
+    let letter_ids: Vec<MessageId> = letter_ids.into_iter().collect();
+    let fates = store.known_fates(&letter_ids).unwrap();
     assert_eq!(
-        store.fate_of(&letters[0].letter.message.id).unwrap(),
-        Some(Fate::DeadLettered)
+        fates.len(),
+        letters.len(),
+        "every stored letter has its fate"
     );
+    assert!(fates.iter().all(|(_, f)| *f == Fate::DeadLettered));
 
-    // And the scheduler gets every retry back with its original due time.
-    let mut scheduler = RetryScheduler::new(clock());
-    assert_eq!(recover(&store, &mut scheduler).unwrap() as u64, n);
+    // And the scheduler gets every retry back with its original due time, as a restart does.
+    let mut scheduler = RetryScheduler::new();
+    for (id, due) in &scheduled {
+        scheduler.schedule(id.clone(), *due);
+    }
     assert_eq!(scheduler.len() as u64, n);
-    assert_eq!(scheduler.due_of("r00007"), Some(retry(7).due));
+    assert_eq!(
+        scheduler.due_of(&MessageId::from("r00007")),
+        Some(retry(7).due)
+    );
 }

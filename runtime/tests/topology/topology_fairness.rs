@@ -1,12 +1,10 @@
 //! Fairness between due retries and new messages, and the retry fuse.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{CountingSpout, FateLog, SharedLog, paused_runtime};
+use crate::common::{CountingSpout, FateLog, SharedLog, paused_runtime};
 use rebound_runtime::fate::memory::{FixedPolicy, MemoryRetryQueue};
 use rebound_runtime::fate::{RetryQueue, Seams};
 use rebound_runtime::topology::*;

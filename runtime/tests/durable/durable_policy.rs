@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebound_engine::PolicyHandle;
-use rebound_runtime::clock::WallClock;
 use rebound_runtime::durable::{Durable, DurableOptions};
+use rebound_runtime::fate::GiveUpReason;
 use rebound_runtime::policy::{RulePolicy, TimeScale};
-use rebound_runtime::store::{self, Fate, SqliteStore, Store};
-use rebound_runtime::time_source::TokioTime;
+use rebound_runtime::store::{Fate, SqliteStore, Store};
+use rebound_runtime::time::{Timestamp, TokioTime};
 use rebound_runtime::topology::*;
 use tokio::time::Instant;
 
@@ -25,7 +25,7 @@ fn shipped() -> Arc<PolicyHandle> {
 
 /// A SQLite store in `dir` and the durable seams over it.
 fn durable_on(dir: &Path) -> (Arc<SqliteStore>, Durable) {
-    let store = Arc::new(SqliteStore::open(dir, Arc::new(WallClock::real())).unwrap());
+    let store = Arc::new(SqliteStore::open(dir).unwrap());
     let durable = Durable::new(
         store.clone(),
         Arc::new(TokioTime::new()),
@@ -34,9 +34,16 @@ fn durable_on(dir: &Path) -> (Arc<SqliteStore>, Durable) {
     (store, durable)
 }
 
+/// The fate the store knows for `id`.
+fn fate_of(store: &SqliteStore, id: &str) -> Option<Fate> {
+    let fates = store.known_fates(&[MessageId::from(id)]).unwrap();
+    fates.into_iter().next().map(|(_, fate)| fate)
+}
+
+/// Hands out `ids` and records the fates it is told. (The spout task records them in the
+/// store.)
 struct Ids {
     ids: Vec<&'static str>,
-    fates: Option<rebound_runtime::durable::Fates>,
     told: Arc<Mutex<BTreeMap<String, &'static str>>>,
 }
 
@@ -48,9 +55,6 @@ impl Spout for Ids {
         }
     }
     fn ack(&mut self, id: &MessageId) {
-        if let Some(f) = &self.fates {
-            f.acked(id);
-        }
         self.told.lock().unwrap().insert(id.to_string(), "acked");
     }
     fn dead_lettered(&mut self, id: &MessageId) {
@@ -98,11 +102,10 @@ async fn the_shipped_rules_decide_the_topologys_failures() {
 
     let told: Arc<Mutex<BTreeMap<String, &'static str>>> = Arc::default();
     let seen: Seen = Arc::default();
-    let (t2, s2, fates) = (told.clone(), seen.clone(), durable.fates());
+    let (t2, s2) = (told.clone(), seen.clone());
     let mut b = TopologyBuilder::new("t");
     b.spout("src", 1, move |_| Ids {
         ids: vec!["ok-1", "bad-1", "limited-1", "bad-2", "limited-2", "ok-2"],
-        fates: Some(fates.clone()),
         told: t2.clone(),
     });
     b.bolt("store", 1, move |_| Store429 { seen: s2.clone() })
@@ -128,16 +131,16 @@ async fn the_shipped_rules_decide_the_topologys_failures() {
     // give_up: dead-lettered at the first failure, under bad-payload's label, with its version.
     for id in ["bad-1", "bad-2"] {
         let letter = store
-            .dead_letter(&store::MessageId(id.into()))
+            .dead_letter(&MessageId::from(id))
             .unwrap()
             .unwrap()
             .letter;
-        assert_eq!(letter.label, "L3");
-        assert_eq!(letter.reason, "give_up");
-        assert_eq!(letter.rule.0, "bad-payload");
-        assert_eq!(letter.rule_set_version.0, version);
-        assert_eq!(letter.attempts, 1);
-        assert_eq!(letter.last_code, "BAD_JSON");
+        assert_eq!(letter.label.as_str(), "L3");
+        assert_eq!(letter.reason, GiveUpReason::GiveUp);
+        assert_eq!(letter.rule.as_str(), "bad-payload");
+        assert_eq!(letter.version.to_string(), version);
+        assert_eq!(letter.message.retry.attempt, 1);
+        assert_eq!(letter.failure.code, "BAD_JSON");
         assert_eq!(seen.lock().unwrap()[id].len(), 1, "never retried");
     }
 
@@ -155,10 +158,7 @@ async fn the_shipped_rules_decide_the_topologys_failures() {
             waited >= Duration::from_millis(30),
             "{id} waited {waited:?}"
         );
-        assert_eq!(
-            store.fate_of(&store::MessageId(id.into())).unwrap(),
-            Some(Fate::Acked)
-        );
+        assert_eq!(fate_of(&store, id), Some(Fate::Acked), "{id}");
     }
     assert_eq!(stats.retries_by_rule.get("rate-limited"), Some(&2));
     assert_eq!(stats.dead_letters_by_label.get("L3"), Some(&2));
@@ -185,11 +185,10 @@ async fn a_retry_after_beyond_every_clock_saturates_end_to_end() {
         let dir = tempfile::tempdir().unwrap();
         let (store, durable) = durable_on(dir.path());
         let told: Arc<Mutex<BTreeMap<String, &'static str>>> = Arc::default();
-        let (t2, fates) = (told.clone(), durable.fates());
+        let t2 = told.clone();
         let mut b = TopologyBuilder::new("t");
         b.spout("src", 1, move |_| Ids {
             ids: vec!["forever-1", "forever-2"],
-            fates: Some(fates.clone()),
             told: t2.clone(),
         });
         b.bolt("store", 1, |_| LimitedForever).shuffle("src");
@@ -213,17 +212,11 @@ async fn a_retry_after_beyond_every_clock_saturates_end_to_end() {
         let scheduled = store.scheduled().unwrap();
         assert_eq!(scheduled.len(), 2, "scale {scale}");
         for (id, due) in scheduled {
-            assert_eq!(
-                due,
-                rebound_runtime::clock::Timestamp::MAX,
-                "{id} at scale {scale}"
-            );
+            assert_eq!(due, Timestamp::MAX, "{id} at scale {scale}");
         }
-        let retries = store
-            .retries(&[store::MessageId("forever-1".into())])
-            .unwrap();
+        let retries = store.retries(&[MessageId::from("forever-1")]).unwrap();
         assert_eq!(
-            retries[0].meta.last_delay,
+            retries[0].message.retry.last_delay(),
             rebound_runtime::fate::MAX_RETRY_DELAY,
             "scale {scale}"
         );

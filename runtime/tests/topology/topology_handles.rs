@@ -2,14 +2,12 @@
 //! async work, emits on failure, slow dead-letter storage, graceful shutdown, and the
 //! builder's checks.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{CountingSpout, FateLog, SharedLog, paused_runtime, quiet_injected_panics};
+use crate::common::{CountingSpout, FateLog, SharedLog, paused_runtime, quiet_injected_panics};
 use rebound_runtime::fate::memory::{FixedPolicy, MemoryDeadLetters};
 use rebound_runtime::fate::{BoxFuture, DeadLetter, DeadLetterSink, Seams, SinkError};
 use rebound_runtime::topology::*;
@@ -76,7 +74,7 @@ fn a_dropped_handle_fails_at_once_with_unacked() {
     paused_runtime().block_on(async {
         let (letters, took) = run_careless(false, Duration::from_secs(3600)).await;
         assert_eq!(letters.len(), 10);
-        assert!(letters.iter().all(|d| d.last_code == codes::UNACKED));
+        assert!(letters.iter().all(|d| d.failure.code == codes::UNACKED));
         assert!(
             took < Duration::from_secs(1),
             "not left to the timeout: {took:?}"
@@ -89,7 +87,7 @@ fn a_handle_kept_forever_times_out() {
     paused_runtime().block_on(async {
         let (letters, took) = run_careless(true, Duration::from_secs(2)).await;
         assert_eq!(letters.len(), 10);
-        assert!(letters.iter().all(|d| d.last_code == codes::TIMEOUT));
+        assert!(letters.iter().all(|d| d.failure.code == codes::TIMEOUT));
         assert!(took >= Duration::from_secs(2), "{took:?}");
         assert!(took <= Duration::from_secs(4), "{took:?}");
     });

@@ -1,0 +1,18 @@
+//! The store: the [`Store`](rebound_runtime::store::Store) contract as a conformance suite
+//! (`conformance.rs`), run over every implementation, and what is particular to SQLite
+//! (`sqlite.rs`: the file, its schema version, what it refuses to open).
+
+#[macro_use]
+mod conformance;
+mod sqlite;
+
+use std::path::Path;
+
+use rebound_runtime::store::{SqliteStore, Store};
+
+fn open_sqlite(dir: &Path) -> Box<dyn Store> {
+    Box::new(SqliteStore::open(dir).expect("open the SQLite store"))
+}
+
+// One line per implementation.
+conformance_suite!(sqlite_store, open_sqlite);
