@@ -2,7 +2,7 @@
 //! signal stops at once), when the store stops taking writes (exit 2 with the cause), or,
 //! for `run`, when every message has its fate.
 
-use rebound::pipeline::{PipelineHandle, Report, RunningPipeline};
+use crate::pipeline::{PipelineHandle, Report, RunningPipeline};
 use std::time::Duration;
 
 /// The longest a graceful stop may take, from the signal to the exit: trees in flight get
