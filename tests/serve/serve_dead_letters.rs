@@ -1,15 +1,13 @@
 //! Dead letters over the admin API of the real `rebound serve`: list with filters, replay and
 //! skip with operator and reason, the token rules, and the audit log in the real SQLite file.
 
-mod serve_support;
-
+use crate::support::*;
 use rebound_runtime::clock::{Timestamp, WallClock};
 use rebound_runtime::store::{
     AuditFilter, DeadLetter, DeadLetterStatus, Message, MessageId, RuleId, RuleSetVersion,
     SqliteStore, Store,
 };
 use serde_json::{Value, json};
-use serve_support::*;
 use std::path::Path;
 use std::sync::Arc;
 
