@@ -11,7 +11,7 @@ use std::time::Duration;
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The share of [`STOP_TIMEOUT`] that trees in flight may take to finish.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Exit code after a second signal, as a shell reports a process stopped by SIGINT.
 const INTERRUPTED: i32 = 130;
