@@ -3,7 +3,7 @@
 //!
 //! [`run`] takes the checked options and the compiled rules, and then:
 //!
-//! 1. sets up the console (logging, and for `run` the progress bar; [`console`]) and the live
+//! 1. sets up the [`Console`] (logging, and for `run` the progress bar) and the live
 //!    rules: a [`Reloader`] over the rules directory and the metrics that count its reloads;
 //! 2. installs the signal handlers at once, so that a signal right after start-up still stops
 //!    gracefully ([`lifecycle::Signals`]);
@@ -17,8 +17,8 @@
 //!    requests, trees in flight finish, the last writes commit and the report is read; a second
 //!    signal stops at once. `run` then prints the report (exit 1 if messages were lost).
 
-pub mod admin;
-pub mod console;
+mod admin;
+mod console;
 pub mod lifecycle;
 
 pub use admin::{AdminListen, TokenFrom};
@@ -40,7 +40,7 @@ use tokio::task::JoinHandle;
 
 /// How long the async runtime waits for its tasks once the command is done (the process exits
 /// after it in any case).
-pub const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// How often `run`'s progress bar is redrawn from the pipeline's counters.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
@@ -64,8 +64,8 @@ pub struct Options {
     pub store_give_up: Duration,
     /// Where the admin API listens, if anywhere.
     pub admin: Option<AdminListen>,
-    /// The config-center URL to pull rule sets from, and the time between polls.
-    pub pull: Option<(String, Duration)>,
+    /// The config center to pull rule sets from, if any.
+    pub pull: Option<Pull>,
     /// Whether a rules directory that cannot be watched stops the start (else a warning).
     pub watch_required: bool,
     /// What the user sees: `run`'s progress bar and report, or `serve`'s logs and start-up
@@ -119,9 +119,18 @@ impl Options {
     }
 }
 
+/// Where rule sets are pulled from (`--rules-url`), and how often.
+#[derive(Clone, Debug)]
+pub struct Pull {
+    /// An `http://` URL answering `{"files": {...}}`, with ETag / If-None-Match.
+    pub url: String,
+    /// The time between polls when the server answers at once.
+    pub interval: Duration,
+}
+
 /// The live rules of a long-running command: a [`Reloader`] over `dir` starting with `set`,
 /// and the metrics registry that counts its reloads.
-pub fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>) {
+fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let observer = Arc::clone(&metrics);
     let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
@@ -129,7 +138,7 @@ pub fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>)
 }
 
 /// The async runtime: two workers, one per core of the target machine.
-pub fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -201,12 +210,12 @@ async fn wire(
     };
     let puller = match &options.pull {
         None => None,
-        Some((url, interval)) => {
-            let pull = PullOptions {
-                interval: *interval,
+        Some(pull) => {
+            let pull_options = PullOptions {
+                interval: pull.interval,
                 ..PullOptions::default()
             };
-            match Puller::spawn(Arc::clone(&reloader), url, pull) {
+            match Puller::spawn(Arc::clone(&reloader), &pull.url, pull_options) {
                 Ok(p) => Some(p),
                 Err(e) => return trouble(&view, format!("--rules-url: {e}")),
             }

@@ -79,7 +79,10 @@ pub fn run(args: Args) -> Outcome {
     options.rate = Some(args.rate);
     options.time_scale = scale;
     options.store_give_up = args.store_give_up;
-    options.pull = args.rules_url.map(|url| (url, args.rules_poll_interval));
+    options.pull = args.rules_url.map(|url| app::Pull {
+        url,
+        interval: args.rules_poll_interval,
+    });
     options.json = args.json;
     app::run(options, set)
 }
