@@ -9,9 +9,24 @@
 //!   report from the durable state, the progress view and the data directory's lock.
 //! - [`admin`]: the admin HTTP API (axum): rules, decide, dead letters, health, metrics.
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
+//! - [`app`]: the one application wiring that `run` and `serve` share (signals, logging, the
+//!   rules watcher and puller, the admin listener, the graceful stop), told apart only by
+//!   their [`app::Options`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod app;
 pub mod metrics;
 pub mod pipeline;
+
+/// How a command ended: the exit codes of cli.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 0: success.
+    Ok,
+    /// 1: the thing checked is wrong (invalid rules, failing tests, lost messages).
+    Wrong,
+    /// 2: usage or I/O error; the message has been printed.
+    Trouble,
+}

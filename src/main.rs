@@ -1,11 +1,13 @@
 //! `rebound`: the command line. Each subcommand parses its flags, calls the engine or the
-//! runtime, and prints the result; the logic lives in the library crates.
+//! product library (`rebound::app` for `run` and `serve`), and prints the result; the logic
+//! lives in the libraries.
 #![forbid(unsafe_code)]
 
 mod cmd;
 mod diagnostics;
 
 use clap::{Parser, Subcommand};
+use rebound::Outcome;
 use std::process::ExitCode;
 
 /// mimalloc: the runtime hands small allocations (tuples, batches, messages) from one worker
@@ -47,16 +49,6 @@ enum Command {
     Schema(cmd::schema::Args),
     Run(cmd::run::Args),
     Serve(cmd::serve::Args),
-}
-
-/// How a subcommand ended: the exit codes of cli.md.
-pub enum Outcome {
-    /// 0: success.
-    Ok,
-    /// 1: the thing checked is wrong (invalid rules, failing tests, lost messages).
-    Wrong,
-    /// 2: usage or I/O error; the message has been printed.
-    Trouble,
 }
 
 fn main() -> ExitCode {

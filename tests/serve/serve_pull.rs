@@ -2,10 +2,8 @@
 //! HTTP server this test runs on loopback) with ETag / If-None-Match, and holds up under a
 //! server that holds requests (long polling).
 
-mod serve_support;
-
+use crate::support::*;
 use serde_json::json;
-use serve_support::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,9 +1,7 @@
 //! End to end: `rebound serve` follows edits of its rules directory, and a pushed set is the
 //! one loaded after a restart.
 
-mod serve_support;
-
-use serve_support::*;
+use crate::support::*;
 
 #[test]
 fn after_a_restart_the_last_pushed_set_is_loaded() {

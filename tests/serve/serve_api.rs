@@ -1,14 +1,11 @@
 //! End to end: the real `rebound serve` binary, spoken to over loopback with a real HTTP
 //! client, as an operator or a config center would.
 
-mod serve_support;
-
 /// The edges: what a careless or hostile client sends, what a set-up gets wrong.
-#[path = "cases/serve_edges.rs"]
 mod edges;
 
+use crate::support::*;
 use serde_json::{Value, json};
-use serve_support::*;
 
 #[test]
 fn pushing_a_set_changes_decisions_and_is_written_into_the_rules_directory() {

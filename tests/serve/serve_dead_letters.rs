@@ -1,8 +1,7 @@
 //! Dead letters over the admin API of the real `rebound serve`: list with filters, replay and
 //! skip with operator and reason, the token rules, and the audit log in the real SQLite file.
 
-mod serve_support;
-
+use crate::support::*;
 use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
 use rebound_runtime::store::{
     AuditFilter, DeadLetter, DeadLetterStatus, Message, SqliteStore, Store, WriteOp,
@@ -10,7 +9,6 @@ use rebound_runtime::store::{
 use rebound_runtime::time::Timestamp;
 use rebound_runtime::topology::Failure;
 use serde_json::{Value, json};
-use serve_support::*;
 use std::path::Path;
 
 fn letter(id: &str, biz: &str, label: &str, code: &str) -> WriteOp {

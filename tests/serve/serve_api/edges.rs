@@ -1,7 +1,7 @@
 //! End to end, at the edges: what a careless or hostile client sends the real `rebound serve`
 //! binary, and what an operator's set-up gets wrong.
 
-use super::serve_support::*;
+use crate::support::*;
 use serde_json::{Value, json};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

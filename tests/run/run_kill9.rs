@@ -7,16 +7,14 @@
 //! orders written, picked at random, plus a random extra delay so the kill lands anywhere in
 //! the write cycle. No assertion is on speed.
 
-mod run_support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::support::*;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rebound::pipeline::PipelineDb;
 use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, Fate, Store};
-use run_support::*;
 
 const MESSAGES: u64 = 20_000;
 

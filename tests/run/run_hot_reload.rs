@@ -8,14 +8,12 @@
 //! the run goes on: rows decided by the new set wait 400 ms, rows decided by the old one 1 ms,
 //! and rows from the new set do appear.
 
-mod run_support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::*;
 use rebound_runtime::store::{MessageId, Store};
-use run_support::*;
 
 const MESSAGES: u64 = 40_000;
 

@@ -2,7 +2,7 @@
 //! signal stops at once), when the store stops taking writes (exit 2 with the cause), or,
 //! for `run`, when every message has its fate.
 
-use rebound::pipeline::{PipelineHandle, Report, RunningPipeline};
+use crate::pipeline::{PipelineHandle, Report, RunningPipeline};
 use std::time::Duration;
 
 /// The longest a graceful stop may take, from the signal to the exit: trees in flight get
@@ -11,7 +11,7 @@ use std::time::Duration;
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The share of [`STOP_TIMEOUT`] that trees in flight may take to finish.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Exit code after a second signal, as a shell reports a process stopped by SIGINT.
 const INTERRUPTED: i32 = 130;

@@ -5,7 +5,7 @@
 //! The full disk is a real one: a small tmpfs, mounted for the test (so the test runs as root,
 //! as CI does; it fails, not skips, when it cannot mount).
 
-use super::run_support::{Running, report, run_cmd, shipped_rules, wait_until};
+use crate::support::{Running, report, run_cmd, shipped_rules, wait_until};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -3,16 +3,13 @@
 //! stdout, a data directory that holds another run or is in use by another process, and bad
 //! flags.
 
-mod run_support;
-
 /// A data directory that fills up.
-#[path = "cases/run_store_failure.rs"]
 mod store_failure;
 
 use std::process::Command;
 use std::time::Duration;
 
-use run_support::*;
+use crate::support::*;
 
 #[test]
 fn a_second_process_on_a_data_directory_in_use_exits_2_naming_the_first() {

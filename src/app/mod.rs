@@ -1,0 +1,357 @@
+//! The application: the one wiring behind `rebound run` and `rebound serve`, which differ only
+//! in their [`Options`] ([`Options::run`], [`Options::serve`]).
+//!
+//! [`run`] takes the checked options and the compiled rules, and then:
+//!
+//! 1. sets up the [`Console`] (logging, and for `run` the progress bar) and the live
+//!    rules: a [`Reloader`] over the rules directory and the metrics that count its reloads;
+//! 2. installs the signal handlers at once, so that a signal right after start-up still stops
+//!    gracefully ([`lifecycle::Signals`]);
+//! 3. binds the admin listener ([`AdminListen`]), starts the rules watcher and the
+//!    config-center puller: all before the pipeline, so a failed start leaves no data behind;
+//! 4. starts (or resumes) the bundled pipeline, announces the admin address and serves the
+//!    admin API next to it;
+//! 5. waits for every message's fate (bounded runs only), Ctrl-C / SIGTERM, a store that
+//!    refuses every write (exit 2), or an admin API that fails (exit 2);
+//! 6. stops gracefully within [`lifecycle::STOP_TIMEOUT`]: the admin API finishes its
+//!    requests, trees in flight finish, the last writes commit and the report is read; a second
+//!    signal stops at once. `run` then prints the report (exit 1 if messages were lost).
+
+mod admin;
+mod console;
+pub mod lifecycle;
+
+pub use admin::{AdminListen, TokenFrom};
+pub use console::Console;
+
+use crate::Outcome;
+use crate::admin::AdminState;
+use crate::metrics::Metrics;
+use crate::pipeline::{self, PipelineOptions, ProgressView};
+use lifecycle::{Ending, Signals};
+use rebound_engine::CompiledSet;
+use rebound_engine::reload::pull::{PullOptions, Puller};
+use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
+use rebound_runtime::policy::TimeScale;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How long the async runtime waits for its tasks once the command is done (the process exits
+/// after it in any case).
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
+
+/// How often `run`'s progress bar is redrawn from the pipeline's counters.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// What the application runs, and how. The two constructors give the two commands' defaults;
+/// the command then sets what its flags say.
+#[derive(Debug)]
+pub struct Options {
+    /// The rule set directory (watched; pushes are written into it).
+    pub rules: PathBuf,
+    /// The data directory: the embedded SQLite store and `pipeline.db`.
+    pub data: PathBuf,
+    /// Orders in the run; `None` generates orders until stopped.
+    pub messages: Option<u64>,
+    /// New orders per second at most; `None`: as fast as the pipeline takes them.
+    pub rate: Option<f64>,
+    /// The rules' delays and the message timeout run this many times faster.
+    pub time_scale: TimeScale,
+    /// How long a store that refuses every write is retried before the process stops with the
+    /// cause (exit 2).
+    pub store_give_up: Duration,
+    /// Where the admin API listens, if anywhere.
+    pub admin: Option<AdminListen>,
+    /// The config center to pull rule sets from, if any.
+    pub pull: Option<Pull>,
+    /// Whether a rules directory that cannot be watched stops the start (else a warning).
+    pub watch_required: bool,
+    /// What the user sees: `run`'s progress bar and report, or `serve`'s logs and start-up
+    /// line.
+    pub console: Console,
+    /// JSON on stdout: the report (`run`) or the start-up line (`serve`).
+    pub json: bool,
+}
+
+impl Options {
+    /// `rebound run`'s defaults: 50,000 orders at time scale 100, as fast as the pipeline takes
+    /// them, then the report; the progress bar; no admin API; a rules directory that cannot be
+    /// watched is only a warning.
+    pub fn run(rules: impl Into<PathBuf>, data: impl Into<PathBuf>) -> Options {
+        Options {
+            rules: rules.into(),
+            data: data.into(),
+            messages: Some(50_000),
+            rate: None,
+            time_scale: TimeScale::new(100.0).expect("100 is a valid time scale"),
+            store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
+            admin: None,
+            pull: None,
+            watch_required: false,
+            console: Console::Progress,
+            json: false,
+        }
+    }
+
+    /// `rebound serve`'s defaults: the admin API on `admin`, orders generated at 20 a second
+    /// until stopped, time scale 1; logs and the start-up line; the rules directory must be
+    /// watchable.
+    pub fn serve(
+        rules: impl Into<PathBuf>,
+        data: impl Into<PathBuf>,
+        admin: AdminListen,
+    ) -> Options {
+        Options {
+            rules: rules.into(),
+            data: data.into(),
+            messages: None,
+            rate: Some(20.0),
+            time_scale: TimeScale::REAL,
+            store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
+            admin: Some(admin),
+            pull: None,
+            watch_required: true,
+            console: Console::Server,
+            json: false,
+        }
+    }
+}
+
+/// Where rule sets are pulled from (`--rules-url`), and how often.
+#[derive(Clone, Debug)]
+pub struct Pull {
+    /// An `http://` URL answering `{"files": {...}}`, with ETag / If-None-Match.
+    pub url: String,
+    /// The time between polls when the server answers at once.
+    pub interval: Duration,
+}
+
+/// The live rules of a long-running command: a [`Reloader`] over `dir` starting with `set`,
+/// and the metrics registry that counts its reloads.
+fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let observer = Arc::clone(&metrics);
+    let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
+    (Arc::new(Reloader::new(dir, set, options)), metrics)
+}
+
+/// The async runtime: two workers, one per core of the target machine.
+fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// Runs the application on `set` (compiled from `options.rules`) until it ends, and says how
+/// it ended. Errors are printed on stderr.
+pub fn run(options: Options, set: CompiledSet) -> Outcome {
+    let view = options.console.view(options.messages);
+    options.console.init_logging(&view);
+    let (reloader, metrics) = live_rules(&options.rules, set);
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            view.finish();
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    let outcome = runtime.block_on(wire(options, reloader, metrics, view.clone()));
+    view.finish();
+    // Whatever is still running (a blocking write on a store that hangs) is not waited for.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    outcome
+}
+
+/// Prints `error: {message}` once the bar is cleared, and says exit 2.
+fn trouble(view: &ProgressView, message: impl std::fmt::Display) -> Outcome {
+    view.finish();
+    eprintln!("error: {message}");
+    Outcome::Trouble
+}
+
+type AdminTask = JoinHandle<std::io::Result<()>>;
+
+async fn wire(
+    options: Options,
+    reloader: Arc<Reloader>,
+    metrics: Arc<Metrics>,
+    view: ProgressView,
+) -> Outcome {
+    let console = options.console;
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => return trouble(&view, format!("cannot install the signal handlers: {e}")),
+    };
+
+    // Everything but the pipeline first: a failed start leaves no data behind.
+    let admin = match &options.admin {
+        None => None,
+        Some(listen) => match listen.bind().await {
+            Ok(bound) => Some(bound),
+            Err(e) => return trouble(&view, console.cannot_listen(listen, &e)),
+        },
+    };
+    let watcher = match Watcher::spawn(Arc::clone(&reloader), WatchOptions::default()) {
+        Ok(w) => Some(w),
+        Err(e) if options.watch_required => {
+            return trouble(
+                &view,
+                format!("cannot watch {}: {e}", options.rules.display()),
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, rules = %options.rules.display(), "cannot watch the rules; edits will not be picked up");
+            None
+        }
+    };
+    let puller = match &options.pull {
+        None => None,
+        Some(pull) => {
+            let pull_options = PullOptions {
+                interval: pull.interval,
+                ..PullOptions::default()
+            };
+            match Puller::spawn(Arc::clone(&reloader), &pull.url, pull_options) {
+                Ok(p) => Some(p),
+                Err(e) => return trouble(&view, format!("--rules-url: {e}")),
+            }
+        }
+    };
+
+    let mut pipeline_options = PipelineOptions::new(Arc::clone(reloader.handle()), &options.data);
+    pipeline_options.messages = options.messages;
+    pipeline_options.time_scale = options.time_scale;
+    pipeline_options.rate = options.rate;
+    pipeline_options.store_give_up = options.store_give_up;
+    let pipeline = match pipeline::start(pipeline_options).await {
+        Ok(p) => p,
+        Err(e) => return trouble(&view, console.cannot_start(&e)),
+    };
+    if pipeline.already_finished() {
+        view.finish();
+        tracing::info!("this run already finished; its report follows");
+    }
+
+    let mut admin_task: Option<AdminTask> = None;
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some((listener, bound)) = admin {
+        let token = options.admin.as_ref().and_then(|a| a.token.clone());
+        console.announce(&view, bound, &reloader, &options, token.is_some());
+        let state = AdminState {
+            reloader: Arc::clone(&reloader),
+            metrics,
+            token,
+            dead_letters: None, // serve_admin makes the running pipeline the desk
+        };
+        admin_task = Some(tokio::spawn(pipeline::serve_admin(
+            listener,
+            state,
+            pipeline.handle(),
+            async {
+                let _ = admin_stopped.await;
+            },
+        )));
+    }
+    let progress = console.shows_progress().then(|| {
+        let handle = pipeline.handle();
+        let bar = view.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PROGRESS_EVERY);
+            loop {
+                tick.tick().await;
+                bar.update(&handle.progress());
+            }
+        })
+    });
+    let stop_progress = |progress: Option<JoinHandle<()>>| {
+        if let Some(p) = progress {
+            p.abort();
+        }
+        view.finish();
+    };
+
+    let handle = pipeline.handle();
+    let ending = tokio::select! {
+        () = pipeline.finished() => Ending::Finished,
+        ending = lifecycle::interrupted_or_failed(&mut signals, &handle) => ending,
+        served = ended(&mut admin_task) => {
+            stop_progress(progress);
+            let e = admin_result(served).err().unwrap_or_else(|| "it stopped".into());
+            eprintln!("error: the admin API failed: {e}");
+            return Outcome::Trouble;
+        }
+    };
+    match ending {
+        Ending::Finished => {}
+        Ending::Interrupted => console.stopping(&view),
+        Ending::StoreFailed(failure) => {
+            stop_progress(progress);
+            eprintln!("error: {failure}");
+            return Outcome::Trouble;
+        }
+    }
+    // A signal during the stop stops at once.
+    signals.exit_on_next();
+    // The admin API finishes the requests in flight, the spouts stop, trees in flight finish,
+    // and what is scheduled stays in the store for the next start. All of it within the stop
+    // timeout.
+    let _ = stop_admin.send(());
+    let admin_done = async {
+        match admin_task {
+            None => Ok(()),
+            Some(task) => tokio::time::timeout(lifecycle::STOP_TIMEOUT, task)
+                .await
+                .map_err(|_| "it did not finish its requests in time; stopping anyway".to_string())
+                .and_then(admin_result),
+        }
+    };
+    let (stopped, served) = tokio::join!(lifecycle::stop(pipeline), admin_done);
+    stop_progress(progress);
+    if let Some(w) = watcher {
+        w.stop();
+    }
+    if let Some(p) = puller {
+        p.stop();
+    }
+    match stopped {
+        Err(e) => {
+            eprintln!("error: {}", console.cannot_stop(&e));
+            Outcome::Trouble
+        }
+        Ok(report) => {
+            let outcome = console.report(&report, options.json);
+            match served {
+                Err(e) => {
+                    eprintln!("error: the admin API failed: {e}");
+                    Outcome::Trouble
+                }
+                Ok(()) => {
+                    console.stopped();
+                    outcome
+                }
+            }
+        }
+    }
+}
+
+/// Completes when the admin API's task ends (never, without an admin API).
+async fn ended(
+    task: &mut Option<AdminTask>,
+) -> Result<std::io::Result<()>, tokio::task::JoinError> {
+    match task {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the admin API's task ended with.
+fn admin_result(joined: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), String> {
+    match joined {
+        Ok(served) => served.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}

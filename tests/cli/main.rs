@@ -1,0 +1,15 @@
+//! The command line on rule sets, one module per former test file: `check`, `decide`,
+//! `explain` and `--json` (`cli_rules`), what a broken rule file reports (`load_errors`),
+//! `paths` (`paths_lints`, `paths_shipped`), `test` (`ruletest_cli`, `ruletest_seed_search`),
+//! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
+//! (`shipped_rules_props`). Fixtures are in `tests/fixtures/`.
+
+mod cli_rules;
+mod load_errors;
+mod paths_lints;
+mod paths_shipped;
+mod ruletest_cli;
+mod ruletest_seed_search;
+mod schema_drift;
+mod schema_validate;
+mod shipped_rules_props;

@@ -1,0 +1,12 @@
+//! `rebound serve`, end to end over loopback, one module per former test file: the start-up
+//! line and `--json` (`cli_serve`), the admin API (`serve_api`), the dead-letter desk
+//! (`serve_dead_letters`), the config-center puller (`serve_pull`) and the rules watcher
+//! (`serve_watch`). `support` starts the binary and speaks HTTP to it.
+
+mod support;
+
+mod cli_serve;
+mod serve_api;
+mod serve_dead_letters;
+mod serve_pull;
+mod serve_watch;
