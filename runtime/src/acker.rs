@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use crate::topology::{Failure, codes};
 
@@ -234,7 +233,7 @@ pub(crate) async fn run_acker(
 ) {
     let mut ledger = Ledger::new();
     let period = (message_timeout / (BUCKETS as u32 - 1)).max(Duration::from_millis(1));
-    let mut next_rotation = Instant::now() + period;
+    let mut next_rotation = crate::time::now() + period;
     let sleep = tokio::time::sleep_until(next_rotation);
     tokio::pin!(sleep);
     let mut out: Vec<Vec<Terminal>> = (0..spouts.len()).map(|_| Vec::new()).collect();
@@ -269,7 +268,7 @@ pub(crate) async fn run_acker(
             () = &mut sleep => {}
         }
         // Checked on every pass, not only when the timer wins, so a busy acker still rotates.
-        let now = Instant::now();
+        let now = crate::time::now();
         if now >= next_rotation {
             while next_rotation <= now {
                 ledger.rotate(&mut expired);

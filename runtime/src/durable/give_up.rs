@@ -9,7 +9,9 @@
 //! fates they cover). Nothing it dropped is lost: a write that never committed leaves its
 //! message uncommitted at the source, and the next run delivers it again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use crate::store::StoreError;
 
@@ -39,7 +41,7 @@ pub(super) struct Retrying {
 impl Retrying {
     pub(super) fn new(bound: Duration) -> Retrying {
         Retrying {
-            first: Instant::now(),
+            first: crate::time::now(),
             attempt: 0,
             bound,
         }

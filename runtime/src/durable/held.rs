@@ -13,7 +13,9 @@
 //! moot (see the journal's module docs).
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use hashbrown::{HashMap, HashSet};
 
@@ -152,7 +154,7 @@ mod tests {
 
     #[test]
     fn only_the_live_retries_come_out_oldest_first_once_due() {
-        let t0 = Instant::now();
+        let t0 = crate::time::now();
         let ms = Duration::from_millis;
         let mut held = Held::default();
         assert!(!held.hold(retry("a", 1), t0));
@@ -172,7 +174,7 @@ mod tests {
 
     #[test]
     fn it_remembers_the_rows_it_released_until_one_is_dropped() {
-        let t0 = Instant::now();
+        let t0 = crate::time::now();
         let mut held = Held::default();
         held.hold(retry("a", 1), t0);
         held.hold(retry("b", 1), t0);

@@ -14,7 +14,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use hashbrown::HashMap;
 
@@ -142,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_position_covers_what_it_passes_and_the_rest_comes_out_when_due() {
-        let t0 = Instant::now();
+        let t0 = crate::time::now();
         let ms = Duration::from_millis;
         let mut held = HeldAcks::default();
         let src: Arc<str> = "src".into();
@@ -165,7 +167,7 @@ mod tests {
 
     #[test]
     fn beyond_the_bound_the_oldest_come_out_at_once() {
-        let now = Instant::now();
+        let now = crate::time::now();
         let mut held = HeldAcks::default();
         for p in 1..=5 {
             held.hold("src".into(), p, acked(p), now);

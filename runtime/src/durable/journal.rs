@@ -54,7 +54,9 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -328,7 +330,7 @@ impl Batch {
                 *p = (p.0.max(position), p.1.max(at));
             }
             Entry::Op(WriteOp::Schedule(retry)) => {
-                self.moot += usize::from(ledger.held.hold(retry, Instant::now()));
+                self.moot += usize::from(ledger.held.hold(retry, crate::time::now()));
             }
             Entry::Op(op @ WriteOp::Acked { .. }) => {
                 let had_row = self.settle(&op, ledger);
@@ -348,7 +350,7 @@ impl Batch {
                     // Held until a position covers it (moot) or its hold ends (written).
                     let (source, position) = (o.source.clone(), o.position);
                     self.moot +=
-                        usize::from(ledger.acks.hold(source, position, op, Instant::now()));
+                        usize::from(ledger.acks.hold(source, position, op, crate::time::now()));
                 } else {
                     self.push_loose(op);
                 }
@@ -472,7 +474,7 @@ fn run(
                 Err(mpsc::TryRecvError::Empty) => {}
             }
         }
-        let now = Instant::now();
+        let now = crate::time::now();
         let over = |at: Instant, hold: Duration| now.saturating_duration_since(at) >= hold;
         let held_due = ledger.held.oldest().is_some_and(|at| over(at, hold))
             || ledger

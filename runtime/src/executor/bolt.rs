@@ -151,7 +151,7 @@ pub(crate) async fn run_deferred<B: DeferredBolt>(
     let (tx, mut done) = mpsc::unbounded_channel::<Completion>();
     let mut bolt = make(&*factory, &p.info);
     let mut ticker = p.tick.map(|every| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let mut t = tokio::time::interval_at(crate::time::now() + every, every);
         t.set_missed_tick_behavior(MissedTickBehavior::Delay);
         t
     });

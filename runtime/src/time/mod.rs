@@ -28,6 +28,13 @@ pub use scale::{InvalidTimeScale, TimeScale};
 pub use source::{ManualTime, TimeSource, TokioTime};
 pub use tokio::time::Instant;
 
+/// Monotonic now, on tokio's clock: paused where a test pauses it, and the real clock on a
+/// thread outside any runtime (the journal's). With [`TimeSource`], the only way the runtime
+/// reads the time.
+pub fn now() -> Instant {
+    Instant::now()
+}
+
 /// A point in wall time: milliseconds since the Unix epoch.
 ///
 /// ```
