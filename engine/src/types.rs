@@ -28,13 +28,9 @@ fn intern(s: &str) -> &'static str {
     leaked
 }
 
-macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-        #[serde(transparent)]
-        pub struct $name(&'static str);
-
+/// The methods of an interned name.
+macro_rules! interned_name {
+    ($name:ident) => {
         impl $name {
             /// The text.
             pub fn as_str(&self) -> &'static str {
@@ -56,14 +52,17 @@ macro_rules! name_type {
     };
 }
 
-name_type!(
-    /// A rule's `id`, unique in its set.
-    RuleId
-);
-name_type!(
-    /// A dead-letter label (`L1`, `default`, …).
-    Label
-);
+/// A rule's `id`, unique in its set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RuleId(&'static str);
+interned_name!(RuleId);
+
+/// A dead-letter label (`L1`, `default`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Label(&'static str);
+interned_name!(Label);
 /// A rule set's version: a hash of its file names and bytes, as 16 lowercase hex digits.
 ///
 /// It is `Copy` and holds no pointer, so carrying it with every decision costs nothing.

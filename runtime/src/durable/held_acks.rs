@@ -11,105 +11,128 @@
 //!
 //! A held fate is as safe as one still in the journal's queue: lost in a crash, its message is
 //! delivered again (at least once), never lost, because the position never moved past it.
+//!
+//! One FIFO in arrival order, and per source the position covered so far: a position covers
+//! in O(1) (an entry at or below its source's mark is dead), and dead entries leave from the
+//! front, where acks, which arrive roughly in position order, reach first. Every ack costs a
+//! push and a pop, nothing more: this is the hot path of a durable source.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::time::Instant;
+use crate::store::{Offset, SourceName, WriteOp};
+use crate::time::{Instant, Timestamp};
+use crate::topology::MessageId;
 
-use hashbrown::HashMap;
-
-use crate::store::WriteOp;
-
-/// Held acked fates, per source by position, and in arrival order for their deadline.
+/// Held acked fates in arrival order, and the mark each source's positions have reached.
 #[derive(Debug, Default)]
 pub(super) struct HeldAcks {
-    by_source: HashMap<Arc<str>, BTreeMap<u64, WriteOp>>,
-    /// Arrival order; an entry no longer in `by_source` (covered, or replaced) is skipped.
-    arrivals: VecDeque<(Instant, Arc<str>, u64)>,
-    len: usize,
+    queue: VecDeque<Held>,
+    /// Per source (few: one per positioned source), its name and the highest position seen.
+    marks: Vec<(SourceName, u64)>,
+}
+
+/// One held fate, kept small (a durable source holds tens of thousands): the op is rebuilt
+/// only for the few that are written.
+#[derive(Debug)]
+struct Held {
+    arrived: Instant,
+    id: MessageId,
+    acked_at: Timestamp,
+    position: u64,
+    source: u32,
+}
+
+/// What leaves the hold: fates to write, and how many were moot (covered).
+#[derive(Debug, Default)]
+pub(super) struct Released {
+    pub(super) write: Vec<WriteOp>,
+    pub(super) moot: usize,
 }
 
 impl HeldAcks {
-    /// Holds `op`, the acked fate at `position` of `source`, received at `at`. Returns the fate
-    /// it replaced (the same position acked twice: a redelivery), which is moot.
-    pub(super) fn hold(
-        &mut self,
-        source: Arc<str>,
-        position: u64,
-        op: WriteOp,
-        at: Instant,
-    ) -> bool {
-        let held = self.by_source.entry(source.clone()).or_default();
-        let replaced = held.insert(position, op).is_some();
-        if !replaced {
-            self.len += 1;
-        }
-        self.arrivals.push_back((at, source, position));
-        replaced
-    }
-
-    /// Drops the fates of `source` at or below `position`; returns how many (all moot).
-    pub(super) fn cover(&mut self, source: &str, position: u64) -> usize {
-        let Some(held) = self.by_source.get_mut(source) else {
-            return 0;
+    /// Holds `op`, an acked fate with an offset, received at `at`. (Anything else is not held:
+    /// it is handed back.)
+    pub(super) fn hold(&mut self, op: WriteOp, at: Instant) -> Option<WriteOp> {
+        let WriteOp::Acked {
+            id,
+            at: acked_at,
+            offset: Some(offset),
+        } = op
+        else {
+            return Some(op);
         };
-        let above = held.split_off(&(position.saturating_add(1)));
-        let covered = std::mem::replace(held, above).len();
-        self.len -= covered;
-        covered
+        let source = self.source(offset.source) as u32;
+        self.queue.push_back(Held {
+            arrived: at,
+            id,
+            acked_at,
+            position: offset.position,
+            source,
+        });
+        None
     }
 
-    /// Takes the fates held at least `hold` by `now`, and the oldest beyond `max`, oldest first.
-    pub(super) fn due(&mut self, now: Instant, hold: Duration, max: usize) -> Vec<WriteOp> {
-        let mut out = Vec::new();
-        while let Some(&(at, ..)) = self.arrivals.front() {
-            let expired = now.saturating_duration_since(at) >= hold;
-            if !expired && self.len <= max {
+    /// `source`'s position reached `position`: every fate of the source at or below it is moot.
+    pub(super) fn cover(&mut self, source: &str, position: u64) {
+        let i = self.source(SourceName::from(source));
+        let mark = &mut self.marks[i].1;
+        *mark = (*mark).max(position);
+    }
+
+    /// Takes the moot fates from the front, and the fates held at least `hold` by `now` or
+    /// beyond `max`, oldest first; with `all`, every fate.
+    pub(super) fn release(
+        &mut self,
+        now: Instant,
+        hold: Duration,
+        max: usize,
+        all: bool,
+    ) -> Released {
+        let mut out = Released::default();
+        while let Some(front) = self.queue.front() {
+            let dead = front.position <= self.marks[front.source as usize].1;
+            let due = all
+                || self.queue.len() > max
+                || now.saturating_duration_since(front.arrived) >= hold;
+            if !dead && !due {
                 break;
             }
-            out.extend(self.pop_front());
-        }
-        out
-    }
-
-    /// Takes every held fate.
-    pub(super) fn all(&mut self) -> Vec<WriteOp> {
-        let mut out = Vec::with_capacity(self.len);
-        while !self.arrivals.is_empty() {
-            out.extend(self.pop_front());
+            let held = self.queue.pop_front().expect("front exists");
+            if dead {
+                out.moot += 1;
+            } else {
+                out.write.push(WriteOp::Acked {
+                    id: held.id,
+                    at: held.acked_at,
+                    offset: Some(Offset {
+                        source: self.marks[held.source as usize].0,
+                        position: held.position,
+                    }),
+                });
+            }
         }
         out
     }
 
     /// True if nothing is held.
     pub(super) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.queue.is_empty()
     }
 
     /// When the oldest held fate arrived.
-    pub(super) fn oldest(&mut self) -> Option<Instant> {
-        while let Some((at, source, position)) = self.arrivals.front() {
-            if self.live(source, *position) {
-                return Some(*at);
+    pub(super) fn oldest(&self) -> Option<Instant> {
+        self.queue.front().map(|h| h.arrived)
+    }
+
+    fn source(&mut self, source: SourceName) -> usize {
+        match self.marks.iter().position(|(name, _)| *name == source) {
+            Some(i) => i,
+            None => {
+                self.marks.push((source, 0));
+                self.marks.len() - 1
             }
-            self.arrivals.pop_front();
         }
-        None
-    }
-
-    fn live(&self, source: &str, position: u64) -> bool {
-        self.by_source
-            .get(source)
-            .is_some_and(|held| held.contains_key(&position))
-    }
-
-    fn pop_front(&mut self) -> Option<WriteOp> {
-        let (_, source, position) = self.arrivals.pop_front()?;
-        let op = self.by_source.get_mut(&source)?.remove(&position)?;
-        self.len -= 1;
-        Some(op)
     }
 }
 
@@ -144,35 +167,36 @@ mod tests {
 
     #[test]
     fn a_position_covers_what_it_passes_and_the_rest_comes_out_when_due() {
-        let t0 = crate::time::now();
+        let t0 = Instant::now();
         let ms = Duration::from_millis;
         let mut held = HeldAcks::default();
-        let src: Arc<str> = "src".into();
-        for (i, p) in [3, 1, 5, 2].into_iter().enumerate() {
-            assert!(!held.hold(src.clone(), p, acked(p), t0 + ms(i as u64)));
+        for (i, p) in [1, 3, 2, 5].into_iter().enumerate() {
+            assert!(held.hold(acked(p), t0 + ms(i as u64)).is_none());
         }
-        assert!(
-            held.hold(src.clone(), 5, acked(5), t0 + ms(9)),
-            "a redelivery replaces"
-        );
-        assert_eq!(held.cover("src", 2), 2);
-        assert_eq!(held.cover("other", 9), 0);
-        assert_eq!(held.oldest(), Some(t0)); // 3, the first to arrive
-        assert_eq!(positions(&held.due(t0 + ms(100), ms(100), 100)), [3]);
-        assert!(held.due(t0 + ms(100), ms(100), 100).is_empty());
-        assert_eq!(positions(&held.all()), [5]);
+        held.cover("src", 2);
+        held.cover("other", 9);
+        // 1 is dead at the front and leaves; 3 is live and not due, so it stops there.
+        let early = held.release(t0 + ms(50), ms(100), 100, false);
+        assert_eq!((positions(&early.write), early.moot), (vec![], 1));
+        assert_eq!(held.oldest(), Some(t0 + ms(1)));
+        // 3 is due; 2 behind it is dead; 5 is not due yet.
+        let due = held.release(t0 + ms(101), ms(100), 100, false);
+        assert_eq!((positions(&due.write), due.moot), (vec![3], 1));
+        let rest = held.release(t0 + ms(101), ms(100), 100, true);
+        assert_eq!((positions(&rest.write), rest.moot), (vec![5], 0));
         assert!(held.is_empty());
         assert_eq!(held.oldest(), None);
     }
 
     #[test]
     fn beyond_the_bound_the_oldest_come_out_at_once() {
-        let now = crate::time::now();
+        let now = Instant::now();
         let mut held = HeldAcks::default();
         for p in 1..=5 {
-            held.hold("src".into(), p, acked(p), now);
+            assert!(held.hold(acked(p), now).is_none());
         }
-        assert_eq!(positions(&held.due(now, Duration::from_secs(1), 3)), [1, 2]);
-        assert_eq!(held.all().len(), 3);
+        let out = held.release(now, Duration::from_secs(1), 3, false);
+        assert_eq!(positions(&out.write), [1, 2]);
+        assert_eq!(held.release(now, Duration::ZERO, 0, true).write.len(), 3);
     }
 }

@@ -62,8 +62,6 @@ use tokio::sync::oneshot;
 
 use tokio::sync::watch;
 
-use hashbrown::HashMap;
-
 use super::give_up::{JournalFailure, Retrying};
 use super::held::Held;
 use super::held_acks::HeldAcks;
@@ -283,8 +281,9 @@ impl Journal {
 }
 
 /// A batch being assembled: the ops in order, who waits for which range, and the positions.
-#[derive(Default)]
 struct Batch {
+    /// When it was begun (the arrival time of what it holds back).
+    now: Instant,
     ops: Vec<WriteOp>,
     loose: Vec<usize>,
     waiters: Vec<(std::ops::Range<usize>, Waiter)>,
@@ -296,23 +295,29 @@ struct Batch {
     moot: usize,
 }
 
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            now: crate::time::now(),
+            ops: Vec::new(),
+            loose: Vec::new(),
+            waiters: Vec::new(),
+            positions: BTreeMap::new(),
+            flushes: Vec::new(),
+            counted: 0,
+            moot: 0,
+        }
+    }
+}
+
 /// What the journal thread knows between batches: the held retries and which messages have a
-/// retry row (one owner: see the [module docs](self)), and each source's committed position.
+/// retry row (one owner: see the [module docs](self)), and the held acked fates with the
+/// position each source has reached.
 #[derive(Default)]
 struct Ledger {
     held: Held,
     acks: HeldAcks,
-    committed: HashMap<String, u64>,
     record_every_ack: bool,
-}
-
-impl Ledger {
-    /// True if `source`'s position committed or in `batch` covers `position`.
-    fn covers(&self, batch: &Batch, source: &str, position: u64) -> bool {
-        let committed = self.committed.get(source).copied().unwrap_or(0);
-        let queued = batch.positions.get(source).map_or(0, |p| p.0);
-        position <= committed.max(queued)
-    }
 }
 
 impl Batch {
@@ -330,30 +335,18 @@ impl Batch {
                 *p = (p.0.max(position), p.1.max(at));
             }
             Entry::Op(WriteOp::Schedule(retry)) => {
-                self.moot += usize::from(ledger.held.hold(retry, crate::time::now()));
+                self.moot += usize::from(ledger.held.hold(retry, self.now));
             }
             Entry::Op(op @ WriteOp::Acked { .. }) => {
                 let had_row = self.settle(&op, ledger);
-                let WriteOp::Acked { offset, .. } = &op else {
-                    unreachable!("matched above")
-                };
                 if had_row {
                     self.push_loose(op); // it drops the row: never moot
-                } else if !ledger.record_every_ack
-                    || offset
-                        .as_ref()
-                        .is_some_and(|o| ledger.covers(self, &o.source, o.position))
-                {
-                    // Not needed, or already recorded by its source's position.
-                    self.moot += 1;
-                } else if let Some(o) = offset {
-                    // Held until a position covers it (moot) or its hold ends (written).
-                    let (source, position) = (o.source.clone(), o.position);
-                    self.moot +=
-                        usize::from(ledger.acks.hold(source, position, op, crate::time::now()));
-                } else {
-                    self.push_loose(op);
+                } else if !ledger.record_every_ack {
+                    self.moot += 1; // not needed: the source's position records it
+                } else if let Some(op) = ledger.acks.hold(op, self.now) {
+                    self.push_loose(op); // no offset: nothing will cover it
                 }
+                // Else held until a position covers it (moot) or its hold ends (written).
             }
             Entry::Op(op) => {
                 self.settle(&op, ledger);
@@ -406,24 +399,15 @@ impl Batch {
 
     /// Drops the held acked fates that this batch's positions cover (moot), then adds those
     /// whose hold is over (or, with `all`, every one), to be written now.
-    fn settle_acks(
-        &mut self,
-        ledger: &mut Ledger,
-        now: Instant,
-        options: &JournalOptions,
-        all: bool,
-    ) {
+    fn settle_acks(&mut self, ledger: &mut Ledger, options: &JournalOptions, all: bool) {
         for (source, &(position, _)) in &self.positions {
-            self.moot += ledger.acks.cover(source, position);
+            ledger.acks.cover(source, position);
         }
-        let due = if all {
-            ledger.acks.all()
-        } else {
-            ledger
-                .acks
-                .due(now, options.ack_hold, options.max_held_acks)
-        };
-        for op in due {
+        let released = ledger
+            .acks
+            .release(self.now, options.ack_hold, options.max_held_acks, all);
+        self.moot += released.moot;
+        for op in released.write {
             self.push_loose(op);
         }
     }
@@ -499,7 +483,10 @@ fn run(
             continue;
         }
         idle = Duration::ZERO;
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            now,
+            ..Batch::default()
+        };
         batch.release(ledger.held.due(now, hold));
         if let Some(entry) = next.take() {
             batch.add(entry, &mut ledger);
@@ -516,16 +503,12 @@ fn run(
         if all {
             batch.release(ledger.held.all());
         }
-        batch.settle_acks(&mut ledger, now, options, all);
+        batch.settle_acks(&mut ledger, options, all);
         // Moot writes count as committed: what they would have written is already settled.
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);
         counters.moot.fetch_add(moot as u64, Relaxed);
         commit(store, &mut batch, options.give_up_after, counters)?;
-        for (source, &(position, _)) in &batch.positions {
-            let committed = ledger.committed.entry_ref(source.as_str()).or_insert(0);
-            *committed = (*committed).max(position);
-        }
         counters.backlog.fetch_sub(batch.counted + moot, Relaxed);
         for done in batch.flushes.drain(..) {
             let _ = done.send(());

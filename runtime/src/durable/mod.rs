@@ -63,8 +63,8 @@ use tokio::time::Instant;
 
 use crate::fate::{AckedFates, FailurePolicy, RetryQueue, Seams};
 use crate::store::{
-    Applied, Offset, OperatorAction, Result, ScheduledRetry, Store, StoreError, StoredDeadLetter,
-    WriteOp, unexpected,
+    Applied, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store, StoreError,
+    StoredDeadLetter, WriteOp, unexpected,
 };
 use crate::time::{TimeMap, TimeSource};
 use crate::topology::{Message, MessageId, TaskInfo};
@@ -83,7 +83,7 @@ struct Shared {
     map: TimeMap,
     /// The source whose committed position covers acked fates (set by
     /// [`Durable::source_position`]).
-    source: OnceLock<Arc<str>>,
+    source: OnceLock<SourceName>,
     restored: Mutex<Vec<(Instant, Message)>>,
     inboxes: Mutex<Vec<Option<Arc<Inbox>>>>,
 }
@@ -178,7 +178,8 @@ impl Durable {
             id_of,
             owned,
         )?;
-        if s.source.set(source.into()).is_err() && s.source.get().map(|s| &**s) != Some(source) {
+        let name = SourceName::from(source);
+        if s.source.set(name).is_err() && s.source.get() != Some(&name) {
             tracing::warn!(
                 source,
                 "a second positioned source on one store: its acked fates are kept whole"
@@ -288,17 +289,17 @@ struct DurableFates {
 }
 
 impl AckedFates for DurableFates {
-    fn acked(&self, message: &Message) {
+    fn acked(&self, message: &Message, at: crate::time::Timestamp) {
         let s = &self.shared;
         let offset = message.offset.and_then(|n| {
-            s.source.get().map(|source| Offset {
-                source: source.clone(),
+            s.source.get().map(|&source| Offset {
+                source,
                 position: n.get(),
             })
         });
         s.journal.write_behind(WriteOp::Acked {
             id: message.id.clone(),
-            at: s.time.wall(),
+            at,
             offset,
         });
     }

@@ -1,7 +1,7 @@
 //! [`SourcePosition`]: a durable source's committed position, and which messages above it need
 //! not be delivered again.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::Journal;
@@ -36,11 +36,44 @@ pub struct SourcePosition {
     time: Arc<dyn TimeSource>,
     committed: u64,
     queued: u64,
-    settled_above: BTreeSet<u64>,
+    settled_above: Settled,
     skip: HashSet<u64>,
     reserved: u64,
     high: u64,
     known_at_start: u64,
+}
+
+/// Which positions above the committed one have their fate: flags in a window that starts just
+/// above it (index 0 is `committed + 1`), so that a fate in order costs a push and a pop.
+#[derive(Debug, Default)]
+struct Settled {
+    window: VecDeque<bool>,
+    count: u64,
+}
+
+impl Settled {
+    /// The position `distance` above the committed one has its fate (`distance` >= 1).
+    fn insert(&mut self, distance: u64) {
+        let i = (distance - 1) as usize;
+        if self.window.len() <= i {
+            self.window.resize(i + 1, false);
+        }
+        if !std::mem::replace(&mut self.window[i], true) {
+            self.count += 1;
+        }
+    }
+
+    /// If the position just above the committed one has its fate, forgets it (the committed
+    /// position moves past it) and says so.
+    fn pop_next(&mut self) -> bool {
+        if self.window.front() == Some(&true) {
+            self.window.pop_front();
+            self.count -= 1;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl std::fmt::Debug for SourcePosition {
@@ -81,7 +114,7 @@ impl SourcePosition {
             time,
             committed,
             queued: committed,
-            settled_above: BTreeSet::new(),
+            settled_above: Settled::default(),
             skip: HashSet::new(),
             reserved,
             high: committed,
@@ -97,13 +130,13 @@ impl SourcePosition {
                 .collect();
             for (id, _) in store.known_fates(&ids)? {
                 if let Some(&i) = chunk.get(id.as_str()) {
-                    pos.settled_above.insert(i);
+                    pos.settled_above.insert(i - committed);
                     pos.skip.insert(i);
                 }
             }
             n = end + 1;
         }
-        pos.known_at_start = pos.settled_above.len() as u64;
+        pos.known_at_start = pos.settled_above.count;
         pos.skip
             .extend(owned.into_iter().filter(|&i| i > committed));
         pos.high = pos
@@ -124,7 +157,7 @@ impl SourcePosition {
 
     /// Positions above the mark that have their fate (the mark waits for a lower one).
     pub fn settled_above(&self) -> u64 {
-        self.settled_above.len() as u64
+        self.settled_above.count
     }
 
     /// Positions above the mark whose fate was already known when the source was loaded.
@@ -159,18 +192,19 @@ impl SourcePosition {
     /// The message at `n` got its fate (its fate is queued to the journal, or committed).
     /// Returns true if the committed position moved.
     pub fn settled(&mut self, n: u64) -> bool {
-        self.skip.remove(&n);
+        if !self.skip.is_empty() {
+            self.skip.remove(&n);
+        }
         if n <= self.committed {
             return false; // a replayed message: the position is already past it
         }
-        self.settled_above.insert(n);
+        self.settled_above.insert(n - self.committed);
         self.advance()
     }
 
     fn advance(&mut self) -> bool {
         let before = self.committed;
-        while self.settled_above.first() == Some(&(self.committed + 1)) {
-            self.settled_above.pop_first();
+        while self.settled_above.pop_next() {
             self.committed += 1;
         }
         if self.committed >= self.queued + COMMIT_STEP {

@@ -361,7 +361,7 @@ impl<S: Spout> SpoutTask<S> {
         if xor == 0 {
             // No bolt subscribes: the tree is complete as soon as it exists.
             self.acked += 1;
-            self.p.acked.acked(&msg);
+            self.p.acked.acked(&msg, wall);
             self.tell_spout(|s| s.ack(&msg.id));
             return;
         }
@@ -376,6 +376,8 @@ impl<S: Spout> SpoutTask<S> {
     fn on_terminals(&mut self, batch: Vec<Terminal>, now: Instant) {
         let mut acked = 0;
         let now_nanos = self.nanos(now);
+        // Wall time for the acked fates, read once per batch of terminals.
+        let mut wall = None;
         for t in batch {
             // The first fate of a root wins; anything later finds no entry and is ignored.
             let Some(flight) = self.pending.remove(t.root()) else {
@@ -392,7 +394,8 @@ impl<S: Spout> SpoutTask<S> {
                     self.acked += 1;
                     // Recorded before the spout hears it: a source's position that covers
                     // the message is then queued after its fate.
-                    self.p.acked.acked(&flight.msg);
+                    let at = *wall.get_or_insert_with(|| self.p.time.wall());
+                    self.p.acked.acked(&flight.msg, at);
                     self.tell_spout(|s| s.ack(&flight.msg.id));
                 }
                 Terminal::Failed { failure, .. } => {

@@ -12,6 +12,7 @@ use super::{
     AckedFates, BoxFuture, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext,
     FailurePolicy, GiveUpReason, Label, RetryQueue, RuleRef, SinkError, Version,
 };
+use crate::time::Timestamp;
 use crate::topology::Message;
 
 /// A fixed policy: exponential backoff (`base_delay * 2^(attempt-1)`, capped at `max_delay`,
@@ -87,7 +88,7 @@ impl FailurePolicy for FixedPolicy {
 pub struct Unrecorded;
 
 impl AckedFates for Unrecorded {
-    fn acked(&self, _: &Message) {}
+    fn acked(&self, _: &Message, _: Timestamp) {}
 }
 
 /// A delay queue in a `BTreeMap` keyed by (due time, sequence number): equal due times keep

@@ -158,8 +158,9 @@ pub trait DeadLetterSink: Send + Sync + 'static {
 /// Records that a message was acked, before its spout is told. Called on the spout task: it must
 /// not block (a durable implementation queues the fate to its journal).
 pub trait AckedFates: Send + Sync + 'static {
-    /// `message`'s tree completed.
-    fn acked(&self, message: &Message);
+    /// `message`'s tree completed at `at` (the spout task's wall time for its batch of
+    /// fates).
+    fn acked(&self, message: &Message, at: Timestamp);
 }
 
 /// Makes the retry queue of one spout task.

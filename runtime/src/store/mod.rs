@@ -32,8 +32,6 @@
 //!   upserts, first fate wins, positions only move forward, and an operator action on a letter
 //!   already handled is refused, not repeated.
 
-use std::sync::Arc;
-
 pub use crate::fate::DeadLetter;
 use crate::time::Timestamp;
 pub use crate::topology::{Message, MessageId};
@@ -73,11 +71,36 @@ pub struct ScheduledRetry {
     pub due: Timestamp,
 }
 
+/// A source's name, interned: a process has few sources, so an [`Offset`] carries a copied
+/// pointer, with no reference count to touch on every ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceName(&'static str);
+
+impl SourceName {
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl From<&str> for SourceName {
+    fn from(name: &str) -> Self {
+        SourceName(crate::topology::tuple::intern(name))
+    }
+}
+
+impl std::ops::Deref for SourceName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
 /// Where a message sits in its source: the source's name and the message's position in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Offset {
     /// The source, as its [`WriteOp::Position`]s name it.
-    pub source: Arc<str>,
+    pub source: SourceName,
     /// The message's position (numbered from 1).
     pub position: u64,
 }

@@ -142,7 +142,10 @@ async fn scheduled_retries_survive_a_restart_with_their_due_times_and_metadata()
 
     // The row stays until the fate is recorded (by the spout task, through the seams).
     assert_eq!(store.scheduled().unwrap().len(), 2);
-    durable.seams(FixedPolicy::default()).acked.acked(&fired);
+    durable
+        .seams(FixedPolicy::default())
+        .acked
+        .acked(&fired, Timestamp::from_millis(5));
     durable.journal().flush().await;
     assert_eq!(scheduled_ids(&store), ["order-2"]);
     assert_eq!(fate_of(&store, "order-1"), Some(Fate::Acked));
@@ -193,7 +196,10 @@ async fn without_a_fate_for_every_ack_only_rows_that_reached_the_store_are_dropp
     // The spout task records each acked fate through the seams.
     let acked = durable.seams(FixedPolicy::default()).acked;
     for id in ["recovered", "written", "held", "never-failed"] {
-        acked.acked(&Message::new(id, "PAYMENT", "{}"));
+        acked.acked(
+            &Message::new(id, "PAYMENT", "{}"),
+            Timestamp::from_millis(5),
+        );
     }
     durable.journal().flush().await;
 
@@ -268,7 +274,7 @@ async fn a_replay_right_after_the_letter_commits_is_dropped_on_its_ack() {
     let replayed = q.pop_due(now).expect("the replay is due at once");
     q.schedule(now, failed("m", 1, Duration::ZERO));
     storing.await.unwrap();
-    seams.acked.acked(&replayed);
+    seams.acked.acked(&replayed, Timestamp::from_millis(5));
     durable.journal().flush().await;
     assert!(
         scheduled_ids(&store).is_empty(),
