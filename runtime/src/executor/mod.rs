@@ -22,11 +22,12 @@ use tokio::task::JoinHandle;
 use crate::acker::run_acker;
 use crate::fate::{FailurePolicy, RetryQueue, Seams};
 use crate::stats::{Stats, StatsSnapshot};
+use crate::topology::builder::BoltFactory;
 use crate::topology::grouping::Route;
 use crate::topology::{Fields, Grouping, ROOT_FIELDS, TaskInfo, Topology, Tuple};
 use bolt::BoltParts;
 use outbox::Outbox;
-use spout::SpoutParts;
+use spout::{SpoutParts, SpoutTask};
 
 /// What spout tasks are told to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,7 +195,12 @@ impl Topology {
                     arity: b.fields.len(),
                     tick: b.tick,
                 };
-                other_tasks.push((b.spawn)(parts));
+                other_tasks.push(match &b.factory {
+                    BoltFactory::Simple(make) => tokio::spawn(bolt::run_bolt(make.clone(), parts)),
+                    BoltFactory::Deferred(make) => {
+                        tokio::spawn(bolt::run_deferred(make.clone(), parts))
+                    }
+                });
             }
         }
         let (control, control_rx) = watch::channel(Control::Run);
@@ -227,9 +233,9 @@ impl Topology {
                     control: control_rx.clone(),
                     status,
                 };
-                let mut handles = (s.spawn)(&info, parts).into_iter();
-                spout_handles.extend(handles.next());
-                other_tasks.extend(handles);
+                let (task, batcher) = SpoutTask::new((s.factory)(&info), parts);
+                spout_handles.push(tokio::spawn(task.run()));
+                other_tasks.push(tokio::spawn(batcher.run()));
                 global += 1;
             }
         }

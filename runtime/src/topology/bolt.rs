@@ -103,6 +103,29 @@ thread_local! {
 }
 
 /// Runs `f` (dropping a bolt instance after a panic) with handles failing as `PANIC`.
+/// A boxed bolt is a bolt (the executor runs the bolts a topology declared this way).
+impl Bolt for Box<dyn Bolt> {
+    fn execute(&mut self, input: &Tuple, out: &mut Emitter<'_>) -> Result<(), Failure> {
+        (**self).execute(input, out)
+    }
+    fn cleanup(&mut self) {
+        (**self).cleanup()
+    }
+}
+
+/// A boxed deferred bolt is a deferred bolt.
+impl DeferredBolt for Box<dyn DeferredBolt> {
+    fn execute(&mut self, input: PendingTuple) {
+        (**self).execute(input)
+    }
+    fn tick(&mut self) {
+        (**self).tick()
+    }
+    fn cleanup(&mut self) {
+        (**self).cleanup()
+    }
+}
+
 pub(crate) fn while_restarting<R>(f: impl FnOnce() -> R) -> R {
     RESTARTING.with(|r| r.set(true));
     let out = f();

@@ -5,19 +5,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
 use super::config::Config;
 use super::grouping::Grouping;
 use super::message::ROOT_FIELDS;
 use super::tuple::{Fields, intern};
 use super::{Bolt, DeferredBolt, Spout, TaskInfo};
-use crate::executor::bolt::{BoltParts, run_bolt, run_deferred};
-use crate::executor::spout::{SpoutParts, SpoutTask};
 
-pub(crate) type SpoutSpawner =
-    Arc<dyn Fn(&TaskInfo, SpoutParts) -> Vec<JoinHandle<()>> + Send + Sync>;
-pub(crate) type BoltSpawner = Arc<dyn Fn(BoltParts) -> JoinHandle<()> + Send + Sync>;
+/// Makes a spout task's spout. (The builder erases the user's types, so that the topology,
+/// a description, knows nothing of the executor that runs it.)
+pub(crate) type SpoutFactory = Arc<dyn Fn(&TaskInfo) -> Box<dyn Spout> + Send + Sync>;
+
+/// Makes a bolt task's bolt, on the simple or the deferred path.
+#[derive(Clone)]
+pub(crate) enum BoltFactory {
+    /// A [`Bolt`].
+    Simple(Arc<dyn Fn(&TaskInfo) -> Box<dyn Bolt> + Send + Sync>),
+    /// A [`DeferredBolt`].
+    Deferred(Arc<dyn Fn(&TaskInfo) -> Box<dyn DeferredBolt> + Send + Sync>),
+}
 
 /// Why a topology could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,7 +91,7 @@ pub enum BuildError {
 pub(crate) struct SpoutDecl {
     pub(crate) name: &'static str,
     pub(crate) parallelism: usize,
-    pub(crate) spawn: SpoutSpawner,
+    pub(crate) factory: SpoutFactory,
 }
 
 /// A bolt being declared: set its output fields, inputs and tick interval.
@@ -96,7 +101,7 @@ pub struct BoltDeclarer {
     pub(crate) output: Vec<String>,
     pub(crate) inputs: Vec<(String, Grouping)>,
     pub(crate) tick: Option<Duration>,
-    pub(crate) spawn: BoltSpawner,
+    pub(crate) factory: BoltFactory,
 }
 
 impl BoltDeclarer {
@@ -196,15 +201,12 @@ impl TopologyBuilder {
         S: Spout,
         F: Fn(&TaskInfo) -> S + Send + Sync + 'static,
     {
-        let spawn: SpoutSpawner = Arc::new(move |info: &TaskInfo, parts: SpoutParts| {
-            let (task, writer) = SpoutTask::new(factory(info), parts);
-            vec![tokio::spawn(task.run()), tokio::spawn(writer.run())]
-        });
+        let factory: SpoutFactory = Arc::new(move |info: &TaskInfo| Box::new(factory(info)));
         self.spout_names.push(name.to_owned());
         self.spouts.push(SpoutDecl {
             name: intern(name),
             parallelism,
-            spawn,
+            factory,
         });
         self
     }
@@ -216,10 +218,8 @@ impl TopologyBuilder {
         B: Bolt,
         F: Fn(&TaskInfo) -> B + Send + Sync + 'static,
     {
-        let factory: Arc<dyn Fn(&TaskInfo) -> B + Send + Sync> = Arc::new(factory);
-        let spawn: BoltSpawner =
-            Arc::new(move |parts| tokio::spawn(run_bolt(factory.clone(), parts)));
-        self.declare_bolt(name, parallelism, spawn)
+        let factory = BoltFactory::Simple(Arc::new(move |info: &TaskInfo| Box::new(factory(info))));
+        self.declare_bolt(name, parallelism, factory)
     }
 
     /// Declares a [`DeferredBolt`] (handles acked or failed later) with `parallelism` tasks.
@@ -233,17 +233,16 @@ impl TopologyBuilder {
         B: DeferredBolt,
         F: Fn(&TaskInfo) -> B + Send + Sync + 'static,
     {
-        let factory: Arc<dyn Fn(&TaskInfo) -> B + Send + Sync> = Arc::new(factory);
-        let spawn: BoltSpawner =
-            Arc::new(move |parts| tokio::spawn(run_deferred(factory.clone(), parts)));
-        self.declare_bolt(name, parallelism, spawn)
+        let factory =
+            BoltFactory::Deferred(Arc::new(move |info: &TaskInfo| Box::new(factory(info))));
+        self.declare_bolt(name, parallelism, factory)
     }
 
     fn declare_bolt(
         &mut self,
         name: &str,
         parallelism: usize,
-        spawn: BoltSpawner,
+        factory: BoltFactory,
     ) -> &mut BoltDeclarer {
         self.bolts.push(BoltDeclarer {
             name: name.to_owned(),
@@ -251,7 +250,7 @@ impl TopologyBuilder {
             output: Vec::new(),
             inputs: Vec::new(),
             tick: None,
-            spawn,
+            factory,
         });
         let last = self.bolts.len() - 1;
         &mut self.bolts[last]
@@ -385,7 +384,7 @@ impl TopologyBuilder {
                 fields: Fields::new(&b.output),
                 inputs: b.inputs,
                 tick: b.tick,
-                spawn: b.spawn,
+                factory: b.factory,
             })
             .collect();
         Ok(Topology {
@@ -403,7 +402,7 @@ pub(crate) struct BoltDecl {
     pub(crate) fields: Fields,
     pub(crate) inputs: Vec<(String, Grouping)>,
     pub(crate) tick: Option<Duration>,
-    pub(crate) spawn: BoltSpawner,
+    pub(crate) factory: BoltFactory,
 }
 
 /// A validated topology, ready to [`start`](Topology::start).

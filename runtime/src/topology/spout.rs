@@ -44,3 +44,19 @@ pub trait Spout: Send + 'static {
     /// Called once when the task stops (after a graceful drain, or at its timeout).
     fn close(&mut self) {}
 }
+
+/// A boxed spout is a spout (the executor runs the spouts a topology declared this way).
+impl Spout for Box<dyn Spout> {
+    fn next(&mut self) -> NextMessage {
+        (**self).next()
+    }
+    fn ack(&mut self, id: &MessageId) {
+        (**self).ack(id)
+    }
+    fn dead_lettered(&mut self, id: &MessageId) {
+        (**self).dead_lettered(id)
+    }
+    fn close(&mut self) {
+        (**self).close()
+    }
+}
