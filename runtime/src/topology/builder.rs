@@ -15,13 +15,18 @@ use super::{Bolt, DeferredBolt, Spout, TaskInfo};
 /// a description, knows nothing of the executor that runs it.)
 pub(crate) type SpoutFactory = Arc<dyn Fn(&TaskInfo) -> Box<dyn Spout> + Send + Sync>;
 
+/// Makes a bolt task's [`Bolt`].
+pub(crate) type MakeBolt = Arc<dyn Fn(&TaskInfo) -> Box<dyn Bolt> + Send + Sync>;
+/// Makes a bolt task's [`DeferredBolt`].
+pub(crate) type MakeDeferred = Arc<dyn Fn(&TaskInfo) -> Box<dyn DeferredBolt> + Send + Sync>;
+
 /// Makes a bolt task's bolt, on the simple or the deferred path.
 #[derive(Clone)]
 pub(crate) enum BoltFactory {
     /// A [`Bolt`].
-    Simple(Arc<dyn Fn(&TaskInfo) -> Box<dyn Bolt> + Send + Sync>),
+    Simple(MakeBolt),
     /// A [`DeferredBolt`].
-    Deferred(Arc<dyn Fn(&TaskInfo) -> Box<dyn DeferredBolt> + Send + Sync>),
+    Deferred(MakeDeferred),
 }
 
 /// Why a topology could not be built.
