@@ -55,7 +55,10 @@ impl FixedPolicy {
 
 impl FailurePolicy for FixedPolicy {
     fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
-        let rule = RuleRef::Rule(Self::RULE.into());
+        // Interned once: a name's interning takes a global lock.
+        static RULE: std::sync::LazyLock<RuleRef> =
+            std::sync::LazyLock::new(|| RuleRef::Rule(FixedPolicy::RULE.into()));
+        let rule = RULE.clone();
         let give_up = |reason| Decision::DeadLetter {
             label: Label::from(self.label.as_str()),
             reason,
