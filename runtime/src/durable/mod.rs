@@ -7,7 +7,7 @@
 //!   ones fire at once) and its retry metadata.
 //! - [`DurableDeadLetters`]: the dead-letter sink; the spout hears `dead_lettered(id)` only
 //!   after the letter is committed.
-//! - [`DurableFates`]: the acked fates, recorded by the spout task itself (a source never has
+//! - `DurableFates`: the acked fates, recorded by the spout task itself (a source never has
 //!   to), queued to the journal, which decides whether each needs a write.
 //! - [`SourcePosition`]: a source's committed low-water mark, and the messages above it that
 //!   must not be delivered again after a restart ("one fate per message"). Acked fates at or

@@ -63,7 +63,7 @@ pub enum Fate {
     DeadLettered,
 }
 
-/// Filters and paging for [`Store::dead_letters`]. Newest first; all filters are optional.
+/// Filters and paging for [`Store::dead_letters`](super::Store::dead_letters). Newest first; all filters are optional.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetterFilter {
     /// Exact label (`L1`).
@@ -84,7 +84,7 @@ pub struct DeadLetterFilter {
     pub limit: usize,
 }
 
-/// The largest page [`Store::dead_letters`] and [`Store::audit_log`] return.
+/// The largest page [`Store::dead_letters`](super::Store::dead_letters) and [`Store::audit_log`](super::Store::audit_log) return.
 pub const MAX_PAGE: usize = 1000;
 
 impl Default for DeadLetterFilter {
@@ -149,7 +149,7 @@ pub struct AuditEntry {
     pub reason: String,
 }
 
-/// Filters and paging for [`Store::audit_log`]. Newest first.
+/// Filters and paging for [`Store::audit_log`](super::Store::audit_log). Newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditFilter {
     /// Only this message.
