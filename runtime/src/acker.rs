@@ -151,11 +151,13 @@ impl Ledger {
     }
 
     /// Trees (and early entries) currently tracked.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.buckets.iter().map(HashMap::len).sum()
     }
 
     /// True when nothing is tracked.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -295,6 +297,10 @@ pub(crate) async fn run_acker(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "acker_model_tests.rs"]
+mod model_tests;
 
 #[cfg(test)]
 mod tests {

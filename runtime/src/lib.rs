@@ -7,11 +7,11 @@
 //!
 //! - [`topology`]: the API a user writes: `Spout`, `Bolt`, `DeferredBolt`, tuples, groupings,
 //!   the builder and the config; `Message`, with its retry metadata.
-//! - [`acker`]: Storm's XOR ledger with rotating timeout buckets, and the acker task.
+//! - `acker` (private): Storm's XOR ledger with rotating timeout buckets, and the acker task.
 //! - [`fate`]: the failure seam: `FailurePolicy` (in the engine's terms: its `FailureContext`
 //!   in, its `Decided` out), `RetryQueue`, `DeadLetterSink`, `AckedFates`, the one
 //!   `DeadLetter`, and in-memory implementations.
-//! - [`fairness`]: mixing due retries with new messages, and the retry fuse.
+//! - `fairness` (private): mixing due retries with new messages, and the retry fuse.
 //! - [`stats`]: counters and a latency histogram, for whoever exports metrics.
 //! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
 //!   ([`RunningTopology`]), and telling a stall at `max_spout_pending` from backpressure.
@@ -34,10 +34,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod acker;
+mod acker;
 pub mod durable;
 mod executor;
-pub mod fairness;
+mod fairness;
 pub mod fate;
 pub mod policy;
 pub mod scheduler;

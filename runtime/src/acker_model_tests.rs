@@ -1,4 +1,4 @@
-//! The XOR ledger against a plain model that keeps the set of created and acked edges.
+//! Unit tests: the XOR ledger against a plain model that keeps the set of created and acked edges.
 //!
 //! Random tuple trees are turned into the acker messages the runtime would send (the spout's
 //! init, each tuple's ack carrying its children, fails), delivered in a random interleaving
@@ -8,12 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::{BUCKETS, Ledger, Terminal};
+use crate::topology::{Failure, codes};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
-use rebound_runtime::acker::{BUCKETS, Ledger, Terminal};
-use rebound_runtime::topology::{Failure, codes};
 
 #[derive(Clone, Debug)]
 enum Msg {
