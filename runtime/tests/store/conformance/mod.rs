@@ -1,0 +1,92 @@
+//! The [`Store`] contract as a conformance suite: every case takes a store as `&dyn Store` (or,
+//! if it must reopen one, the factory that opens a store in a directory), so that every
+//! implementation runs the same cases. One line runs them all over an implementation:
+//!
+//! ```ignore
+//! conformance_suite!(sqlite, open_sqlite); // open_sqlite: fn(&Path) -> Box<dyn Store>
+//! ```
+//!
+//! The factory is given a fresh, empty directory per case; opening it again on the same
+//! directory must give back the same data (for SQLite, the file in it; for a shared store, the
+//! namespace the directory names).
+//!
+//! What the cases pin, from the contract in `store/mod.rs`: recovery of scheduled retries with
+//! their due times, the retry row living until the fate, first fate wins, acked fates pruned
+//! behind their source's position (only their own source's, never dead-lettered ones), positions
+//! only moving forward, mixed ops in order in one transaction, dead-letter listing and paging,
+//! a dead letter keeping its failure's attrs, replay and skip with the audit log and their
+//! refusals as [`Applied`] replies, and applying the same batch twice ending in the same state.//!
+//! The cases live in `retries.rs` (recovery, the retry row, first fate wins, pruning,
+//! positions, mixed ops, applying twice) and `dead_letters.rs` (listing, paging, attrs, replay,
+//! skip, the audit log); `records.rs` builds the records and ops they write.
+
+use std::path::Path;
+
+use rebound_runtime::store::Store;
+
+mod dead_letters;
+pub mod records;
+mod retries;
+
+pub use dead_letters::*;
+pub use retries::*;
+
+/// Opens (creating if missing) a store whose data lives in the given directory.
+pub type Open = fn(&Path) -> Box<dyn Store>;
+
+/// Runs every case of the suite over the store `$open` opens, as `#[test]`s in module `$name`.
+macro_rules! conformance_suite {
+    ($name:ident, $open:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::conformance::{self as suite, Open};
+
+            const OPEN: Open = $open;
+
+            conformance_suite!(@on_a_store
+                retry_row_lives_until_the_fate_is_recorded,
+                first_fate_wins_and_a_second_fate_is_reported_not_written,
+                pruning_forgets_old_acks_but_keeps_dead_letter_fates,
+                a_position_prunes_only_its_own_sources_acked_fates_with_offsets,
+                apply_runs_mixed_ops_in_order_in_one_transaction,
+                positions_are_kept_per_source,
+                positions_only_move_forward,
+                dead_letters_filter_by_label_biz_code_and_time_newest_first,
+                dead_letters_page_with_a_cursor,
+                a_dead_letter_keeps_its_failures_attrs,
+                replay_makes_a_fresh_delivery_keeps_history_and_is_audited,
+                replayed_message_acked_afterwards_takes_the_new_fate,
+                skip_marks_handled_keeps_the_fate_and_is_audited,
+                replay_and_skip_refusals_come_back_as_replies_and_change_nothing,
+                blank_operator_or_reason_is_refused_and_changes_nothing,
+                unknown_dead_letter_is_a_clear_not_found,
+                audit_log_pages_newest_first,
+                applying_the_same_batch_twice_ends_in_the_same_state,
+            );
+            conformance_suite!(@reopening
+                recovery_restores_every_retry_with_its_original_due_time_and_overdue_ones_fire_at_once,
+                recovered_overdue_retry_is_returned_by_pop_due_without_waiting,
+            );
+        }
+    };
+    (@on_a_store $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let dir = tempfile::tempdir().unwrap();
+                let store = OPEN(dir.path());
+                suite::$case(&*store);
+            }
+        )*
+    };
+    (@reopening $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let dir = tempfile::tempdir().unwrap();
+                suite::$case(OPEN, dir.path());
+            }
+        )*
+    };
+}
