@@ -1,7 +1,8 @@
 //! The durable seams on their own: retries survive a restart with their due times and
 //! metadata (overdue ones fire at once); a message whose fate is known is not handed out
 //! again; a spout hears `dead_lettered` only after the letter is committed; a replayed dead
-//! letter re-enters a live topology.
+//! letter re-enters a live topology. (The journal as a writer is `journal_writes`; a durable
+//! source with a committed position is `durable_source`.)
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,17 +14,16 @@ use rebound_runtime::durable::{Durable, DurableOptions, Journal, JournalOptions,
 use rebound_runtime::fate::memory::FixedPolicy;
 use rebound_runtime::fate::{GiveUpReason, RetryQueue, RuleRef, Version};
 use rebound_runtime::store::{
-    self, Applied, DeadLetterStatus, Fate, Offset, ScheduledRetry, SqliteStore, Store, StoreError,
-    WriteOp,
+    self, DeadLetterStatus, Fate, Offset, ScheduledRetry, SqliteStore, Store, WriteOp,
 };
 use rebound_runtime::time::{TimeSource, Timestamp, TokioTime};
 use rebound_runtime::topology::*;
 
-fn open(dir: &Path) -> (Arc<SqliteStore>, Durable) {
+pub(crate) fn open(dir: &Path) -> (Arc<SqliteStore>, Durable) {
     open_with(dir, DurableOptions::default())
 }
 
-fn open_with(dir: &Path, options: DurableOptions) -> (Arc<SqliteStore>, Durable) {
+pub(crate) fn open_with(dir: &Path, options: DurableOptions) -> (Arc<SqliteStore>, Durable) {
     let store = Arc::new(SqliteStore::open(dir).unwrap());
     let durable = Durable::new(store.clone(), Arc::new(TokioTime::new()), options);
     (store, durable)
@@ -45,7 +45,7 @@ async fn blocking_replay(d: &Durable, id: &str, operator: &str, reason: &str) ->
 }
 
 /// The fate the store knows for `id`.
-fn fate_of(store: &SqliteStore, id: &str) -> Option<Fate> {
+pub(crate) fn fate_of(store: &SqliteStore, id: &str) -> Option<Fate> {
     let fates = store.known_fates(&[MessageId::from(id)]).unwrap();
     fates.into_iter().next().map(|(_, fate)| fate)
 }
@@ -71,7 +71,7 @@ fn queue_of(d: &Durable) -> Box<dyn RetryQueue> {
 
 /// A message as the spout task hands it to the queue after a failure: attempt, first delivery
 /// and the last failure filled in (times at millisecond precision, as the store keeps them).
-fn failed(id: &str, attempt: u32, delay: Duration) -> Message {
+pub(crate) fn failed(id: &str, attempt: u32, delay: Duration) -> Message {
     let mut m =
         Message::new(id, "PAYMENT", format!("{{\"order\":\"{id}\"}}")).with_header("trace", id);
     m.retry.attempt = attempt;
@@ -403,7 +403,7 @@ fn topology(n: u64, failing: Arc<AtomicBool>) -> (Topology, Fated, Fated) {
     (b.build().unwrap(), acked, dead)
 }
 
-fn give_up_poison() -> FixedPolicy {
+pub(crate) fn give_up_poison() -> FixedPolicy {
     FixedPolicy {
         give_up_codes: ["POISON".to_string()].into(),
         label: "L3".into(),
@@ -501,223 +501,4 @@ async fn a_replayed_dead_letter_re_enters_the_live_topology() {
         .unwrap();
     assert_eq!(audit.items.len(), 1);
     assert_eq!(audit.items[0].operator, "alice");
-}
-
-#[tokio::test]
-async fn the_journal_keeps_order_and_flush_waits_for_the_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-    let journal = Journal::spawn(
-        store.clone(),
-        JournalOptions {
-            max_batch: 7,
-            ..JournalOptions::default()
-        },
-    );
-    let time = TokioTime::new();
-    // A retry, then its ack, then a position: in this order across many small batches.
-    for n in 1..=200u64 {
-        let mut m = Message::new(format!("m-{n}"), "ORDER", "x");
-        m.retry.attempt = 1;
-        m.retry.first_delivery = Some(time.wall());
-        let due = Timestamp::from_millis(1);
-        journal.write_behind(WriteOp::Schedule(ScheduledRetry { message: m, due }));
-        journal.write_behind(WriteOp::Acked {
-            id: MessageId::from(format!("m-{n}")),
-            at: Timestamp::from_millis(2),
-            offset: None,
-        });
-        journal.write_behind(WriteOp::Position {
-            source: "src".into(),
-            position: n,
-            at: Timestamp::from_millis(3),
-        });
-    }
-    journal.flush().await;
-    assert_eq!(journal.backlog(), 0);
-    assert!(
-        store.scheduled().unwrap().is_empty(),
-        "every ack came after its retry"
-    );
-    assert_eq!(store.position("src").unwrap(), Some(200));
-    // Positions are coalesced per transaction; everything else counts one for one (a held
-    // retry its ack made moot counts as committed: what it would have written is settled).
-    let stats = journal.stats();
-    assert!(
-        stats.committed >= 400 && stats.committed <= 400 + stats.transactions,
-        "{stats:?}"
-    );
-}
-
-/// Formerly the store's group-commit writer (`BatchWriter`, deleted): the journal's
-/// wait-for-commit path. Concurrent callers share transactions; a caller whose write the store
-/// refuses gets the error alone (the journal splits a failing batch by caller), and every
-/// other caller's write is committed once its future completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_journal_commits_concurrent_writes_and_isolates_a_bad_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-    let journal = Journal::spawn(store.clone(), JournalOptions::default());
-    let retry = |i: u64| {
-        let mut m = failed(&format!("m{i:03}"), 1, Duration::from_millis(10));
-        m.retry.last_failure.as_mut().unwrap().at = Timestamp::from_millis(990 + i);
-        ScheduledRetry {
-            message: m,
-            due: Timestamp::from_millis(1_000 + i),
-        }
-    };
-    let mut tasks = Vec::new();
-    for i in 0..500 {
-        let journal = journal.clone();
-        tasks.push(tokio::spawn(async move {
-            journal.commit(vec![WriteOp::Schedule(retry(i))]).await
-        }));
-    }
-    let bad = journal
-        .commit(vec![WriteOp::Position {
-            source: "s".into(),
-            position: u64::MAX,
-            at: Timestamp::from_millis(1),
-        }])
-        .await;
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap(), [Applied::Done]);
-    }
-    assert!(matches!(bad, Err(StoreError::OutOfRange { .. })), "{bad:?}");
-    // Every write is durable once its future completed.
-    assert_eq!(store.scheduled().unwrap().len(), 500);
-    assert_eq!(
-        store.retries(&[MessageId::from("m007")]).unwrap(),
-        [retry(7)]
-    );
-    assert_eq!(store.position("s").unwrap(), None);
-    let acked = journal
-        .commit(vec![WriteOp::Acked {
-            id: MessageId::from("m000"),
-            at: Timestamp::from_millis(5),
-            offset: None,
-        }])
-        .await
-        .unwrap();
-    assert_eq!(acked, [Applied::Done]);
-    assert_eq!(fate_of(&store, "m000"), Some(Fate::Acked));
-    assert_eq!(store.scheduled().unwrap().len(), 499);
-    assert!(journal.failure().is_none());
-}
-
-/// A durable source: messages numbered `m-1…m-n` with their offsets, a committed position
-/// told from `ack` and `dead_lettered`, synced when the task stops.
-struct Positioned {
-    next: u64,
-    n: u64,
-    position: SourcePosition,
-}
-
-fn offset_of(id: &MessageId) -> u64 {
-    id.as_str()["m-".len()..].parse().unwrap()
-}
-
-impl Spout for Positioned {
-    fn next(&mut self) -> NextMessage {
-        let n = loop {
-            if self.next >= self.n {
-                return NextMessage::Exhausted;
-            }
-            self.next += 1;
-            if !self.position.should_skip(self.next) {
-                break self.next;
-            }
-        };
-        self.position.handing_out(n);
-        NextMessage::Ready(Message::new(format!("m-{n}"), "ORDER", "x").with_offset(n))
-    }
-    fn ack(&mut self, id: &MessageId) {
-        self.position.settled(offset_of(id));
-    }
-    fn dead_lettered(&mut self, id: &MessageId) {
-        self.position.settled(offset_of(id));
-    }
-    fn close(&mut self) {
-        self.position.sync();
-    }
-}
-
-/// Every 7th message fails its first delivery (a retry row, then its fate); every 50th is
-/// poison (a dead letter).
-struct SomeFail;
-
-impl Bolt for SomeFail {
-    fn execute(&mut self, input: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
-        let n: u64 = input.str("id").unwrap_or_default()["m-".len()..]
-            .parse()
-            .unwrap();
-        if n.is_multiple_of(50) {
-            return Err(Failure::new("POISON", "injected"));
-        }
-        if n.is_multiple_of(7) && input.int("attempt") == Some(1) {
-            return Err(Failure::new("FLAKY", "injected"));
-        }
-        Ok(())
-    }
-}
-
-/// What a durable source needs with one owner: its committed position is the record of the
-/// acked fates at or below it, so the store keeps none of them (fates stay bounded), only the
-/// dead-lettered ones; and a restart hands out nothing again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_positioned_sources_position_is_the_record_of_its_acked_fates() {
-    let dir = tempfile::tempdir().unwrap();
-    let n = 500;
-    {
-        let (store, durable) = open(dir.path());
-        durable.recover().unwrap();
-        let position = durable
-            .source_position("src", |n| format!("m-{n}"), [])
-            .unwrap();
-        let position = Mutex::new(Some(position));
-        let mut b = TopologyBuilder::new("t");
-        b.spout("src", 1, move |_| Positioned {
-            next: 0,
-            n,
-            position: position.lock().unwrap().take().expect("one task"),
-        });
-        b.bolt("work", 1, |_| SomeFail).shuffle("src");
-        let policy = FixedPolicy {
-            base_delay: Duration::from_millis(1),
-            ..give_up_poison()
-        };
-        let running = b.build().unwrap().start(durable.seams(policy));
-        tokio::time::timeout(Duration::from_secs(30), running.wait_quiescent())
-            .await
-            .expect("every message gets its fate");
-        let stats = running.stats();
-        running.shutdown(Duration::from_secs(5)).await;
-        durable.journal().flush().await;
-        assert_eq!((stats.acked, stats.dead_lettered), (n - n / 50, n / 50));
-        assert_eq!(
-            stats.retries,
-            (1..=n).filter(|i| i % 7 == 0 && i % 50 != 0).count() as u64
-        );
-
-        assert_eq!(store.position("src").unwrap(), Some(n));
-        assert!(store.scheduled().unwrap().is_empty());
-        let ids: Vec<MessageId> = (1..=n).map(|i| MessageId::from(format!("m-{i}"))).collect();
-        let fates = store.known_fates(&ids).unwrap();
-        let expected: Vec<(MessageId, Fate)> = (1..=n)
-            .filter(|i| i % 50 == 0)
-            .map(|i| (MessageId::from(format!("m-{i}")), Fate::DeadLettered))
-            .collect();
-        assert_eq!(fates, expected, "only the dead-lettered fates are kept");
-        // (Whether the journal wrote them and the position pruned them, or never wrote those the
-        // position already covered, depends on how the batches fell: not asserted.)
-    }
-    // A restart resumes after the position: nothing is handed out again.
-    let (_, durable) = open(dir.path());
-    assert!(durable.recover().unwrap().is_empty());
-    let position = durable
-        .source_position("src", |n| format!("m-{n}"), [])
-        .unwrap();
-    assert_eq!(position.committed(), n);
-    assert!((1..=n).all(|i| position.should_skip(i)));
-    assert!(!position.should_skip(n + 1));
 }
