@@ -75,7 +75,11 @@ impl HeldAcks {
 
     /// `source`'s position reached `position`: every fate of the source at or below it is moot.
     pub(super) fn cover(&mut self, source: &str, position: u64) {
-        let i = self.source(SourceName::from(source));
+        // Looked up by text: a name is interned (a global lock) only the first time.
+        let i = match self.marks.iter().position(|(name, _)| name.as_str() == source) {
+            Some(i) => i,
+            None => self.source(SourceName::from(source)),
+        };
         let mark = &mut self.marks[i].1;
         *mark = (*mark).max(position);
     }
