@@ -76,7 +76,11 @@ impl HeldAcks {
     /// `source`'s position reached `position`: every fate of the source at or below it is moot.
     pub(super) fn cover(&mut self, source: &str, position: u64) {
         // Looked up by text: a name is interned (a global lock) only the first time.
-        let i = match self.marks.iter().position(|(name, _)| name.as_str() == source) {
+        let i = match self
+            .marks
+            .iter()
+            .position(|(name, _)| name.as_str() == source)
+        {
             Some(i) => i,
             None => self.source(SourceName::from(source)),
         };

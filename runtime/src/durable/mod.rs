@@ -64,7 +64,7 @@ use tokio::time::Instant;
 use crate::fate::{AckedFates, FailurePolicy, RetryQueue, Seams};
 use crate::store::{
     Applied, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store, StoreError,
-    StoredDeadLetter, WriteOp, unexpected,
+    StoredDeadLetter, WriteOp,
 };
 use crate::time::{TimeMap, TimeSource};
 use crate::topology::{Message, MessageId, TaskInfo};
@@ -248,10 +248,7 @@ impl Durable {
         let s = &self.shared;
         let id = MessageId::from(id);
         let action = OperatorAction::new(id.clone(), operator, reason, s.time.wall())?;
-        let retry = match self.act(WriteOp::Replay(action), &id)? {
-            Applied::Replayed(retry) => *retry,
-            other => return Err(unexpected(other)),
-        };
+        let retry = self.act(WriteOp::Replay(action))?.into_replayed(&id)?;
         let inbox = {
             let inboxes = s.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
             match inboxes.len() {
@@ -269,15 +266,13 @@ impl Durable {
     pub fn skip(&self, id: &str, operator: &str, reason: &str) -> Result<StoredDeadLetter> {
         let id = MessageId::from(id);
         let action = OperatorAction::new(id.clone(), operator, reason, self.shared.time.wall())?;
-        match self.act(WriteOp::Skip(action), &id)? {
-            Applied::Skipped(letter) => Ok(*letter),
-            other => Err(unexpected(other)),
-        }
+        self.act(WriteOp::Skip(action))?.into_skipped(&id)
     }
 
-    fn act(&self, op: WriteOp, id: &MessageId) -> Result<Applied> {
+    /// Commits one operator action through the journal and returns the store's answer.
+    fn act(&self, op: WriteOp) -> Result<Applied> {
         let mut applied = self.shared.journal.commit_blocking(vec![op])?;
-        applied.pop().ok_or(StoreError::WriterClosed)?.of_action(id)
+        applied.pop().ok_or(StoreError::WriterClosed)
     }
 }
 

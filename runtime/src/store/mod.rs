@@ -209,16 +209,32 @@ pub enum Applied {
 }
 
 impl Applied {
-    /// The outcome of a replay or skip as a result: the refusals become the errors that name
-    /// them.
-    pub fn of_action(self, id: &MessageId) -> Result<Applied> {
+    /// The answer to a replay of `id`'s dead letter as a result: the retry now scheduled, or the
+    /// error that names the refusal.
+    pub fn into_replayed(self, id: &MessageId) -> Result<ScheduledRetry> {
         match self {
-            Applied::NoDeadLetter => Err(StoreError::DeadLetterNotFound(id.clone())),
-            Applied::AlreadyHandled(status) => Err(StoreError::AlreadyHandled {
+            Applied::Replayed(retry) => Ok(*retry),
+            other => Err(other.refusal(id)),
+        }
+    }
+
+    /// The answer to a skip of `id`'s dead letter as a result: the letter as it now stands, or
+    /// the error that names the refusal.
+    pub fn into_skipped(self, id: &MessageId) -> Result<StoredDeadLetter> {
+        match self {
+            Applied::Skipped(letter) => Ok(*letter),
+            other => Err(other.refusal(id)),
+        }
+    }
+
+    fn refusal(self, id: &MessageId) -> StoreError {
+        match self {
+            Applied::NoDeadLetter => StoreError::DeadLetterNotFound(id.clone()),
+            Applied::AlreadyHandled(status) => StoreError::AlreadyHandled {
                 id: id.clone(),
                 status,
-            }),
-            done => Ok(done),
+            },
+            other => unexpected(other),
         }
     }
 }
@@ -267,20 +283,14 @@ pub trait Store: Send + Sync {
 /// to: no topology runs). Returns the retry now scheduled.
 pub fn replay(store: &dyn Store, action: OperatorAction) -> Result<ScheduledRetry> {
     let id = action.id.clone();
-    match apply_one(store, WriteOp::Replay(action))?.of_action(&id)? {
-        Applied::Replayed(retry) => Ok(*retry),
-        other => Err(unexpected(other)),
-    }
+    apply_one(store, WriteOp::Replay(action))?.into_replayed(&id)
 }
 
 /// Skips the message's open dead letter directly in `store`. Returns the letter as it now
 /// stands.
 pub fn skip(store: &dyn Store, action: OperatorAction) -> Result<StoredDeadLetter> {
     let id = action.id.clone();
-    match apply_one(store, WriteOp::Skip(action))?.of_action(&id)? {
-        Applied::Skipped(letter) => Ok(*letter),
-        other => Err(unexpected(other)),
-    }
+    apply_one(store, WriteOp::Skip(action))?.into_skipped(&id)
 }
 
 fn apply_one(store: &dyn Store, op: WriteOp) -> Result<Applied> {
@@ -289,7 +299,7 @@ fn apply_one(store: &dyn Store, op: WriteOp) -> Result<Applied> {
 }
 
 /// A store that answered an op with something the op cannot produce.
-pub(crate) fn unexpected(applied: Applied) -> StoreError {
+fn unexpected(applied: Applied) -> StoreError {
     StoreError::Corrupt {
         table: "store",
         what: "reply",
