@@ -118,7 +118,8 @@ pub struct JournalStats {
     /// same message made moot while they were held, and acked fates with no row to drop that
     /// were not needed (see the [module docs](self)).
     pub moot: u64,
-    /// Writes queued and not yet committed.
+    /// Writes waiting for the disk: queued, or held retries. (An acked fate held until a
+    /// position covers it waits for the position, not the disk, and is not counted.)
     pub backlog: u64,
 }
 
@@ -262,7 +263,8 @@ impl Journal {
         self.inner.failed.borrow().clone()
     }
 
-    /// Writes queued and not yet committed.
+    /// Writes waiting for the disk (see [`JournalStats::backlog`]): what a source paces
+    /// itself by.
     pub fn backlog(&self) -> usize {
         self.inner.counters.backlog.load(Relaxed)
     }
@@ -293,6 +295,12 @@ struct Batch {
     counted: usize,
     /// Writes made moot while this batch was assembled.
     moot: usize,
+    /// Acked fates held in this batch: they wait for a position, not for the disk, so they
+    /// leave the backlog now.
+    parked: usize,
+    /// Held acked fates that left the hold in this batch (written or moot): counted above,
+    /// but out of the backlog since they were held.
+    unparked: usize,
 }
 
 impl Default for Batch {
@@ -306,6 +314,8 @@ impl Default for Batch {
             flushes: Vec::new(),
             counted: 0,
             moot: 0,
+            parked: 0,
+            unparked: 0,
         }
     }
 }
@@ -343,10 +353,13 @@ impl Batch {
                     self.push_loose(op); // it drops the row: never moot
                 } else if !ledger.record_every_ack {
                     self.moot += 1; // not needed: the source's position records it
-                } else if let Some(op) = ledger.acks.hold(op, self.now) {
-                    self.push_loose(op); // no offset: nothing will cover it
+                } else {
+                    match ledger.acks.hold(op, self.now) {
+                        Some(op) => self.push_loose(op), // no offset: nothing will cover it
+                        // Held until a position covers it (moot) or its hold ends (written).
+                        None => self.parked += 1,
+                    }
                 }
-                // Else held until a position covers it (moot) or its hold ends (written).
             }
             Entry::Op(op) => {
                 self.settle(&op, ledger);
@@ -407,6 +420,7 @@ impl Batch {
             .acks
             .release(self.now, options.ack_hold, options.max_held_acks, all);
         self.moot += released.moot;
+        self.unparked += released.moot + released.write.len();
         for op in released.write {
             self.push_loose(op);
         }
@@ -509,7 +523,8 @@ fn run(
         counters.committed.fetch_add(moot as u64, Relaxed);
         counters.moot.fetch_add(moot as u64, Relaxed);
         commit(store, &mut batch, options.give_up_after, counters)?;
-        counters.backlog.fetch_sub(batch.counted + moot, Relaxed);
+        let left = batch.counted + moot + batch.parked - batch.unparked;
+        counters.backlog.fetch_sub(left, Relaxed);
         for done in batch.flushes.drain(..) {
             let _ = done.send(());
         }

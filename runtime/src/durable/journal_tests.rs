@@ -312,3 +312,32 @@ async fn a_flush_writes_the_acked_fates_no_position_covered() {
     let stats = journal.stats();
     assert_eq!((stats.committed, stats.moot, stats.backlog), (6, 3, 0));
 }
+
+#[tokio::test]
+async fn a_held_acked_fate_waits_for_a_position_not_the_disk_so_it_is_not_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let options = JournalOptions {
+        ack_hold: Duration::from_secs(3600),
+        ..JournalOptions::default()
+    };
+    let journal = Journal::spawn(store.clone(), options);
+    journal.write_behind(acked_at("m1", 1));
+    // Taken from the queue and held: out of the backlog, neither written nor moot yet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while journal.backlog() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the journal never took it"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stats = journal.stats();
+    assert_eq!((stats.committed, stats.moot), (0, 0));
+    assert_eq!(fate_of(&store, &id("m1")), None);
+    // A flush writes it: no position covered it.
+    journal.flush().await;
+    assert_eq!(fate_of(&store, &id("m1")), Some(Fate::Acked));
+    let stats = journal.stats();
+    assert_eq!((stats.committed, stats.moot, stats.backlog), (1, 0, 0));
+}
