@@ -1,0 +1,298 @@
+//! The cost of reliability: a three-stage topology (spout → parse → store) with acking on, 5%
+//! store failures and retries on, against the same three stages on bare tokio channels with
+//! no acking — in the same run, on a 2-worker tokio runtime.
+//!
+//! `cargo bench -p rebound-runtime --bench pipeline`
+//!
+//! Criterion times each variant; at the end the bench prints messages acked per second (for
+//! the bare pipelines: messages that got through all three stages) and the ratios. Two bare
+//! pipelines:
+//!
+//! - one channel send per message: the issue's baseline ("the same three stages on bare tokio
+//!   channels with no acking"), which the ≥ 50% target is measured against;
+//! - batches of up to 256, like the runtime's own channels: a reference, with no target. It
+//!   shows what acking, retries and the pending table cost against code that also batches by
+//!   hand (about three quarters of the throughput on the light stages).
+//!
+//! The cost of durability: the same topology at a 10% failure rate, with in-memory retries
+//! against durable ones (the `durable` seams over SQLite: every retry written behind to the
+//! store, its row dropped with the message's acked fate, dead letters committed before the
+//! spout hears of them; `record_every_ack: false`, so only messages that were retried get an
+//! acked fate). A third variant is a durable source, as the bundled pipeline's (what
+//! `rebound run` does): every message has its offset (`Message::with_offset`), the spout keeps
+//! the source's committed position (`Durable::source_position`, told `settled(n)` from `ack`
+//! and `dead_lettered`), and every message gets an acked fate (`record_every_ack: true`)
+//! unless the position already covers it: the position, one write per batch, is the record of
+//! the acked fates at or below it. Timed until every message has its fate *and* the journal
+//! has committed everything. `BENCH_DURABLE_ONLY=1` runs only this part.
+//!
+//! The journal holds a queued retry for 10 ms and never writes it if the message settles
+//! meanwhile; this bench's retries wait 1 ms, so nearly all of them are settled in time (the
+//! best case). `BENCH_HOLD_MS=0` writes nearly every retry and its fate (close to the worst
+//! case, as for retries whose delays outlast the hold).
+//!
+//! Every variant runs on mimalloc, the allocator the `rebound` binary uses. With glibc's
+//! malloc the topology spent a third of its CPU in the allocator's arena locks and ran at
+//! less than half the speed; the bare pipelines, which allocate less, gained less.
+//!
+//! For a profiler,
+//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10` (the
+//! last three: 10% failures, in-memory or durable retries, or a durable source) runs one variant
+//! once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
+//! for each durable run, when the topology went quiet, when the journal had committed
+//! everything, and the journal's counters.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput};
+use rebound_runtime::durable::{Durable, DurableOptions, JournalOptions, SourcePosition};
+use rebound_runtime::fate::Seams;
+use rebound_runtime::fate::memory::FixedPolicy;
+use rebound_runtime::store::SqliteStore;
+use rebound_runtime::time::TokioTime;
+use rebound_runtime::topology::*;
+use tokio::sync::mpsc;
+
+/// The `rebound` binary's allocator, so that the bench measures what users run.
+mod bare;
+mod topology;
+mod work;
+
+use bare::*;
+use topology::*;
+use work::*;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Messages per timed run (`BENCH_MESSAGES` overrides, e.g. for a profiler).
+static MESSAGES: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000)
+});
+/// How long the journal holds a queued retry before writing it (`BENCH_HOLD_MS`; default: the
+/// journal's own, 10 ms). With 0 a retry is written with the next batch unless its message
+/// settles within the same batch: here about 93% of retries and their fates reach SQLite,
+/// close to the worst case of retries whose delays outlast the hold.
+static HOLD: std::sync::LazyLock<Option<Duration>> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+});
+
+const PAYLOAD: &[u8] = br#"{"order":"A-1001","amount":1999,"currency":"EUR","items":3}"#;
+
+// ---- measuring ----
+
+fn per_second((through, elapsed): (u64, Duration)) -> f64 {
+    through as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn criterion_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pending: usize) {
+    let mut g = c.benchmark_group("pipeline");
+    g.throughput(Throughput::Elements(*MESSAGES));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(6));
+    for work in [Work::Light, Work::Json] {
+        let name = format!("{work:?}").to_lowercase();
+        g.bench_function(format!("{name}/topology_acking"), |b| {
+            b.iter_custom(|n| (0..n).map(|_| run_topology(rt, work, max_pending).1).sum())
+        });
+        g.bench_function(format!("{name}/bare_batched"), |b| {
+            b.iter_custom(|n| (0..n).map(|_| run_bare_batched(rt, work).1).sum())
+        });
+    }
+    g.bench_function("light/bare_per_item", |b| {
+        b.iter_custom(|n| (0..n).map(|_| run_bare_per_item(rt, Work::Light).1).sum())
+    });
+    g.finish();
+}
+
+fn criterion_durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pending: usize) {
+    let mut g = c.benchmark_group("durable");
+    g.throughput(Throughput::Elements(*MESSAGES));
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(6));
+    for (name, retries) in [
+        ("json_10pct/in_memory_retries", Retries::InMemory),
+        ("json_10pct/sqlite_retries", Retries::Durable),
+        (
+            "json_10pct/sqlite_retries_every_ack",
+            Retries::DurableEveryAck,
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|n| {
+                (0..n)
+                    .map(|_| run_topology_with(rt, Work::Json, max_pending, 10, retries).1)
+                    .sum()
+            })
+        });
+    }
+    g.finish();
+}
+
+/// In-memory against durable retries at a 10% failure rate, json stages, in interleaved
+/// rounds.
+fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds: usize) {
+    let (mut mem, mut dur, mut every) = (vec![], vec![], vec![]);
+    let (mut r_dur, mut r_every) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let m = per_second(run_topology_with(
+            rt,
+            Work::Json,
+            max_pending,
+            10,
+            Retries::InMemory,
+        ));
+        let d = per_second(run_topology_with(
+            rt,
+            Work::Json,
+            max_pending,
+            10,
+            Retries::Durable,
+        ));
+        let e = per_second(run_topology_with(
+            rt,
+            Work::Json,
+            max_pending,
+            10,
+            Retries::DurableEveryAck,
+        ));
+        r_dur.push(d / m);
+        r_every.push(e / m);
+        mem.push(m);
+        dur.push(d);
+        every.push(e);
+    }
+    println!(
+        "\nDurable retries, json stages, 10% failures, {rounds} interleaved rounds of {} messages (medians), journal hold {:?}:",
+        *MESSAGES,
+        HOLD.unwrap_or(JournalOptions::default().hold)
+    );
+    println!("  {:>10.0} acked/s   in-memory retries", median(mem));
+    println!(
+        "  {:>10.0} acked/s   SQLite retries (durable seams, write-behind journal)",
+        median(dur)
+    );
+    println!(
+        "  {:>10.0} acked/s   a durable source: SQLite retries, offsets, committed position, every ack",
+        median(every)
+    );
+    println!(
+        "  ratio SQLite / in-memory:                 {:.2}   (target >= 0.75: costs at most 25%)",
+        median(r_dur)
+    );
+    println!(
+        "  ratio durable source / in-memory:         {:.2}   (target >= 0.75, issue 11)",
+        median(r_every)
+    );
+}
+
+/// For a profiler: runs the one variant `only` names, once, and prints its throughput.
+fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: usize) {
+    let through = match only {
+        "topology" => run_topology(rt, work, max_pending),
+        "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
+        "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
+        "source-10" => run_topology_with(rt, work, max_pending, 10, Retries::DurableEveryAck),
+        "bare-batched" => run_bare_batched(rt, work),
+        "bare-per-message" => run_bare_per_item(rt, work),
+        other => panic!(
+            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10 or source-10"
+        ),
+    };
+    println!("{only}: {:.0}/s", per_second(through));
+}
+
+/// The ratio, measured in interleaved rounds (topology, then both bare pipelines) so that a
+/// change in the machine's load hits all of them alike.
+fn interleaved(rt: &tokio::runtime::Runtime, work: Work, max_pending: usize, rounds: usize) {
+    let (mut topo, mut batched, mut per_item) = (vec![], vec![], vec![]);
+    let (mut vs_batched, mut vs_per_item) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let t = per_second(run_topology(rt, work, max_pending));
+        let b = per_second(run_bare_batched(rt, work));
+        let p = per_second(run_bare_per_item(rt, work));
+        vs_batched.push(t / b);
+        vs_per_item.push(t / p);
+        topo.push(t);
+        batched.push(b);
+        per_item.push(p);
+    }
+    println!(
+        "\n{work:?} stages, {rounds} interleaved rounds of {} messages (medians):",
+        *MESSAGES
+    );
+    println!(
+        "  {:>10.0} acked/s   topology: acking, 5% store failures, retries (max_spout_pending {max_pending})",
+        median(topo)
+    );
+    println!(
+        "  {:>10.0} /s         bare tokio channels, batches of 256, no acking",
+        median(batched)
+    );
+    println!(
+        "  {:>10.0} /s         bare tokio channels, one send per message, no acking",
+        median(per_item)
+    );
+    println!(
+        "  ratio topology / bare per message: {:.2}   (target >= 0.50: the issue's baseline)",
+        median(vs_per_item)
+    );
+    println!(
+        "  ratio topology / bare batched:     {:.2}   (reference, no target: batched by hand)",
+        median(vs_batched)
+    );
+}
+
+fn main() {
+    let rt = runtime();
+    let max_pending: usize = std::env::var("BENCH_MAX_PENDING")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(Config::default().max_spout_pending);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let works = match std::env::var("BENCH_WORK").as_deref() {
+        Ok("light") => vec![Work::Light],
+        Ok("json") => vec![Work::Json],
+        _ => vec![Work::Light, Work::Json],
+    };
+    if let Ok(only) = std::env::var("BENCH_ONLY") {
+        // One variant, once, with the first work (light unless BENCH_WORK=json).
+        return run_only(&rt, &only, works[0], max_pending);
+    }
+    let durable_only = std::env::var("BENCH_DURABLE_ONLY").is_ok();
+    if std::env::var("BENCH_SKIP_CRITERION").is_err() {
+        let mut c = Criterion::default().configure_from_args();
+        if !durable_only {
+            criterion_benches(&mut c, &rt, max_pending);
+        }
+        criterion_durable(&mut c, &rt, max_pending);
+        c.final_summary();
+    }
+    interleaved_durable(&rt, max_pending, rounds);
+    if durable_only {
+        return;
+    }
+    for work in works {
+        interleaved(&rt, work, max_pending, rounds);
+    }
+}
