@@ -157,16 +157,21 @@ pub enum GiveUpReason {
     /// The runtime's own: the failure policy itself failed (it panicked), so the message is
     /// kept as a dead letter to replay once the policy is fixed. `decide` never returns it.
     PolicyError,
+    /// The runtime's own, on a shared store: the message's claim ran out again and again (a
+    /// poison message that kills every node it lands on), so it is kept as a dead letter
+    /// instead of being claimed once more. `decide` never returns it.
+    CrashLoop,
 }
 
 impl GiveUpReason {
-    /// `give_up`, `max_retries`, `max_elapsed` or `policy_error`.
+    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error` or `crash_loop`.
     pub fn as_str(self) -> &'static str {
         match self {
             GiveUpReason::GiveUp => "give_up",
             GiveUpReason::MaxRetries => "max_retries",
             GiveUpReason::MaxElapsed => "max_elapsed",
             GiveUpReason::PolicyError => "policy_error",
+            GiveUpReason::CrashLoop => "crash_loop",
         }
     }
 }

@@ -100,4 +100,60 @@ pub enum StoreError {
     /// The journal that writes to the store has stopped (its thread ended, or it gave up).
     #[error("the store's journal has stopped")]
     WriterClosed,
+    /// A shared store's command failed. Its outcome may be unknown (the reply was lost), so
+    /// it is safe to run again: every write is.
+    #[error("redis {op} on {location}: {detail}")]
+    Redis {
+        /// What was being done (`apply`, `claim`, `connect`…).
+        op: &'static str,
+        /// `redis://HOST:PORT/DB namespace NS` (never the password).
+        location: String,
+        /// The server's or the connection's message.
+        detail: String,
+        /// True if the server could not be reached (refused, dropped, timed out).
+        unreachable: bool,
+    },
+}
+
+impl StoreError {
+    #[cfg(feature = "redis")]
+    pub(crate) fn redis(op: &'static str, location: &str, e: &redis::RedisError) -> StoreError {
+        StoreError::Redis {
+            op,
+            location: location.to_owned(),
+            detail: e.to_string(),
+            unreachable: e.is_io_error()
+                || e.is_timeout()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal(),
+        }
+    }
+
+    /// A short name of the failure's kind, for metrics: `unreachable`, `redis`, `sqlite`,
+    /// `corrupt`, `closed` or `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Redis {
+                unreachable: true, ..
+            } => "unreachable",
+            StoreError::Redis { .. } => "redis",
+            StoreError::Sqlite(_) | StoreError::Open { .. } | StoreError::Migrate { .. } => {
+                "sqlite"
+            }
+            StoreError::Corrupt { .. } => "corrupt",
+            StoreError::WriterClosed => "closed",
+            _ => "other",
+        }
+    }
+
+    /// True if the store could not be reached (a shared store's connection is down).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Redis {
+                unreachable: true,
+                ..
+            }
+        )
+    }
 }

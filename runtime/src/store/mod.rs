@@ -36,13 +36,17 @@ pub use crate::fate::DeadLetter;
 use crate::time::Timestamp;
 pub use crate::topology::{Message, MessageId};
 
+mod claims;
 mod error;
 mod records;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod rows;
 pub mod schema;
 pub mod sqlite;
 mod writes;
 
+pub use claims::{ClaimQueue, ClaimToken, Claimed, Reaped};
 pub use error::StoreError;
 pub use records::{
     AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterStatus, Fate, MAX_PAGE, Page,
@@ -147,7 +151,10 @@ impl OperatorAction {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
     /// Schedule (or move) a retry; replaces any row for the same message id. Refused
-    /// ([`Applied::FateAlreadyKnown`]) if the message already has a final fate.
+    /// ([`Applied::FateAlreadyKnown`]) if the message already has a final fate. On a shared
+    /// store, a retry decided for a delivery that came from a claim carries the claim's token
+    /// (`message.retry.claim`), and is refused ([`Applied::Stale`]) unless the row is still in
+    /// flight under that token; one without a token is refused if the row is in flight.
     Schedule(ScheduledRetry),
     /// The message was acked: record the fate (with its offset, if it has one), drop its retry
     /// row.
@@ -206,6 +213,10 @@ pub enum Applied {
     NoDeadLetter,
     /// Not written: the message's latest dead letter is already replayed or skipped.
     AlreadyHandled(DeadLetterStatus),
+    /// Not written (a shared store only): the op was made under a claim ([`ClaimToken`]) that
+    /// is no longer this node's: its lease ran out and the retry was reaped, and perhaps
+    /// claimed by another node. The fleet goes on with what it did meanwhile.
+    Stale,
 }
 
 impl Applied {

@@ -140,6 +140,7 @@ impl RawRetry {
                     attempt,
                     first_delivery: Some(ts_from_sql(T, "first_seen_ms", self.first_seen)?),
                     last_failure,
+                    claim: None,
                 },
             },
             due,
@@ -211,6 +212,7 @@ impl RawDeadLetter {
                         attempt: attempts,
                         first_delivery: Some(ts_from_sql(T, "first_ms", self.first)?),
                         last_failure: None,
+                        claim: None,
                     },
                 },
                 failure: Failure {
@@ -334,6 +336,7 @@ fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveUpReason> {
         "max_retries" => GiveUpReason::MaxRetries,
         "max_elapsed" => GiveUpReason::MaxElapsed,
         "policy_error" => GiveUpReason::PolicyError,
+        "crash_loop" => GiveUpReason::CrashLoop,
         other => return Err(corrupt(table, "reason", other)),
     })
 }

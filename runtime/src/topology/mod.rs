@@ -24,7 +24,7 @@ pub use builder::{BoltDeclarer, BuildError, Topology, TopologyBuilder};
 pub use config::{Config, FuseConfig, RetryMix};
 pub use failure::{Failure, codes};
 pub use grouping::Grouping;
-pub use message::{LastFailure, Message, MessageId, ROOT_FIELDS, RetryMeta};
+pub use message::{ClaimToken, LastFailure, Message, MessageId, ROOT_FIELDS, RetryMeta};
 pub use spout::{NextMessage, Spout};
 pub use tuple::{Fields, Headers, Tuple, Value, Values};
 

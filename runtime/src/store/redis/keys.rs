@@ -1,0 +1,90 @@
+//! Every key of a namespace, in one place. Each begins with `{NS}:`: the braces are a Redis
+//! Cluster hash tag, so a namespace is one slot and every script's keys are in it.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset`), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms`, `claims`, `reaps` |
+//! | `{NS}:due` | zset | id → due ms (retries waiting; equal due times by `seq`) |
+//! | `{NS}:inflight` | zset | id → lease deadline ms (claimed, no fate yet) |
+//! | `{NS}:seq` | string | `INCR`: scheduling order, fencing tokens, dead-letter and audit ids |
+//! | `{NS}:f:<id>` | string | a message's fate: `acked` or `dead` |
+//! | `{NS}:acked:<source>` | zset | id → source position of acked fates with an offset (pruned by the source's position) |
+//! | `{NS}:dl:<n>` | hash | dead letter `n`: the fields of `rows.rs`'s dead-letter columns and `status` |
+//! | `{NS}:dl` | zset | n → n, every dead letter (newest first by score) |
+//! | `{NS}:dl:last:<id>` | string | the message's latest dead letter `n` |
+//! | `{NS}:audit:<n>` | hash | audit line `n` |
+//! | `{NS}:audit` | zset | n → n, every audit line |
+//! | `{NS}:audit:msg:<id>` | zset | n → n, a message's audit lines |
+//! | `{NS}:pos` | hash | source → committed position |
+//! | `{NS}:src:<source>` | hash | a source partition's lease: `owner`, `epoch`, `lease_ms` |
+//! | `{NS}:nodes` | zset | node → last seen ms |
+//! | `{NS}:node:<node>` | hash | what a node reports (`/v1/nodes`) |
+//! | `{NS}:run` | hash | the bundled run's parameters |
+//! | `{NS}:rules` | hash | the rule set of record: `version`, `files`, `source`, `at` |
+//! | `{NS}:rules:history` | list | every accepted set, newest first (never trimmed) |
+//! | `{NS}:rules:applied` | hash | node → the version it runs |
+//! | `{NS}:wake`, `{NS}:rules:pushed` | channel | hints only (pub/sub is at most once) |
+//!
+//! Ids and source names are written as they are: a key is binary-safe, and the prefix before
+//! the last `:`-free part is fixed, so no id can reach another key.
+
+/// The key names of one namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// The keys of namespace `ns` (every one begins with `{ns}:`).
+    pub fn new(ns: &str) -> Keys {
+        Keys {
+            prefix: format!("{{{ns}}}:"),
+        }
+    }
+
+    /// `{NS}:`, what every key begins with (scripts build per-id keys from it).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A key of the namespace: `{NS}:<name>`.
+    pub fn key(&self, name: &str) -> String {
+        let mut k = String::with_capacity(self.prefix.len() + name.len());
+        k.push_str(&self.prefix);
+        k.push_str(name);
+        k
+    }
+
+    /// `{NS}:r:<id>`: a message's retry row.
+    pub fn retry(&self, id: &str) -> String {
+        self.key(&format!("r:{id}"))
+    }
+
+    /// `{NS}:f:<id>`: a message's fate.
+    pub fn fate(&self, id: &str) -> String {
+        self.key(&format!("f:{id}"))
+    }
+
+    /// `{NS}:due`.
+    pub fn due(&self) -> String {
+        self.key("due")
+    }
+
+    /// `{NS}:inflight`.
+    pub fn inflight(&self) -> String {
+        self.key("inflight")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_begins_with_the_namespace_hash_tag() {
+        let k = Keys::new("orders-eu");
+        assert_eq!(k.prefix(), "{orders-eu}:");
+        assert_eq!(k.retry("order-1"), "{orders-eu}:r:order-1");
+        assert_eq!(k.due(), "{orders-eu}:due");
+    }
+}

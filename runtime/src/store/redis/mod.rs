@@ -1,0 +1,74 @@
+//! [`RedisStore`]: the shared store. Several `rebound` processes (nodes) on one Redis 7 share
+//! every scheduled retry, fate, dead letter, audit line and source position, with the same
+//! contract as the embedded SQLite store (the conformance suite runs on both), and more that
+//! only a shared store needs: claims of due retries with leases and fencing tokens
+//! ([`ClaimQueue`](super::ClaimQueue)), source partitions owned by lease, the fleet's nodes,
+//! the run's parameters and the rule set of record.
+//!
+//! - `keys.rs`: every key, each beginning with `{NS}:` (one hash tag: a namespace is one
+//!   Redis Cluster slot, so every script is cluster-legal).
+//! - `scripts/*.lua`: every write is one Lua script, atomic on the server. Each script reads
+//!   and checks first, then writes what cannot fail (Lua does not roll back), and is safe to
+//!   run twice (a reply lost to a dropped connection leaves its outcome unknown, and the caller
+//!   runs it again): first fate wins, upserts, fencing tokens.
+//! - The `Store` trait is blocking (the journal thread and blocking tasks call it); the store
+//!   drives a tokio [`ConnectionManager`] (reconnects with backoff) on a small runtime of its
+//!   own, so it can be called from any thread.
+//!
+//! The URL's password never leaves this module: [`RedisStore::location`] and every error name
+//! the host, port, database and namespace only.
+
+mod conn;
+mod keys;
+#[cfg(feature = "test-server")]
+mod server;
+
+pub use conn::{RedisOptions, ServerCheck, ServerProblem};
+pub use keys::Keys;
+#[cfg(feature = "test-server")]
+pub use server::TestServer;
+
+use conn::Io;
+
+/// The shared store on one Redis. Cheap to clone (one connection, shared).
+#[derive(Clone)]
+pub struct RedisStore {
+    io: Io,
+    keys: Keys,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("location", &self.io.location())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the Redis at `options.url` (waits for the first connection, up to the
+    /// options' connect timeout) and uses the namespace `options.namespace`.
+    pub fn connect(options: &RedisOptions) -> super::Result<RedisStore> {
+        let io = Io::connect(options)?;
+        Ok(RedisStore {
+            keys: Keys::new(&options.namespace),
+            io,
+        })
+    }
+
+    /// The namespace's keys.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// What the server is and how it is configured, for the start-up checks
+    /// ([`ServerCheck::problems`]).
+    pub fn check_server(&self) -> super::Result<ServerCheck> {
+        self.io.check_server()
+    }
+
+    /// True if the server answers a `PING` now.
+    pub fn ping(&self) -> bool {
+        self.io.ping()
+    }
+}
