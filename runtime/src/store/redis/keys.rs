@@ -16,13 +16,19 @@
 //! | `{NS}:audit` | zset | n → n, every audit line |
 //! | `{NS}:audit:msg:<id>` | zset | n → n, a message's audit lines |
 //! | `{NS}:pos` | hash | source → committed position |
-//! | `{NS}:src:<source>` | hash | a source partition's lease: `owner`, `epoch`, `lease_ms` |
-//! | `{NS}:nodes` | zset | node → last seen ms |
-//! | `{NS}:node:<node>` | hash | what a node reports (`/v1/nodes`) |
-//! | `{NS}:run` | hash | the bundled run's parameters |
-//! | `{NS}:rules` | hash | the rule set of record: `version`, `files`, `source`, `at` |
-//! | `{NS}:rules:history` | list | every accepted set, newest first (never trimmed) |
+//! | `{NS}:src:<source>` | hash | a source partition's lease: `owner` (node), `instance` (process), `epoch` (fencing, `HINCRBY` on each taking), `lease_ms`; partition `p` of `orders` is the source `orders/p` |
+//! | `{NS}:src-members:<source>` | zset | node → last balance ms: the nodes that run the source's partitions |
+//! | `{NS}:nodes` | zset | node → last seen ms (server time) |
+//! | `{NS}:node:<node>` | hash | what a node reports (`/v1/nodes`): `instance`, `started_ms`, `rules_version`, `rules_errors` (JSON list), `partitions` (`1,5,9`), `in_flight`, `retries_claimed` |
+//! | `{NS}:run` | hash | the bundled run's parameters (name → value) |
+//! | `{NS}:run:finished` | string | when the run finished, ms (first wins) |
+//! | `{NS}:rules` | hash | the rule set of record: `version`, `files` (JSON `[[name, yaml], …]`), `source`, `at` (ms) |
+//! | `{NS}:rules:set:<version>` | hash | a version's set as last pushed, same fields (for rollback) |
+//! | `{NS}:rules:history` | list | every accepted set, newest first (never trimmed): JSON `[version, source, at]` |
 //! | `{NS}:rules:applied` | hash | node → the version it runs |
+//! | `{NS}:rules:errors` | hash | node → why it could not run the set of record (JSON list) |
+//! | `{NS}:effects:<set>` | set | a shared idempotent effect set's ids (the bundled order sink) |
+//! | `{NS}:effects-dups` | hash | set → duplicates it absorbed |
 //! | `{NS}:wake`, `{NS}:rules:pushed` | channel | hints only (pub/sub is at most once) |
 //!
 //! Ids and source names are written as they are: a key is binary-safe, and the prefix before
@@ -73,6 +79,74 @@ impl Keys {
     /// `{NS}:inflight`.
     pub fn inflight(&self) -> String {
         self.key("inflight")
+    }
+}
+
+/// The fleet's keys (`fleet/`).
+impl Keys {
+    /// `{NS}:nodes`.
+    pub fn nodes(&self) -> String {
+        self.key("nodes")
+    }
+
+    /// `{NS}:src:<source>`: a source partition's lease (`source` is `orders/3`).
+    pub fn source_lease(&self, source: &str) -> String {
+        self.key(&format!("src:{source}"))
+    }
+
+    /// `{NS}:src-members:<source>`: the nodes that run `source`'s partitions.
+    pub fn source_members(&self, source: &str) -> String {
+        self.key(&format!("src-members:{source}"))
+    }
+
+    /// `{NS}:run`.
+    pub fn run(&self) -> String {
+        self.key("run")
+    }
+
+    /// `{NS}:run:finished`.
+    pub fn run_finished(&self) -> String {
+        self.key("run:finished")
+    }
+
+    /// `{NS}:rules`.
+    pub fn rules(&self) -> String {
+        self.key("rules")
+    }
+
+    /// `{NS}:rules:set:<version>`.
+    pub fn rule_set(&self, version: &str) -> String {
+        self.key(&format!("rules:set:{version}"))
+    }
+
+    /// `{NS}:rules:history`.
+    pub fn rules_history(&self) -> String {
+        self.key("rules:history")
+    }
+
+    /// `{NS}:rules:applied`.
+    pub fn rules_applied(&self) -> String {
+        self.key("rules:applied")
+    }
+
+    /// `{NS}:rules:errors`.
+    pub fn rules_errors(&self) -> String {
+        self.key("rules:errors")
+    }
+
+    /// `{NS}:rules:pushed`: the channel of rule pushes.
+    pub fn rules_pushed(&self) -> String {
+        self.key("rules:pushed")
+    }
+
+    /// `{NS}:effects:<set>`.
+    pub fn effects(&self, set: &str) -> String {
+        self.key(&format!("effects:{set}"))
+    }
+
+    /// `{NS}:effects-dups`.
+    pub fn effects_dups(&self) -> String {
+        self.key("effects-dups")
     }
 }
 

@@ -19,6 +19,7 @@
 //! the host, port, database and namespace only.
 
 mod conn;
+pub mod fleet;
 mod keys;
 #[cfg(feature = "test-server")]
 mod server;
