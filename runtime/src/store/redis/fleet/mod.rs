@@ -4,6 +4,8 @@
 //! - `nodes.rs`: who is in the fleet. A node joins under its name with an id of this process
 //!   (its [`Member`]), is refused while another live process holds the name, heartbeats what
 //!   `/v1/nodes` shows, and leaves.
+//! - `partitions.rs`: the bundled order source in partitions, each owned by one live node by
+//!   lease, with a fencing epoch that changes whenever a partition changes hands.
 //!
 //! Every write is one Lua script (`scripts/fleet_*.lua`), atomic on the server: it reads and
 //! checks first, then writes, and is safe to run again after a lost reply. Every lease and
@@ -12,8 +14,10 @@
 //! build per-name keys from it: one hash tag, one cluster slot.
 
 mod nodes;
+mod partitions;
 
 pub use nodes::{Join, Member, NodeReport, NodeStatus};
+pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
 
 use std::time::Duration;
 
