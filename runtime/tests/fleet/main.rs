@@ -4,8 +4,10 @@
 //! parameters; the rule set of record, its history and its hints; the shared effect set.
 //! Each test starts a `redis-server` of its own (never the machine's) and uses short leases.
 
+mod effects;
 mod nodes;
 mod partitions;
+mod run;
 
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,9 @@
 //!   `/v1/nodes` shows, and leaves.
 //! - `partitions.rs`: the bundled order source in partitions, each owned by one live node by
 //!   lease, with a fencing epoch that changes whenever a partition changes hands.
+//! - `run.rs`: the bundled run's parameters (first node wins) and its end.
+//! - `effects.rs`: an idempotent set of effects shared by the fleet (the bundled order sink),
+//!   counting the duplicates it absorbed.
 //!
 //! Every write is one Lua script (`scripts/fleet_*.lua`), atomic on the server: it reads and
 //! checks first, then writes, and is safe to run again after a lost reply. Every lease and
@@ -13,11 +16,14 @@
 //! nodes cannot make one look dead to another. Scripts get the namespace's `{NS}:` prefix and
 //! build per-name keys from it: one hash tag, one cluster slot.
 
+mod effects;
 mod nodes;
 mod partitions;
+mod run;
 
 pub use nodes::{Join, Member, NodeReport, NodeStatus};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
+pub use run::{Difference, RunRecord};
 
 use std::time::Duration;
 
