@@ -7,6 +7,8 @@
 //! - `partitions.rs`: the bundled order source in partitions, each owned by one live node by
 //!   lease, with a fencing epoch that changes whenever a partition changes hands.
 //! - `run.rs`: the bundled run's parameters (first node wins) and its end.
+//! - `rules.rs`: the rule set of record, compare-and-set on its version, its history (never
+//!   trimmed) and what each node runs; `notify.rs`: the hints that a new set was pushed.
 //! - `effects.rs`: an idempotent set of effects shared by the fleet (the bundled order sink),
 //!   counting the duplicates it absorbed.
 //!
@@ -18,11 +20,15 @@
 
 mod effects;
 mod nodes;
+mod notify;
 mod partitions;
+mod rules;
 mod run;
 
 pub use nodes::{Join, Member, NodeReport, NodeStatus};
+pub use notify::{RulesHint, RulesNotifications};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
+pub use rules::{Pushed, RuleEntry, RuleRecord, RulesApplied};
 pub use run::{Difference, RunRecord};
 
 use std::time::Duration;

@@ -1,0 +1,202 @@
+//! The rule set of record: compare-and-set on the version, history, what nodes run, hints.
+
+use std::time::Duration;
+
+use rebound_runtime::store::redis::fleet::{
+    Pushed, RuleEntry, RuleRecord, RulesApplied, RulesHint,
+};
+use rebound_runtime::store::redis::{RedisOptions, TestServer};
+use rebound_runtime::time::Timestamp;
+
+use crate::{eventually, store};
+
+fn record(version: &str, source: &str, at: u64) -> RuleRecord {
+    RuleRecord {
+        version: version.into(),
+        files: vec![
+            ("payments.yaml".into(), format!("# {version}\nrules: []\n")),
+            ("orders.yaml".into(), "rules:\n  - id: \"ünïcode\"\n".into()),
+        ],
+        source: source.into(),
+        at: Timestamp::from_millis(at),
+    }
+}
+
+#[test]
+fn a_push_is_a_compare_and_set_on_the_version_and_history_keeps_every_set() {
+    let server = TestServer::start();
+    let s = store(&server, "rules-cas");
+    assert_eq!(s.rules().unwrap(), None);
+    assert_eq!(s.rules_version().unwrap(), None);
+
+    let v1 = record("v1", "seed", 1_000);
+    assert_eq!(s.seed_rules(&v1).unwrap(), Pushed::Done);
+    assert_eq!(s.rules().unwrap(), Some(v1.clone()));
+    // A second node seeding something else loses; the same set again is unchanged.
+    assert_eq!(
+        s.seed_rules(&record("v9", "seed", 1_001)).unwrap(),
+        Pushed::Conflict {
+            current: Some("v1".into())
+        }
+    );
+    assert_eq!(s.seed_rules(&v1).unwrap(), Pushed::Unchanged);
+
+    let v2 = record("v2", "api", 2_000);
+    assert_eq!(
+        s.push_rules(Some("v0"), &v2).unwrap(),
+        Pushed::Conflict {
+            current: Some("v1".into())
+        },
+        "a stale If-Match"
+    );
+    assert_eq!(s.rules_version().unwrap().as_deref(), Some("v1"));
+    assert_eq!(s.push_rules(Some("v1"), &v2).unwrap(), Pushed::Done);
+    // The same push again (its reply was lost) is not a conflict with itself.
+    assert_eq!(s.push_rules(Some("v1"), &v2).unwrap(), Pushed::Unchanged);
+    assert_eq!(s.push_rules(None, &v2).unwrap(), Pushed::Unchanged);
+    assert_eq!(
+        s.push_rules(None, &record("v3", "file", 3_000)).unwrap(),
+        Pushed::Done
+    );
+
+    // Roll back to v1: its files come from the history.
+    let mut back = s.rules_at("v1").unwrap().expect("v1 is in the history");
+    assert_eq!(back.files, v1.files);
+    back.source = "rollback".into();
+    back.at = Timestamp::from_millis(4_000);
+    assert_eq!(s.push_rules(Some("v3"), &back).unwrap(), Pushed::Done);
+    assert_eq!(s.rules().unwrap(), Some(back.clone()));
+    assert_eq!(s.rules_version().unwrap().as_deref(), Some("v1"));
+
+    let entry = |v: &str, src: &str, at: u64| RuleEntry {
+        version: v.into(),
+        source: src.into(),
+        at: Timestamp::from_millis(at),
+    };
+    assert_eq!(
+        s.rules_history(10).unwrap(),
+        [
+            entry("v1", "rollback", 4_000),
+            entry("v3", "file", 3_000),
+            entry("v2", "api", 2_000),
+            entry("v1", "seed", 1_000),
+        ]
+    );
+    assert_eq!(s.rules_history(2).unwrap().len(), 2);
+    assert!(s.rules_history(0).unwrap().is_empty());
+    assert_eq!(s.rules_at("v2").unwrap(), Some(v2));
+    assert_eq!(s.rules_at("v7").unwrap(), None);
+
+    // Never trimmed.
+    for n in 0..300 {
+        let r = record(&format!("w{n}"), "api", 10_000 + n);
+        assert_eq!(s.push_rules(None, &r).unwrap(), Pushed::Done);
+    }
+    assert_eq!(s.rules_history(1_000).unwrap().len(), 304);
+    assert_eq!(
+        s.rules_at("v3").unwrap().map(|r| r.source).as_deref(),
+        Some("file")
+    );
+}
+
+#[test]
+fn each_node_reports_the_version_it_runs_and_its_errors() {
+    let server = TestServer::start();
+    let s = store(&server, "rules-applied");
+    assert!(s.applied().unwrap().is_empty());
+    let errors = vec!["payments.yaml:3: unknown field `wen`".to_owned()];
+    s.set_applied("n2", "v1", Some(&errors)).unwrap();
+    s.set_applied("n1", "v2", None).unwrap();
+    assert_eq!(
+        s.applied().unwrap(),
+        [
+            RulesApplied {
+                node: "n1".into(),
+                version: "v2".into(),
+                errors: None
+            },
+            RulesApplied {
+                node: "n2".into(),
+                version: "v1".into(),
+                errors: Some(errors)
+            },
+        ]
+    );
+    s.set_applied("n2", "v2", None).unwrap();
+    assert!(
+        s.applied()
+            .unwrap()
+            .iter()
+            .all(|a| a.version == "v2" && a.errors.is_none())
+    );
+}
+
+#[test]
+fn hints_of_pushes_arrive_and_resume_after_the_subscriber_is_killed() {
+    let server = TestServer::start();
+    let options = RedisOptions::new(server.url(), "rules-hints");
+    let s = store(&server, "rules-hints");
+    let mut hints = s.rules_notifications(&options).unwrap();
+    let mut next = |want: &dyn Fn(&RulesHint) -> bool| {
+        eventually(Duration::from_secs(5), || {
+            hints.try_recv().is_some_and(|h| want(&h))
+        })
+    };
+    assert!(
+        next(&|h| *h == RulesHint::Subscribed),
+        "the subscription is confirmed"
+    );
+
+    assert_eq!(
+        s.push_rules(None, &record("v1", "api", 1)).unwrap(),
+        Pushed::Done
+    );
+    assert!(next(&|h| *h == RulesHint::Pushed("v1".into())));
+    // Another namespace's pushes are not ours.
+    store(&server, "rules-other")
+        .push_rules(None, &record("x1", "api", 1))
+        .unwrap();
+
+    // The server drops every subscriber: ours reconnects and subscribes again by itself.
+    let mut c = server.client();
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(killed, 1, "our subscriber was the one pub/sub client");
+    assert!(
+        next(&|h| *h == RulesHint::Subscribed),
+        "subscribed again after the kill"
+    );
+    assert_eq!(
+        s.push_rules(None, &record("v2", "api", 2)).unwrap(),
+        Pushed::Done
+    );
+    assert!(next(&|h| *h == RulesHint::Pushed("v2".into())));
+    assert_eq!(s.rules_version().unwrap().as_deref(), Some("v2"));
+    assert!(
+        hints.try_recv().is_none(),
+        "nothing else: {:?}",
+        hints.try_recv()
+    );
+}
+
+#[test]
+fn subscribing_while_the_server_is_down_fails_within_its_timeouts() {
+    let mut server = TestServer::start();
+    let mut options = RedisOptions::new(server.url(), "rules-down");
+    options.connect_timeout = Duration::from_millis(200);
+    options.response_timeout = Duration::from_millis(200);
+    let s = rebound_runtime::store::redis::RedisStore::connect(&options).unwrap();
+    server.kill();
+    let start = std::time::Instant::now();
+    let err = s.rules_notifications(&options).unwrap_err();
+    assert!(err.is_unreachable(), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
