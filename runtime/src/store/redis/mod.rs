@@ -11,9 +11,9 @@
 //!   and checks first, then writes what cannot fail (Lua does not roll back), and is safe to
 //!   run twice (a reply lost to a dropped connection leaves its outcome unknown, and the caller
 //!   runs it again): first fate wins, upserts, fencing tokens. `apply.lua` takes the journal's
-//!   batches.
+//!   batches; `claim.lua`, `extend.lua` and `reap.lua` are the claims.
 //! - `store.rs`: the [`Store`](super::Store) trait (writes through `apply.lua`, reads as
-//!   pipelined commands).
+//!   pipelined commands); `claims.rs`: the [`ClaimQueue`](super::ClaimQueue) trait.
 //! - `wire.rs`: the ops as the scripts' arguments, and their answers back as records (the
 //!   rows' fields are `rows.rs`'s, shared with SQLite).
 //! - The `Store` trait is blocking (the journal thread and blocking tasks call it); the store
@@ -23,6 +23,7 @@
 //! The URL's password never leaves this module: [`RedisStore::location`] and every error name
 //! the host, port, database and namespace only.
 
+mod claims;
 mod conn;
 mod keys;
 #[cfg(feature = "test-server")]

@@ -15,8 +15,8 @@ use crate::store::rows::{
     DeadLetterRow, MESSAGE_FIELDS, RawDeadLetter, RawRetry, RetryRow, corrupt, replayed_delivery,
 };
 use crate::store::{
-    Applied, DeadLetterStatus, Fate, Message, OperatorAction, Result, ScheduledRetry, StoreError,
-    StoredDeadLetter, WriteOp,
+    Applied, DeadLetterStatus, Fate, Message, MessageId, OperatorAction, Result, ScheduledRetry,
+    StoreError, StoredDeadLetter, WriteOp,
 };
 use crate::time::Timestamp;
 
@@ -253,4 +253,25 @@ pub(super) fn int(v: Option<Value>) -> Result<i64> {
                 .map_err(|_| bad_reply(format!("expected an integer, got {t:?}")))
         }
     }
+}
+
+/// A millisecond time or score (`"1700000000000"`, or a score Redis printed as a double).
+pub(super) fn millis(v: Option<Value>) -> Result<Timestamp> {
+    let t = text(v)?;
+    let ms = t
+        .parse::<u64>()
+        .ok()
+        .or_else(|| {
+            t.parse::<f64>()
+                .ok()
+                .filter(|f| *f >= 0.0)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| bad_reply(format!("expected milliseconds, got {t:?}")))?;
+    Ok(Timestamp::from_millis(ms))
+}
+
+/// A message id as a script answers it.
+pub(super) fn message_id(v: Option<Value>) -> Result<MessageId> {
+    text(v).map(MessageId::from)
 }
