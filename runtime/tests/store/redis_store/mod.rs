@@ -1,5 +1,6 @@
 //! What is particular to the shared store on Redis: the conformance suite's factory (a
-//! namespace per directory on one redis-server of this test binary), and the claims.
+//! namespace per directory on one redis-server of this test binary), a model test against
+//! SQLite, batches of several calls, the claims, and lost replies.
 //!
 //! Every case uses a `redis-server` started by [`TestServer`] (never the machine's own
 //! Redis) and a namespace of its own. A missing `redis-server` fails the cases, naming it.
@@ -12,7 +13,11 @@ use std::time::Duration;
 use rebound_runtime::store::Store;
 use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 
+mod batches;
 mod claims;
+mod lost_replies;
+mod model;
+mod proxy;
 
 /// The one redis-server of this test binary; its cases keep apart by namespace.
 pub fn server() -> &'static TestServer {
