@@ -1,7 +1,7 @@
 //! The store: the [`Store`](rebound_runtime::store::Store) contract as a conformance suite
 //! (`conformance/`), run over every implementation, what is particular to SQLite (`sqlite.rs`:
 //! the file, its schema version, what it refuses to open) and to the shared store on Redis
-//! (`redis_store/`: a model test against SQLite, the claims, lost replies).
+//! (`redis_store/`: a model test against SQLite, the claims, races and lost replies).
 
 #[macro_use]
 mod conformance;

@@ -1,6 +1,6 @@
 //! What is particular to the shared store on Redis: the conformance suite's factory (a
 //! namespace per directory on one redis-server of this test binary), a model test against
-//! SQLite, batches of several calls, the claims, and lost replies.
+//! SQLite, the claims, a claim race across processes, lost replies, and a timing.
 //!
 //! Every case uses a `redis-server` started by [`TestServer`] (never the machine's own
 //! Redis) and a namespace of its own. A missing `redis-server` fails the cases, naming it.
@@ -14,6 +14,8 @@ use rebound_runtime::store::Store;
 use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 
 mod batches;
+mod bench;
+mod claim_race;
 mod claims;
 mod lost_replies;
 mod model;
