@@ -69,9 +69,10 @@ pub trait ClaimQueue: Send + Sync {
         lease: Duration,
     ) -> Result<Vec<bool>>;
 
-    /// Returns up to `limit` claims whose lease ran out to the due set (due now). A claim
-    /// reaped more than `max_reaps` times is leased to `node` for `lease` instead and returned
-    /// in [`Reaped::crash_loops`].
+    /// Returns up to `limit` claims whose lease ran out to the due set, due at once (at their
+    /// own due time, which is past: first in line). A claim reaped more than `max_reaps` times
+    /// since it was last scheduled is leased to `node` for `lease` instead and returned in
+    /// [`Reaped::crash_loops`].
     fn reap(&self, node: &str, limit: usize, max_reaps: u32, lease: Duration) -> Result<Reaped>;
 
     /// The number of retries waiting and in flight (the fleet's queue depth).

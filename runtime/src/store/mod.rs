@@ -2,6 +2,8 @@
 //! log, message fates and source positions.
 //!
 //! - [`sqlite`]: the embedded default, one SQLite file (`rebound.db`) in the data directory.
+//! - `redis` (feature `redis`): the shared store, several nodes on one Redis 7, with the same
+//!   contract and the claims of due retries ([`ClaimQueue`]).
 //! - [`schema`]: the schema, its version, and the migrations run on open.
 //!
 //! The store persists the runtime's own records, encoded once (`rows.rs`): a

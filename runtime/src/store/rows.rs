@@ -1,6 +1,9 @@
-//! The runtime's records as SQLite rows, encoded and decoded in this one place: a retry row
-//! holds a [`Message`] with its retry metadata, a dead-letter row a [`DeadLetter`]. Decoding
-//! validates (a corrupt value is an error, never a panic).
+//! The runtime's records as rows, encoded and decoded in this one place: a retry row holds a
+//! [`Message`] with its retry metadata, a dead-letter row a [`DeadLetter`]. SQLite binds a
+//! row's values as columns; the shared store (feature `redis`) keeps the same values as hash
+//! fields named like the columns (integers in decimal, text as UTF-8, the payload as it is), so
+//! both stores read back exactly what the other would. Decoding validates (a corrupt value is
+//! an error, never a panic).
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
@@ -28,6 +31,60 @@ pub(super) use retry_columns;
 pub(super) const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, \
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
      rule_set_version, attrs";
+
+/// The fields of a retry row in a shared store: [`retry_columns`], one hash field each (a
+/// retry without an offset has no `offset` field).
+#[cfg(feature = "redis")]
+pub(super) const RETRY_FIELDS: [&str; 13] = [
+    "message_id",
+    "biz",
+    "payload",
+    "headers",
+    "due_ms",
+    "attempt",
+    "first_seen_ms",
+    "last_code",
+    "last_message",
+    "last_delay_ms",
+    "rule",
+    "rule_set_version",
+    "offset",
+];
+
+/// The fields of a dead letter in a shared store: [`DEAD_LETTER_COLUMNS`] but the row id (the
+/// letter's key holds it) and the status (the store's to set).
+#[cfg(feature = "redis")]
+pub(super) const DEAD_LETTER_FIELDS: [&str; 14] = [
+    "message_id",
+    "biz",
+    "payload",
+    "headers",
+    "label",
+    "reason",
+    "last_code",
+    "last_message",
+    "attempts",
+    "first_ms",
+    "last_ms",
+    "rule",
+    "rule_set_version",
+    "attrs",
+];
+
+/// The message's content, encoded alike in a retry row and a dead letter: a replay on a shared
+/// store copies these fields from the letter into the new retry row.
+#[cfg(feature = "redis")]
+pub(super) const MESSAGE_FIELDS: [&str; 3] = ["biz", "payload", "headers"];
+
+/// The fresh delivery a replay of `message`'s dead letter schedules: due at `at`, attempt 0,
+/// no last failure, first delivered at `at`.
+pub(super) fn replayed_delivery(mut message: Message, at: Timestamp) -> ScheduledRetry {
+    message.retry = RetryMeta {
+        first_delivery: Some(at),
+        ..RetryMeta::default()
+    };
+    ScheduledRetry { message, due: at }
+}
 
 /// A retry row's values, ready to bind in [`retry_columns`]'s order.
 pub(super) struct RetryRow<'a> {
@@ -68,6 +125,118 @@ impl<'a> RetryRow<'a> {
             offset: offset_to_sql(m.offset)?,
         })
     }
+
+    /// The row as hash fields ([`RETRY_FIELDS`]), each handed to `put` with its value.
+    #[cfg(feature = "redis")]
+    pub(super) fn for_each_field(&self, mut put: impl FnMut(&'static str, &[u8])) {
+        let [
+            id,
+            biz,
+            payload,
+            headers,
+            due,
+            attempt,
+            first_seen,
+            code,
+            message,
+            delay,
+            rule,
+            version,
+            offset,
+        ] = RETRY_FIELDS;
+        put(id, self.id.as_bytes());
+        put(biz, self.biz.as_bytes());
+        put(payload, self.payload);
+        put(headers, self.headers.as_bytes());
+        put(due, self.due.to_string().as_bytes());
+        put(attempt, self.attempt.to_string().as_bytes());
+        put(first_seen, self.first_seen.to_string().as_bytes());
+        put(code, self.last_code.as_bytes());
+        put(message, self.last_message.as_bytes());
+        put(delay, self.last_delay.to_string().as_bytes());
+        put(rule, self.rule.as_bytes());
+        put(version, self.version.as_bytes());
+        if let Some(o) = self.offset {
+            put(offset, o.to_string().as_bytes());
+        }
+    }
+}
+
+/// A dead letter's values, ready to bind (SQLite) or to write as hash fields (a shared store).
+pub(super) struct DeadLetterRow<'a> {
+    pub(super) id: &'a str,
+    pub(super) biz: &'a str,
+    pub(super) payload: &'a [u8],
+    pub(super) headers: String,
+    pub(super) label: &'a str,
+    pub(super) reason: &'static str,
+    pub(super) last_code: &'a str,
+    pub(super) last_message: &'a str,
+    pub(super) attempts: u32,
+    pub(super) first: i64,
+    pub(super) last: i64,
+    pub(super) rule: &'a str,
+    pub(super) version: String,
+    pub(super) attrs: String,
+}
+
+impl<'a> DeadLetterRow<'a> {
+    /// The row of `dl`: its message (without the offset and the last retried failure, which
+    /// no operator needs), the failure that ended it with its attrs, and the decision.
+    pub(super) fn encode(dl: &'a DeadLetter) -> Result<DeadLetterRow<'a>> {
+        let m = &dl.message;
+        Ok(DeadLetterRow {
+            id: m.id.as_str(),
+            biz: &m.biz,
+            payload: &m.payload,
+            headers: headers_to_sql(&m.headers)?,
+            label: dl.label.as_str(),
+            reason: dl.reason.as_str(),
+            last_code: &dl.failure.code,
+            last_message: &dl.failure.message,
+            attempts: m.retry.attempt,
+            first: ts_to_sql("first_time", dl.first_at())?,
+            last: ts_to_sql("last_time", dl.at)?,
+            rule: dl.rule.as_str(),
+            version: dl.version.to_string(),
+            attrs: attrs_to_sql(&dl.failure.attrs)?,
+        })
+    }
+
+    /// The row as hash fields ([`DEAD_LETTER_FIELDS`]), each handed to `put` with its value.
+    #[cfg(feature = "redis")]
+    pub(super) fn for_each_field(&self, mut put: impl FnMut(&'static str, &[u8])) {
+        let [
+            id,
+            biz,
+            payload,
+            headers,
+            label,
+            reason,
+            code,
+            message,
+            attempts,
+            first,
+            last,
+            rule,
+            version,
+            attrs,
+        ] = DEAD_LETTER_FIELDS;
+        put(id, self.id.as_bytes());
+        put(biz, self.biz.as_bytes());
+        put(payload, self.payload);
+        put(headers, self.headers.as_bytes());
+        put(label, self.label.as_bytes());
+        put(reason, self.reason.as_bytes());
+        put(code, self.last_code.as_bytes());
+        put(message, self.last_message.as_bytes());
+        put(attempts, self.attempts.to_string().as_bytes());
+        put(first, self.first.to_string().as_bytes());
+        put(last, self.last.to_string().as_bytes());
+        put(rule, self.rule.as_bytes());
+        put(version, self.version.as_bytes());
+        put(attrs, self.attrs.as_bytes());
+    }
 }
 
 /// A retry row as SQLite returns it, before validation.
@@ -103,6 +272,46 @@ impl RawRetry {
             rule: r.get(10)?,
             version: r.get(11)?,
             offset: r.get(12)?,
+        })
+    }
+
+    /// A retry row from a shared store's hash fields ([`RETRY_FIELDS`]; `get` looks one up).
+    #[cfg(feature = "redis")]
+    pub(super) fn from_fields<'f>(get: impl Fn(&str) -> Option<&'f [u8]>) -> Result<Self> {
+        const T: &str = "retries";
+        let text = |name| field_text(T, name, get(name));
+        let int = |name| field_int(T, name, get(name));
+        let [
+            id,
+            biz,
+            payload,
+            headers,
+            due,
+            attempt,
+            first_seen,
+            code,
+            message,
+            delay,
+            rule,
+            version,
+            offset,
+        ] = RETRY_FIELDS;
+        Ok(RawRetry {
+            id: text(id)?,
+            biz: text(biz)?,
+            payload: get(payload)
+                .ok_or_else(|| corrupt(T, payload, "missing"))?
+                .to_vec(),
+            headers: text(headers)?,
+            due: int(due)?,
+            attempt: int(attempt)?,
+            first_seen: int(first_seen)?,
+            last_code: text(code)?,
+            last_message: text(message)?,
+            last_delay: int(delay)?,
+            rule: text(rule)?,
+            version: text(version)?,
+            offset: get(offset).map(|_| int(offset)).transpose()?,
         })
     }
 
@@ -190,6 +399,51 @@ impl RawDeadLetter {
         })
     }
 
+    /// Dead letter `id` from a shared store's hash fields ([`DEAD_LETTER_FIELDS`] and
+    /// `status`; `get` looks one up).
+    #[cfg(feature = "redis")]
+    pub(super) fn from_fields<'f>(id: i64, get: impl Fn(&str) -> Option<&'f [u8]>) -> Result<Self> {
+        const T: &str = "dead_letters";
+        let text = |name| field_text(T, name, get(name));
+        let int = |name| field_int(T, name, get(name));
+        let [
+            message_id,
+            biz,
+            payload,
+            headers,
+            label,
+            reason,
+            code,
+            message,
+            attempts,
+            first,
+            last,
+            rule,
+            version,
+            attrs,
+        ] = DEAD_LETTER_FIELDS;
+        Ok(RawDeadLetter {
+            id,
+            status: text("status")?,
+            message_id: text(message_id)?,
+            biz: text(biz)?,
+            payload: get(payload)
+                .ok_or_else(|| corrupt(T, payload, "missing"))?
+                .to_vec(),
+            headers: text(headers)?,
+            label: text(label)?,
+            reason: text(reason)?,
+            last_code: text(code)?,
+            last_message: text(message)?,
+            attempts: int(attempts)?,
+            first: int(first)?,
+            last: int(last)?,
+            rule: text(rule)?,
+            version: text(version)?,
+            attrs: text(attrs)?,
+        })
+    }
+
     /// The letter as it was written. (The message's last *retried* failure is not kept: the
     /// failure that ended it is the letter's `failure`.)
     pub(super) fn decode(self) -> Result<StoredDeadLetter> {
@@ -232,6 +486,27 @@ impl RawDeadLetter {
 }
 
 // ---- values --------------------------------------------------------------------------------
+
+/// A text field of a shared store's hash: present and UTF-8.
+#[cfg(feature = "redis")]
+pub(super) fn field_text(
+    table: &'static str,
+    name: &'static str,
+    v: Option<&[u8]>,
+) -> Result<String> {
+    let v = v.ok_or_else(|| corrupt(table, name, "missing"))?;
+    String::from_utf8(v.to_vec()).map_err(|e| corrupt(table, name, e))
+}
+
+/// An integer field of a shared store's hash: present and in decimal.
+#[cfg(feature = "redis")]
+pub(super) fn field_int(table: &'static str, name: &'static str, v: Option<&[u8]>) -> Result<i64> {
+    let v = v.ok_or_else(|| corrupt(table, name, "missing"))?;
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| corrupt(table, name, String::from_utf8_lossy(v)))
+}
 
 pub(super) fn corrupt(
     table: &'static str,
@@ -339,4 +614,22 @@ fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveUpReason> {
         "crash_loop" => GiveUpReason::CrashLoop,
         other => return Err(corrupt(table, "reason", other)),
     })
+}
+
+#[cfg(all(test, feature = "redis"))]
+mod tests {
+    use super::*;
+
+    /// The shared store's fields are the SQLite columns, by name and order.
+    #[test]
+    fn hash_fields_are_named_like_the_columns() {
+        let columns: Vec<&str> = retry_columns!().split(", ").collect();
+        assert_eq!(columns, RETRY_FIELDS);
+        let columns: Vec<&str> = DEAD_LETTER_COLUMNS.split(", ").collect();
+        assert_eq!(columns[..2], ["id", "status"]);
+        assert_eq!(columns[2..], DEAD_LETTER_FIELDS);
+        for field in MESSAGE_FIELDS {
+            assert!(RETRY_FIELDS.contains(&field) && DEAD_LETTER_FIELDS.contains(&field));
+        }
+    }
 }

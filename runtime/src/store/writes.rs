@@ -134,22 +134,22 @@ impl<'t, 'c> Writes<'t, 'c> {
         if applied != Applied::Done {
             return Ok(applied);
         }
-        let m = &dl.message;
+        let row = DeadLetterRow::encode(dl)?;
         prepared(&mut self.put_dead_letter, self.tx, PUT_DEAD_LETTER)?.execute(params![
-            m.id.as_str(),
-            &*m.biz,
-            &m.payload[..],
-            headers_to_sql(&m.headers)?,
-            dl.label.as_str(),
-            dl.reason.as_str(),
-            dl.failure.code,
-            dl.failure.message,
-            m.retry.attempt,
-            ts_to_sql("first_time", dl.first_at())?,
-            ts_to_sql("last_time", dl.at)?,
-            dl.rule.as_str(),
-            dl.version.as_str(),
-            attrs_to_sql(&dl.failure.attrs)?,
+            row.id,
+            row.biz,
+            row.payload,
+            row.headers,
+            row.label,
+            row.reason,
+            row.last_code,
+            row.last_message,
+            row.attempts,
+            row.first,
+            row.last,
+            row.rule,
+            row.version,
+            row.attrs,
         ])?;
         Ok(Applied::Done)
     }
@@ -191,10 +191,7 @@ impl<'t, 'c> Writes<'t, 'c> {
         // The new fate replaces the old one.
         self.tx
             .execute("DELETE FROM fates WHERE message_id = ?1", [a.id.as_str()])?;
-        let mut message = dl.letter.message;
-        message.retry = Default::default();
-        message.retry.first_delivery = Some(a.at);
-        let retry = ScheduledRetry { message, due: a.at };
+        let retry = replayed_delivery(dl.letter.message, a.at);
         self.put_retry_unless_final(&retry)?; // its fate was just deleted: written
         put_audit(self.tx, AuditAction::Replay, a, dl.id)?;
         Ok(Applied::Replayed(Box::new(retry)))

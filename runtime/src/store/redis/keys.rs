@@ -3,19 +3,21 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset`), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms`, `claims`, `reaps` |
-//! | `{NS}:due` | zset | id → due ms (retries waiting; equal due times by `seq`) |
+//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset` if it has one), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms` (while in flight), `claims` (times claimed), `reaps` (times reaped since it was last scheduled) |
+//! | `{NS}:due` | zset | id → due ms (retries waiting; equal due times by the row's `seq`) |
 //! | `{NS}:inflight` | zset | id → lease deadline ms (claimed, no fate yet) |
-//! | `{NS}:seq` | string | `INCR`: scheduling order, fencing tokens, dead-letter and audit ids |
+//! | `{NS}:seq` | string | `INCR`: scheduling order (a row's `seq`) and fencing tokens |
 //! | `{NS}:f:<id>` | string | a message's fate: `acked` or `dead` |
 //! | `{NS}:acked:<source>` | zset | id → source position of acked fates with an offset (pruned by the source's position) |
+//! | `{NS}:dl:seq` | string | `INCR`: dead-letter ids (1, 2, 3…, as SQLite numbers its rows) |
 //! | `{NS}:dl:<n>` | hash | dead letter `n`: the fields of `rows.rs`'s dead-letter columns and `status` |
 //! | `{NS}:dl` | zset | n → n, every dead letter (newest first by score) |
 //! | `{NS}:dl:last:<id>` | string | the message's latest dead letter `n` |
-//! | `{NS}:audit:<n>` | hash | audit line `n` |
+//! | `{NS}:audit:seq` | string | `INCR`: audit line ids |
+//! | `{NS}:audit:<n>` | hash | audit line `n`: `at_ms`, `action`, `message_id`, `dead_letter_id`, `operator`, `reason` |
 //! | `{NS}:audit` | zset | n → n, every audit line |
 //! | `{NS}:audit:msg:<id>` | zset | n → n, a message's audit lines |
-//! | `{NS}:pos` | hash | source → committed position |
+//! | `{NS}:pos` | hash | source → committed position (forward only) |
 //! | `{NS}:src:<source>` | hash | a source partition's lease: `owner` (node), `instance` (process), `epoch` (fencing, `HINCRBY` on each taking), `lease_ms`; partition `p` of `orders` is the source `orders/p` |
 //! | `{NS}:src-members:<source>` | zset | node → last balance ms: the nodes that run the source's partitions |
 //! | `{NS}:nodes` | zset | node → last seen ms (server time) |
@@ -31,8 +33,10 @@
 //! | `{NS}:effects-dups` | hash | set → duplicates it absorbed |
 //! | `{NS}:wake`, `{NS}:rules:pushed` | channel | hints only (pub/sub is at most once) |
 //!
-//! Ids and source names are written as they are: a key is binary-safe, and the prefix before
-//! the last `:`-free part is fixed, so no id can reach another key.
+//! Ids and source names are written as they are (a key is binary-safe): each kind of key has
+//! a fixed prefix of its own, and the numbered ones (`dl:<n>`, `audit:<n>`) hold digits only,
+//! so no id or source name can name another kind's key. The scripts build per-id keys from
+//! the prefix the same way (and are given the prefix as `KEYS[1]`, for Cluster routing).
 
 /// The key names of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +83,44 @@ impl Keys {
     /// `{NS}:inflight`.
     pub fn inflight(&self) -> String {
         self.key("inflight")
+    }
+
+    /// `{NS}:dl:<n>`: dead letter `n`.
+    pub fn dead_letter(&self, n: i64) -> String {
+        self.key(&format!("dl:{n}"))
+    }
+
+    /// `{NS}:dl`: every dead letter by id.
+    pub fn dead_letters(&self) -> String {
+        self.key("dl")
+    }
+
+    /// `{NS}:dl:last:<id>`: a message's latest dead letter.
+    pub fn last_dead_letter(&self, id: &str) -> String {
+        self.key(&format!("dl:last:{id}"))
+    }
+
+    /// `{NS}:audit:<n>`: audit line `n`.
+    pub fn audit_line(&self, n: i64) -> String {
+        self.key(&format!("audit:{n}"))
+    }
+
+    /// `{NS}:audit`, every audit line by id, or `{NS}:audit:msg:<id>`, one message's.
+    pub fn audit(&self, message: Option<&str>) -> String {
+        match message {
+            None => self.key("audit"),
+            Some(id) => self.key(&format!("audit:msg:{id}")),
+        }
+    }
+
+    /// `{NS}:pos`: every source's committed position.
+    pub fn positions(&self) -> String {
+        self.key("pos")
+    }
+
+    /// `{NS}:wake`: the channel a schedule that became the head of the due set is told on.
+    pub fn wake(&self) -> String {
+        self.key("wake")
     }
 }
 

@@ -10,7 +10,12 @@
 //! - `scripts/*.lua`: every write is one Lua script, atomic on the server. Each script reads
 //!   and checks first, then writes what cannot fail (Lua does not roll back), and is safe to
 //!   run twice (a reply lost to a dropped connection leaves its outcome unknown, and the caller
-//!   runs it again): first fate wins, upserts, fencing tokens.
+//!   runs it again): first fate wins, upserts, fencing tokens. `apply.lua` takes the journal's
+//!   batches; `claim.lua`, `extend.lua` and `reap.lua` are the claims.
+//! - `store.rs`: the [`Store`](super::Store) trait (writes through `apply.lua`, reads as
+//!   pipelined commands); `claims.rs`: the [`ClaimQueue`](super::ClaimQueue) trait.
+//! - `wire.rs`: the ops as the scripts' arguments, and their answers back as records (the
+//!   rows' fields are `rows.rs`'s, shared with SQLite).
 //! - The `Store` trait is blocking (the journal thread and blocking tasks call it); the store
 //!   drives a tokio [`ConnectionManager`] (reconnects with backoff) on a small runtime of its
 //!   own, so it can be called from any thread.
@@ -18,11 +23,14 @@
 //! The URL's password never leaves this module: [`RedisStore::location`] and every error name
 //! the host, port, database and namespace only.
 
+mod claims;
 mod conn;
 pub mod fleet;
 mod keys;
 #[cfg(feature = "test-server")]
 mod server;
+mod store;
+mod wire;
 
 pub use conn::{RedisOptions, ServerCheck, ServerProblem};
 pub use keys::Keys;
@@ -66,6 +74,12 @@ impl RedisStore {
     /// ([`ServerCheck::problems`]).
     pub fn check_server(&self) -> super::Result<ServerCheck> {
         self.io.check_server()
+    }
+
+    /// Round trips to the server so far (each script call, command or pipeline is one), for
+    /// `rebound_store_round_trips_total`.
+    pub fn round_trips(&self) -> u64 {
+        self.io.round_trips()
     }
 
     /// True if the server answers a `PING` now.

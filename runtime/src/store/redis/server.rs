@@ -2,17 +2,42 @@
 //! a temp directory, configured as the shared store needs (`appendonly yes`, `appendfsync
 //! always`, no RDB, `noeviction`), so that the test can kill it and start it again from its
 //! AOF. It never touches the machine's shared Redis.
+//!
+//! The server never outlives the test process, even one kept in a `static` (never dropped):
+//! it runs under a small `sh` guard that kills it (SIGKILL) when the pipe from the test
+//! process closes, which the kernel does when the test process exits, however it exits.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A `redis-server` process owned by a test; killed when dropped.
+/// Runs `redis-server "$@"` and prints its PID; kills it (SIGKILL) as soon as its stdin (a
+/// pipe from the test process) closes; exits when the server exits, with its status.
+const GUARD: &str = r#"exec 3<&0
+redis-server "$@" 3<&- >/dev/null 2>&1 &
+server=$!
+echo "$server"
+{ read -r _ <&3; kill -9 "$server" 2>/dev/null; } &
+watch=$!
+wait "$server"
+status=$?
+kill "$watch" 2>/dev/null
+exit "$status""#;
+
+/// A `redis-server` process owned by a test; killed when dropped, or when the test process
+/// exits.
 pub struct TestServer {
     dir: tempfile::TempDir,
     port: u16,
     extra: Vec<String>,
-    child: Option<Child>,
+    child: Option<Guarded>,
+}
+
+/// The guard shell (its stdin is the pipe whose closing kills the server) and the server's PID.
+struct Guarded {
+    guard: Child,
+    server: u32,
 }
 
 impl std::fmt::Debug for TestServer {
@@ -79,18 +104,40 @@ impl TestServer {
         .map(|s| s.to_string())
         .collect();
         args.extend(self.extra.iter().cloned());
-        let child = Command::new("redis-server")
-            .args(&args)
-            .stdin(Stdio::null())
+        Command::new("redis-server")
+            .arg("--version")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()
+            .status()
             .map_err(|e| {
                 format!(
                     "cannot run redis-server ({e}); install it: apt-get install -y redis-server"
                 )
             })?;
-        self.child = Some(child);
+        let mut guard = Command::new("sh")
+            .arg("-c")
+            .arg(GUARD)
+            .arg("rebound-test-redis")
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run sh to guard redis-server: {e}"))?;
+        let mut line = String::new();
+        let read = guard
+            .stdout
+            .take()
+            .map(|out| BufReader::new(out).read_line(&mut line));
+        let server = match (read, line.trim().parse::<u32>()) {
+            (Some(Ok(_)), Ok(pid)) => pid,
+            _ => {
+                let _ = guard.kill();
+                let _ = guard.wait();
+                return Err(format!("redis-server did not start: {}", self.log_tail()));
+            }
+        };
+        self.child = Some(Guarded { guard, server });
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self.answers() {
@@ -99,7 +146,7 @@ impl TestServer {
             if let Some(status) = self
                 .child
                 .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
+                .and_then(|c| c.guard.try_wait().ok().flatten())
             {
                 self.child = None;
                 return Err(format!(
@@ -149,14 +196,15 @@ impl TestServer {
 
     /// The server's PID, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.as_ref().map(|c| c.server)
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit. What it acknowledged is in its AOF.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            // Closing the guard's stdin makes it kill the server; it exits when the server has.
+            drop(child.guard.stdin.take());
+            let _ = child.guard.wait();
         }
     }
 

@@ -1,0 +1,225 @@
+-- apply.lua: one batch of the journal's writes (`WriteOp`s), in order, each op atomic, and one
+-- answer per op. The Rust side (`wire.rs`) encodes the ops; `rows.rs` names the row fields.
+--
+-- KEYS[1] is the namespace's prefix `{NS}:`. Every key the script touches is built from it
+-- (`{NS}:r:<id>`, `{NS}:due`, ...), so every key carries the same hash tag and lives in the
+-- slot of KEYS[1]: the script is legal on Redis Cluster, and the client routes it by KEYS[1].
+--
+-- ARGV is the ops, flat, each a tag and its arguments (n pairs: a count, then n field/value):
+--   S id token due n pairs           schedule (token '' when the retry was not claimed)
+--   A id source position             acked (source and position '' without an offset)
+--   D id n pairs                     dead letter
+--   P source position                position
+--   R id at operator reason n pairs m names
+--                                    replay: the fresh row's fields, and the message fields
+--                                    to copy from the letter
+--   K id at operator reason          skip
+-- (A fate's and a position's time are not kept: nothing reads them.)
+--
+-- Reads and checks: the whole call is parsed before anything is written, so a malformed call
+-- writes nothing. Then each op reads what it decides on (the fate, the row's state and token,
+-- the letter's status) before it writes, and its writes cannot fail (Lua does not roll back).
+--
+-- Writes, per op (the answer in brackets):
+--   S: a fate is known [known, fate]. The row is in flight under a token other than the op's
+--      (the op has none, or another), or the op has a token and the row is not in flight (it
+--      is due, or gone) [stale]. Else the row is replaced (state due, a new `seq` for scheduling order, `reaps`
+--      0, `claims` kept), ZADD due, ZREM inflight [done].
+--   A: the row goes either way; first fate wins [known, fate]; else f:<id> = acked, and with an
+--      offset ZADD acked:<source> position id, for the source's position to prune [done].
+--   D: the row goes either way; first fate wins [known, fate]; else dead letter n = INCR
+--      dl:seq (status dead), ZADD dl, dl:last:<id> = n, f:<id> = dead [done].
+--   P: the source's position moves forward only; the acked fates of the source at or below
+--      the stored position are pruned (DEL f:<id>, ZREMRANGEBYSCORE) [done].
+--   R: no letter [nodl]; the latest letter is not dead [handled, status]; else the letter is
+--      replayed, the fate deleted, a fresh row written (due at once), an audit line
+--      [replayed, the row's fields].
+--   K: as R's refusals; else the letter is skipped, an audit line [skipped, n, its fields].
+-- When a schedule made the head of the due set, `{NS}:wake` is published (a hint only).
+--
+-- Safe to run twice (a reply lost to a dropped connection): a second run finds the fates the
+-- first one wrote (known), a schedule is an upsert (a stale one is refused again), positions
+-- only move forward and pruning what is pruned is nothing, and an operator action finds its
+-- letter handled (handled). The store ends as after one run; only the answers differ, as they
+-- do on SQLite.
+
+local P = KEYS[1]
+local DUE, INFLIGHT = P .. 'due', P .. 'inflight'
+
+-- ---- parse ---------------------------------------------------------------------------------
+
+local ops, i, n = {}, 1, #ARGV
+local function take()
+  if i > n then error('apply.lua: malformed call: ARGV ends at ' .. n) end
+  i = i + 1
+  return ARGV[i - 1]
+end
+local function take_pairs()
+  local count = tonumber(take())
+  if not count then error('apply.lua: malformed call: no field count at ARGV ' .. (i - 1)) end
+  local pairs = {}
+  for k = 1, 2 * count do pairs[k] = take() end
+  return pairs
+end
+while i <= n do
+  local op = { tag = take() }
+  local t = op.tag
+  if t == 'S' then
+    op.id, op.token, op.due = take(), take(), take()
+    op.fields = take_pairs()
+  elseif t == 'A' then
+    op.id, op.source, op.position = take(), take(), take()
+  elseif t == 'D' then
+    op.id = take()
+    op.fields = take_pairs()
+  elseif t == 'P' then
+    op.source, op.position = take(), take()
+  elseif t == 'R' or t == 'K' then
+    op.id, op.at, op.operator, op.reason = take(), take(), take(), take()
+    if t == 'R' then
+      op.fields = take_pairs()
+      local count = tonumber(take())
+      op.copy = {}
+      for k = 1, count do op.copy[k] = take() end
+    end
+  else
+    error('apply.lua: malformed call: unknown op ' .. tostring(t) .. ' at ARGV ' .. (i - 1))
+  end
+  ops[#ops + 1] = op
+end
+
+-- ---- the ops -------------------------------------------------------------------------------
+
+local head -- the earliest due time this call scheduled (a number), for the wake hint
+
+local function fate_of(id)
+  return redis.call('GET', P .. 'f:' .. id)
+end
+
+local function drop_row(id)
+  redis.call('DEL', P .. 'r:' .. id)
+  redis.call('ZREM', DUE, id)
+  redis.call('ZREM', INFLIGHT, id)
+end
+
+-- Replaces the row with `fields` (field, value, ...), due at `due` (decimal text).
+local function put_row(id, due, fields)
+  local row = P .. 'r:' .. id
+  local claims = redis.call('HGET', row, 'claims') or 0
+  local seq = redis.call('INCR', P .. 'seq')
+  redis.call('DEL', row)
+  redis.call('HSET', row, 'seq', seq, 'state', 'due', 'reaps', 0, 'claims', claims, unpack(fields))
+  redis.call('ZADD', DUE, due, id)
+  redis.call('ZREM', INFLIGHT, id)
+  local d = tonumber(due)
+  if not head or d < head then head = d end
+end
+
+local function schedule(op)
+  local fate = fate_of(op.id)
+  if fate then return { 'known', fate } end
+  local st = redis.call('HMGET', P .. 'r:' .. op.id, 'state', 'token')
+  local inflight = st[1] == 'inflight'
+  if inflight and st[2] ~= op.token then return { 'stale' } end
+  if op.token ~= '' and not inflight then return { 'stale' } end
+  put_row(op.id, op.due, op.fields)
+  return { 'done' }
+end
+
+local function acked(op)
+  local fate = fate_of(op.id)
+  drop_row(op.id)
+  if fate then return { 'known', fate } end
+  redis.call('SET', P .. 'f:' .. op.id, 'acked')
+  if op.source ~= '' then
+    redis.call('ZADD', P .. 'acked:' .. op.source, op.position, op.id)
+  end
+  return { 'done' }
+end
+
+local function dead_letter(op)
+  local fate = fate_of(op.id)
+  drop_row(op.id)
+  if fate then return { 'known', fate } end
+  local dl = redis.call('INCR', P .. 'dl:seq')
+  redis.call('HSET', P .. 'dl:' .. dl, 'status', 'dead', unpack(op.fields))
+  redis.call('ZADD', P .. 'dl', dl, dl)
+  redis.call('SET', P .. 'dl:last:' .. op.id, dl)
+  redis.call('SET', P .. 'f:' .. op.id, 'dead')
+  return { 'done' }
+end
+
+local function position(op)
+  local stored = redis.call('HGET', P .. 'pos', op.source)
+  -- Compared as numbers (exact: the Rust side keeps positions below 2^53), passed on as text.
+  if not stored or tonumber(op.position) > tonumber(stored) then
+    redis.call('HSET', P .. 'pos', op.source, op.position)
+    stored = op.position
+  end
+  local acked_set = P .. 'acked:' .. op.source
+  local covered = redis.call('ZRANGE', acked_set, '-inf', stored, 'BYSCORE')
+  for _, id in ipairs(covered) do redis.call('DEL', P .. 'f:' .. id) end
+  if #covered > 0 then redis.call('ZREMRANGEBYSCORE', acked_set, '-inf', stored) end
+  return { 'done' }
+end
+
+-- The message's latest letter if it is open: its number and key, or the refusal.
+local function open_letter(id)
+  local dl = redis.call('GET', P .. 'dl:last:' .. id)
+  if not dl then return nil, nil, { 'nodl' } end
+  local key = P .. 'dl:' .. dl
+  local status = redis.call('HGET', key, 'status')
+  if status ~= 'dead' then return nil, nil, { 'handled', status } end
+  return dl, key, nil
+end
+
+local function audit(action, op, dl)
+  local a = redis.call('INCR', P .. 'audit:seq')
+  redis.call('HSET', P .. 'audit:' .. a, 'at_ms', op.at, 'action', action, 'message_id', op.id,
+    'dead_letter_id', dl, 'operator', op.operator, 'reason', op.reason)
+  redis.call('ZADD', P .. 'audit', a, a)
+  redis.call('ZADD', P .. 'audit:msg:' .. op.id, a, a)
+end
+
+local function replay(op)
+  local dl, key, refused = open_letter(op.id)
+  if refused then return refused end
+  local copied = redis.call('HMGET', key, unpack(op.copy))
+  local fields = op.fields
+  for k, name in ipairs(op.copy) do
+    -- A letter without its message is corrupt: refuse before writing anything for it.
+    if not copied[k] then return { 'corrupt', 'dead letter ' .. dl .. ' has no ' .. name } end
+    fields[#fields + 1] = name
+    fields[#fields + 1] = copied[k]
+  end
+  redis.call('HSET', key, 'status', 'replayed')
+  redis.call('DEL', P .. 'f:' .. op.id)
+  put_row(op.id, op.at, fields)
+  audit('replay', op, dl)
+  local out = redis.call('HGETALL', P .. 'r:' .. op.id)
+  table.insert(out, 1, 'replayed')
+  return out
+end
+
+local function skip(op)
+  local dl, key, refused = open_letter(op.id)
+  if refused then return refused end
+  redis.call('HSET', key, 'status', 'skipped')
+  audit('skip', op, dl)
+  local out = redis.call('HGETALL', key)
+  table.insert(out, 1, dl)
+  table.insert(out, 1, 'skipped')
+  return out
+end
+
+local RUN = { S = schedule, A = acked, D = dead_letter, P = position, R = replay, K = skip }
+local answers = {}
+for k, op in ipairs(ops) do answers[k] = RUN[op.tag](op) end
+
+if head then
+  local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+  if first[2] and tonumber(first[2]) == head then
+    redis.call('PUBLISH', P .. 'wake', first[2])
+  end
+end
+return answers

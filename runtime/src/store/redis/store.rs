@@ -1,0 +1,305 @@
+//! [`Store`] for [`RedisStore`]: every write is one `apply.lua` call (per [`OPS_PER_CALL`]
+//! ops), and the reads are plain commands, pipelined.
+//!
+//! - **Atomic per call, ordered per batch.** A call is atomic on the server (a script runs
+//!   alone), and the whole batch is encoded, and so checked, before the first call. A batch
+//!   larger than one call is several calls in order; if one fails, the ones before it stand,
+//!   and the journal applies the whole batch again, which every op is safe for.
+//! - **`scheduled()` lists the due set**: the retries waiting, due order, equal due times in
+//!   scheduling order (the row's `seq`). A retry in flight (claimed by a node, its lease
+//!   running) is that node's until its fate or its reap, so it is not listed: a node that
+//!   recovers from the store must not take another node's claims. [`Store::retries`] reads
+//!   any row, due or in flight. With no claims (one node), every row is due, and
+//!   `scheduled()` answers as SQLite's.
+//! - Reads are not one snapshot: the fleet writes meanwhile, and a row that goes between two
+//!   round trips of one read is left out.
+
+use std::sync::LazyLock;
+
+use redis::{Script, Value};
+
+use super::RedisStore;
+use super::wire::{self, Args, Fields, OPS_PER_CALL};
+use crate::store::rows::{corrupt, field_int, field_text, ts_from_sql};
+use crate::store::{
+    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId, Fate, MAX_PAGE,
+    MessageId, Page, Result, ScheduledRetry, Store, StoredDeadLetter, WriteOp,
+};
+use crate::time::Timestamp;
+
+static APPLY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/apply.lua")));
+
+/// Keys per pipelined read.
+const READ_CHUNK: usize = 1000;
+
+impl RedisStore {
+    /// One `apply.lua` call.
+    fn apply_call(&self, args: Args) -> Result<Vec<Value>> {
+        let mut call = APPLY.prepare_invoke();
+        call.key(self.keys.prefix());
+        for arg in args {
+            call.arg(arg);
+        }
+        self.io.run("apply", move |mut c| async move {
+            call.invoke_async::<Vec<Value>>(&mut c).await
+        })
+    }
+
+    /// One command per key of `keys`, pipelined in chunks; the replies in order.
+    fn each(&self, op: &'static str, cmd: &'static str, keys: Vec<String>) -> Result<Vec<Value>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(READ_CHUNK) {
+            let mut pipe = redis::pipe();
+            for key in chunk {
+                pipe.cmd(cmd).arg(key);
+            }
+            let replies: Vec<Value> =
+                self.io.run(
+                    op,
+                    move |mut c| async move { pipe.query_async(&mut c).await },
+                )?;
+            out.extend(replies);
+        }
+        Ok(out)
+    }
+
+    /// The newest members of the sorted set `key` below `before` (scores are ids), up to
+    /// `count`.
+    fn newest(
+        &self,
+        op: &'static str,
+        key: String,
+        before: Option<i64>,
+        count: usize,
+    ) -> Result<Vec<i64>> {
+        let max = before.map_or_else(|| "+inf".to_owned(), |b| format!("({b}"));
+        self.io.run(op, move |mut c| async move {
+            redis::cmd("ZRANGE")
+                .arg(key)
+                .arg(max)
+                .arg("-inf")
+                .arg("BYSCORE")
+                .arg("REV")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(count)
+                .query_async(&mut c)
+                .await
+        })
+    }
+
+    /// Dead letters `ids`, decoded; an id in the index without its hash is corrupt.
+    fn letters(&self, ids: &[i64]) -> Result<Vec<StoredDeadLetter>> {
+        let keys = ids.iter().map(|n| self.keys.dead_letter(*n)).collect();
+        let replies = self.each("dead letters", "HGETALL", keys)?;
+        ids.iter()
+            .zip(replies)
+            .map(|(n, reply)| {
+                let fields = Fields::from_value(reply)?;
+                if fields.is_empty() {
+                    return Err(corrupt(
+                        "dead_letters",
+                        "index",
+                        format!("dead letter {n} is missing"),
+                    ));
+                }
+                wire::dead_letter(*n, &fields)
+            })
+            .collect()
+    }
+}
+
+impl Store for RedisStore {
+    fn location(&self) -> String {
+        self.io.location().to_owned()
+    }
+
+    fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
+        // Encode every call first: a value the store cannot hold fails the batch unsent.
+        let calls = ops
+            .chunks(OPS_PER_CALL)
+            .map(|chunk| {
+                let mut args = Args::with_capacity(chunk.len() * 8);
+                chunk
+                    .iter()
+                    .try_for_each(|op| wire::encode_op(op, &mut args))?;
+                Ok((chunk.len(), args))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut applied = Vec::with_capacity(ops.len());
+        for (len, args) in calls {
+            let answers = self.apply_call(args)?;
+            if answers.len() != len {
+                return Err(wire::bad_reply(format!(
+                    "{} answers to {len} ops",
+                    answers.len()
+                )));
+            }
+            for answer in answers {
+                applied.push(wire::applied(answer)?);
+            }
+        }
+        Ok(applied)
+    }
+
+    fn scheduled(&self) -> Result<Vec<(MessageId, Timestamp)>> {
+        let due = self.keys.due();
+        let entries: Vec<(String, f64)> = self.io.run("scheduled", move |mut c| async move {
+            redis::cmd("ZRANGE")
+                .arg(due)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut c)
+                .await
+        })?;
+        // Equal due times in scheduling order: each row's `seq`.
+        let mut seqs = Vec::with_capacity(entries.len());
+        for chunk in entries.chunks(READ_CHUNK) {
+            let mut pipe = redis::pipe();
+            for (id, _) in chunk {
+                pipe.cmd("HGET").arg(self.keys.retry(id)).arg("seq");
+            }
+            let replies: Vec<Option<i64>> = self.io.run("scheduled", move |mut c| async move {
+                pipe.query_async(&mut c).await
+            })?;
+            seqs.extend(replies);
+        }
+        let mut out: Vec<(u64, i64, MessageId)> = entries
+            .into_iter()
+            .zip(seqs)
+            .filter_map(|((id, due), seq)| Some((due as u64, seq?, MessageId::from(id))))
+            .collect();
+        out.sort_unstable_by_key(|(due, seq, _)| (*due, *seq));
+        Ok(out
+            .into_iter()
+            .map(|(due, _, id)| (id, Timestamp::from_millis(due)))
+            .collect())
+    }
+
+    fn retries(&self, ids: &[MessageId]) -> Result<Vec<ScheduledRetry>> {
+        let keys = ids.iter().map(|id| self.keys.retry(id.as_str())).collect();
+        let mut out = Vec::new();
+        for reply in self.each("retries", "HGETALL", keys)? {
+            let fields = Fields::from_value(reply)?;
+            if !fields.is_empty() {
+                out.push(wire::retry(&fields)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn known_fates(&self, ids: &[MessageId]) -> Result<Vec<(MessageId, Fate)>> {
+        let keys = ids.iter().map(|id| self.keys.fate(id.as_str())).collect();
+        let replies = self.each("known fates", "GET", keys)?;
+        let mut out = Vec::new();
+        for (id, reply) in ids.iter().zip(replies) {
+            if reply != Value::Nil {
+                out.push((id.clone(), wire::fate(Some(reply))?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Page<StoredDeadLetter, DeadLetterId>> {
+        let limit = f.limit.clamp(1, MAX_PAGE);
+        let matches = |d: &StoredDeadLetter| {
+            let l = &d.letter;
+            f.label.as_deref().is_none_or(|v| l.label.as_str() == v)
+                && f.biz.as_deref().is_none_or(|v| *l.message.biz == *v)
+                && f.code.as_deref().is_none_or(|v| l.failure.code == v)
+                && f.status.is_none_or(|v| d.status == v)
+                && f.since.is_none_or(|v| l.at >= v)
+                && f.until.is_none_or(|v| l.at < v)
+        };
+        // Newest first through the index, a chunk at a time, until a page and one more match.
+        let chunk = (limit + 1).max(100);
+        let mut before = f.before.map(|b| b.0);
+        let mut items = Vec::new();
+        while items.len() <= limit {
+            let ids = self.newest("dead letters", self.keys.dead_letters(), before, chunk)?;
+            let Some(&last) = ids.last() else { break };
+            items.extend(self.letters(&ids)?.into_iter().filter(|d| matches(d)));
+            before = Some(last);
+            if ids.len() < chunk {
+                break;
+            }
+        }
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|d| d.id)
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
+        let key = self.keys.last_dead_letter(id.as_str());
+        let n: Option<i64> = self.io.run("dead letter", move |mut c| async move {
+            redis::cmd("GET").arg(key).query_async(&mut c).await
+        })?;
+        match n {
+            None => Ok(None),
+            Some(n) => Ok(self.letters(&[n])?.pop()),
+        }
+    }
+
+    fn audit_log(&self, f: &AuditFilter) -> Result<Page<AuditEntry, i64>> {
+        let limit = f.limit.clamp(1, MAX_PAGE);
+        let index = self
+            .keys
+            .audit(f.message_id.as_ref().map(MessageId::as_str));
+        let ids = self.newest("audit log", index, f.before, limit + 1)?;
+        let keys = ids.iter().map(|n| self.keys.audit_line(*n)).collect();
+        let replies = self.each("audit log", "HGETALL", keys)?;
+        let mut items = ids
+            .iter()
+            .zip(replies)
+            .map(|(n, reply)| audit_entry(*n, &Fields::from_value(reply)?))
+            .collect::<Result<Vec<_>>>()?;
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|e| e.id)
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    fn position(&self, source: &str) -> Result<Option<u64>> {
+        let key = self.keys.positions();
+        let source = source.to_owned();
+        let stored: Option<String> = self.io.run("position", move |mut c| async move {
+            redis::cmd("HGET")
+                .arg(key)
+                .arg(source)
+                .query_async(&mut c)
+                .await
+        })?;
+        stored
+            .map(|p| p.parse().map_err(|_| corrupt("positions", "position", p)))
+            .transpose()
+    }
+}
+
+/// Audit line `n` from its fields (as `apply.lua` writes them).
+fn audit_entry(n: i64, fields: &Fields) -> Result<AuditEntry> {
+    const T: &str = "audit_log";
+    let text = |name| field_text(T, name, fields.get(name));
+    let int = |name| field_int(T, name, fields.get(name));
+    let action = match text("action")?.as_str() {
+        "replay" => AuditAction::Replay,
+        "skip" => AuditAction::Skip,
+        other => return Err(corrupt(T, "action", other)),
+    };
+    Ok(AuditEntry {
+        id: n,
+        at: ts_from_sql(T, "at_ms", int("at_ms")?)?,
+        action,
+        message_id: MessageId::from(text("message_id")?),
+        dead_letter: DeadLetterId(int("dead_letter_id")?),
+        operator: text("operator")?,
+        reason: text("reason")?,
+    })
+}

@@ -1,0 +1,277 @@
+//! What goes over the wire to the scripts and back: the journal's ops as the flat `ARGV` of
+//! `apply.lua` (its header documents the layout), and the scripts' answers and hashes as
+//! [`Applied`] answers and records. The rows' fields are `rows.rs`'s; nothing here encodes a
+//! message or a letter of its own.
+//!
+//! Integers a script compares or uses as a sorted-set score (due times, positions) are Lua
+//! numbers, doubles: they are exact up to 2^53 (year 285,000 in milliseconds), and larger ones
+//! are refused here, before anything is sent ([`StoreError::OutOfRange`]).
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use crate::store::rows::{
+    DeadLetterRow, MESSAGE_FIELDS, RawDeadLetter, RawRetry, RetryRow, corrupt, replayed_delivery,
+};
+use crate::store::{
+    Applied, DeadLetterStatus, Fate, Message, MessageId, OperatorAction, Result, ScheduledRetry,
+    StoreError, StoredDeadLetter, WriteOp,
+};
+use crate::time::Timestamp;
+
+/// Ops per `apply.lua` call. A script runs alone on the server, so a call is kept to about a
+/// millisecond; a larger batch is several calls, in order.
+pub(super) const OPS_PER_CALL: usize = 500;
+
+/// The largest integer a script compares exactly (a Lua number is a double).
+pub(super) const MAX_EXACT: u64 = 1 << 53;
+
+/// One `apply.lua` call's `ARGV`.
+pub(super) type Args = Vec<Vec<u8>>;
+
+/// Appends `op` to `args` in `apply.lua`'s layout. Fails (writing nothing) on a value the
+/// store cannot hold.
+pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
+    let mut push = |v: &[u8]| args.push(v.to_vec());
+    match op {
+        WriteOp::Schedule(retry) => {
+            let row = RetryRow::encode(retry)?;
+            let token = retry.message.retry.claim.map(|t| t.0.to_string());
+            push(b"S");
+            push(row.id.as_bytes());
+            push(token.unwrap_or_default().as_bytes());
+            push(exact("due", retry.due)?.as_bytes());
+            pairs(args, |put| row.for_each_field(put));
+        }
+        WriteOp::Acked { id, at: _, offset } => {
+            push(b"A");
+            push(id.as_str().as_bytes());
+            match offset {
+                Some(o) => {
+                    push(o.source.as_bytes());
+                    push(exact_int("offset", o.position)?.as_bytes());
+                }
+                None => {
+                    push(b"");
+                    push(b"");
+                }
+            }
+        }
+        WriteOp::DeadLetter(dl) => {
+            let row = DeadLetterRow::encode(dl)?;
+            push(b"D");
+            push(row.id.as_bytes());
+            pairs(args, |put| row.for_each_field(put));
+        }
+        WriteOp::Position {
+            source,
+            position,
+            at: _,
+        } => {
+            push(b"P");
+            push(source.as_bytes());
+            push(exact_int("position", *position)?.as_bytes());
+        }
+        WriteOp::Replay(action) => {
+            // The fresh row but the message's content, which the script copies from the letter.
+            let template = replayed_delivery(Message::new(action.id.clone(), "", ""), action.at);
+            let row = RetryRow::encode(&template)?;
+            action_args(b"R", action, args)?;
+            pairs(args, |put| {
+                row.for_each_field(|field, value| {
+                    if !MESSAGE_FIELDS.contains(&field) {
+                        put(field, value)
+                    }
+                })
+            });
+            args.push(MESSAGE_FIELDS.len().to_string().into_bytes());
+            args.extend(MESSAGE_FIELDS.iter().map(|f| f.as_bytes().to_vec()));
+        }
+        WriteOp::Skip(action) => action_args(b"K", action, args)?,
+    }
+    Ok(())
+}
+
+fn action_args(tag: &[u8], a: &OperatorAction, args: &mut Args) -> Result<()> {
+    args.push(tag.to_vec());
+    args.push(a.id.as_str().as_bytes().to_vec());
+    args.push(exact("now", a.at)?.into_bytes());
+    args.push(a.operator.as_bytes().to_vec());
+    args.push(a.reason.as_bytes().to_vec());
+    Ok(())
+}
+
+/// Appends a count and the field/value pairs `each` hands out.
+fn pairs(args: &mut Args, each: impl FnOnce(&mut dyn FnMut(&'static str, &[u8]))) {
+    let count_at = args.len();
+    args.push(Vec::new());
+    let mut count = 0usize;
+    each(&mut |field, value| {
+        args.push(field.as_bytes().to_vec());
+        args.push(value.to_vec());
+        count += 1;
+    });
+    args[count_at] = count.to_string().into_bytes();
+}
+
+/// A time a script scores by, in decimal.
+fn exact(what: &'static str, t: Timestamp) -> Result<String> {
+    exact_int(what, t.as_millis())
+}
+
+/// An integer a script compares or scores by, in decimal.
+fn exact_int(what: &'static str, v: u64) -> Result<String> {
+    if v > MAX_EXACT {
+        return Err(StoreError::OutOfRange {
+            what,
+            value: v.into(),
+            max: MAX_EXACT,
+        });
+    }
+    Ok(v.to_string())
+}
+
+// ---- answers -------------------------------------------------------------------------------
+
+/// `apply.lua`'s answer to one op.
+pub(super) fn applied(answer: Value) -> Result<Applied> {
+    let mut items = array(answer)?.into_iter();
+    let tag = text(items.next())?;
+    Ok(match tag.as_str() {
+        "done" => Applied::Done,
+        "stale" => Applied::Stale,
+        "known" => Applied::FateAlreadyKnown(fate(items.next())?),
+        "nodl" => Applied::NoDeadLetter,
+        "handled" => {
+            let status = text(items.next())?;
+            Applied::AlreadyHandled(
+                DeadLetterStatus::parse(&status)
+                    .ok_or_else(|| corrupt("dead_letters", "status", status))?,
+            )
+        }
+        "replayed" => Applied::Replayed(Box::new(retry(&Fields::from_pairs(items)?)?)),
+        "skipped" => {
+            let n = int(items.next())?;
+            Applied::Skipped(Box::new(dead_letter(n, &Fields::from_pairs(items)?)?))
+        }
+        "corrupt" => return Err(corrupt("dead_letters", "message", text(items.next())?)),
+        other => return Err(bad_reply(format!("unknown answer {other:?}"))),
+    })
+}
+
+/// A fate as a script or `GET` answers it.
+pub(super) fn fate(v: Option<Value>) -> Result<Fate> {
+    match text(v)?.as_str() {
+        "acked" => Ok(Fate::Acked),
+        "dead" => Ok(Fate::DeadLettered),
+        other => Err(corrupt("fates", "fate", other)),
+    }
+}
+
+/// A retry from its row's fields.
+pub(super) fn retry(fields: &Fields) -> Result<ScheduledRetry> {
+    RawRetry::from_fields(|name| fields.get(name))?.decode()
+}
+
+/// Dead letter `n` from its fields.
+pub(super) fn dead_letter(n: i64, fields: &Fields) -> Result<StoredDeadLetter> {
+    RawDeadLetter::from_fields(n, |name| fields.get(name))?.decode()
+}
+
+/// A hash's fields, as `HGETALL` (or a script) answers them.
+#[derive(Debug, Default)]
+pub(super) struct Fields(HashMap<String, Vec<u8>>);
+
+impl Fields {
+    /// The fields of a flat field/value array (RESP2) or a map (RESP3).
+    pub(super) fn from_value(v: Value) -> Result<Fields> {
+        match v {
+            Value::Map(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| Ok((text(Some(k))?, bytes(Some(v))?)))
+                .collect::<Result<_>>()
+                .map(Fields),
+            other => Fields::from_pairs(array(other)?.into_iter()),
+        }
+    }
+
+    fn from_pairs(mut items: impl Iterator<Item = Value>) -> Result<Fields> {
+        let mut map = HashMap::new();
+        while let Some(field) = items.next() {
+            let field = text(Some(field))?;
+            let value = bytes(items.next())?;
+            map.insert(field, value);
+        }
+        Ok(Fields(map))
+    }
+
+    /// True if the hash had no fields (it does not exist).
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of `field`.
+    pub(super) fn get(&self, field: &str) -> Option<&[u8]> {
+        self.0.get(field).map(Vec::as_slice)
+    }
+}
+
+// ---- values --------------------------------------------------------------------------------
+
+/// A reply the scripts or commands cannot have given.
+pub(super) fn bad_reply(detail: impl std::fmt::Display) -> StoreError {
+    corrupt("redis", "reply", detail)
+}
+
+pub(super) fn array(v: Value) -> Result<Vec<Value>> {
+    match v {
+        Value::Array(items) | Value::Set(items) => Ok(items),
+        other => Err(bad_reply(format!("expected an array, got {other:?}"))),
+    }
+}
+
+pub(super) fn bytes(v: Option<Value>) -> Result<Vec<u8>> {
+    match v {
+        Some(Value::BulkString(b)) => Ok(b),
+        Some(Value::SimpleString(s)) => Ok(s.into_bytes()),
+        Some(Value::Int(n)) => Ok(n.to_string().into_bytes()),
+        other => Err(bad_reply(format!("expected a string, got {other:?}"))),
+    }
+}
+
+pub(super) fn text(v: Option<Value>) -> Result<String> {
+    String::from_utf8(bytes(v)?).map_err(bad_reply)
+}
+
+pub(super) fn int(v: Option<Value>) -> Result<i64> {
+    match v {
+        Some(Value::Int(n)) => Ok(n),
+        other => {
+            let t = text(other)?;
+            t.parse()
+                .map_err(|_| bad_reply(format!("expected an integer, got {t:?}")))
+        }
+    }
+}
+
+/// A millisecond time or score (`"1700000000000"`, or a score Redis printed as a double).
+pub(super) fn millis(v: Option<Value>) -> Result<Timestamp> {
+    let t = text(v)?;
+    let ms = t
+        .parse::<u64>()
+        .ok()
+        .or_else(|| {
+            t.parse::<f64>()
+                .ok()
+                .filter(|f| *f >= 0.0)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| bad_reply(format!("expected milliseconds, got {t:?}")))?;
+    Ok(Timestamp::from_millis(ms))
+}
+
+/// A message id as a script answers it.
+pub(super) fn message_id(v: Option<Value>) -> Result<MessageId> {
+    text(v).map(MessageId::from)
+}
