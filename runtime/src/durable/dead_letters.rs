@@ -1,6 +1,8 @@
 //! [`DurableDeadLetters`]: the dead-letter sink that writes to the store.
 
-use super::Journal;
+use std::sync::Arc;
+
+use super::{HeldClaims, Journal};
 use crate::fate::{BoxFuture, DeadLetter, DeadLetterSink, SinkError};
 use crate::store::{Applied, Fate, WriteOp};
 
@@ -13,11 +15,13 @@ use crate::store::{Applied, Fate, WriteOp};
 #[derive(Clone, Debug)]
 pub struct DurableDeadLetters {
     journal: Journal,
+    /// On a shared store: the node's claims, settled by a letter's commit.
+    held: Option<Arc<HeldClaims>>,
 }
 
 impl DurableDeadLetters {
-    pub(crate) fn new(journal: Journal) -> DurableDeadLetters {
-        DurableDeadLetters { journal }
+    pub(crate) fn new(journal: Journal, held: Option<Arc<HeldClaims>>) -> DurableDeadLetters {
+        DurableDeadLetters { journal, held }
     }
 }
 
@@ -34,6 +38,9 @@ impl DeadLetterSink for DurableDeadLetters {
                 .await
                 .map_err(|e| SinkError(e.to_string()))?;
             for (letter, applied) in batch.iter().zip(applied) {
+                if let Some(held) = &self.held {
+                    held.settle(&letter.message);
+                }
                 if let Applied::FateAlreadyKnown(fate) = applied {
                     let fate = match fate {
                         Fate::Acked => "acked",

@@ -121,6 +121,9 @@ pub struct JournalStats {
     /// Writes waiting for the disk: queued, or held retries. (An acked fate held until a
     /// position covers it waits for the position, not the disk, and is not counted.)
     pub backlog: u64,
+    /// Writes a shared store refused as stale ([`Applied::Stale`]): made under a claim that
+    /// was no longer this node's.
+    pub stale: u64,
 }
 
 /// Who waits for a batch of writes to commit.
@@ -142,6 +145,7 @@ struct Counters {
     failures: AtomicU64,
     moot: AtomicU64,
     backlog: AtomicUsize,
+    stale: AtomicU64,
 }
 
 struct Inner {
@@ -278,6 +282,7 @@ impl Journal {
             failures: c.failures.load(Relaxed),
             moot: c.moot.load(Relaxed),
             backlog: c.backlog.load(Relaxed) as u64,
+            stale: c.stale.load(Relaxed),
         }
     }
 }
@@ -569,6 +574,7 @@ fn commit(
             Ok(applied) => {
                 counters.committed.fetch_add(ops.len() as u64, Relaxed);
                 counters.transactions.fetch_add(1, Relaxed);
+                count_stale(&applied, counters);
                 for (range, done) in batch.waiters.drain(..) {
                     let _ = done.send(Ok(applied[range].to_vec()));
                 }
@@ -585,9 +591,10 @@ fn commit(
     for (range, done) in batch.waiters.drain(..) {
         let writes = range.len() as u64;
         let result = store.apply(&ops[range]);
-        if result.is_ok() {
+        if let Ok(applied) = &result {
             counters.committed.fetch_add(writes, Relaxed);
             counters.transactions.fetch_add(1, Relaxed);
+            count_stale(applied, counters);
         }
         let _ = done.send(result);
     }
@@ -595,9 +602,10 @@ fn commit(
     loose.extend(batch.position_ops());
     loop {
         match store.apply(&loose) {
-            Ok(_) => {
+            Ok(applied) => {
                 counters.committed.fetch_add(loose.len() as u64, Relaxed);
                 counters.transactions.fetch_add(1, Relaxed);
+                count_stale(&applied, counters);
                 return Ok(());
             }
             Err(e) => {
@@ -605,6 +613,21 @@ fn commit(
                 retrying.failed(&e, loose.len(), || store.location())?;
             }
         }
+    }
+}
+
+/// Counts the writes a shared store refused as stale, and says which.
+fn count_stale(applied: &[Applied], counters: &Counters) {
+    let stale = applied
+        .iter()
+        .filter(|a| matches!(a, Applied::Stale))
+        .count();
+    if stale > 0 {
+        counters.stale.fetch_add(stale as u64, Relaxed);
+        tracing::warn!(
+            stale,
+            "the shared store refused writes under claims this node no longer holds (it stalled past their lease)"
+        );
     }
 }
 

@@ -43,28 +43,34 @@
 //! One spout component per `Durable` (any parallelism): recovered retries and replays are
 //! routed to its tasks by a hash of the message id.
 
+mod claimer;
 mod dead_letters;
 mod give_up;
 mod held;
 mod held_acks;
 pub mod journal;
 mod queue;
+mod shared_queue;
 mod source;
 
+pub use claimer::{ClaimStats, HeldClaims, SharedOptions};
 pub use dead_letters::DurableDeadLetters;
 pub use give_up::JournalFailure;
 pub use journal::{Journal, JournalOptions, JournalStats};
 pub use queue::{DurableRetryQueue, Inbox};
+pub use shared_queue::SharedRetryQueue;
 pub use source::SourcePosition;
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tokio::time::Instant;
 
+use claimer::{Claimer, Inboxes};
+
 use crate::fate::{AckedFates, FailurePolicy, RetryQueue, Seams};
 use crate::store::{
-    Applied, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store, StoreError,
-    StoredDeadLetter, WriteOp,
+    Applied, ClaimQueue, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store,
+    StoreError, StoredDeadLetter, WriteOp,
 };
 use crate::time::{TimeMap, TimeSource};
 use crate::topology::{Message, MessageId, TaskInfo};
@@ -84,9 +90,18 @@ struct Shared {
     /// The source whose committed position covers acked fates (set by
     /// [`Durable::source_position`]).
     source: OnceLock<SourceName>,
+    /// How a message's offset names its source, when there are several positioned sources
+    /// (set by [`Durable::name_offsets`]).
+    offsets: OnceLock<OffsetOf>,
     restored: Mutex<Vec<(Instant, Message)>>,
-    inboxes: Mutex<Vec<Option<Arc<Inbox>>>>,
+    inboxes: Inboxes,
+    /// On a shared store: the node's claimer (see `claimer.rs`).
+    claimer: Option<Claimer>,
 }
+
+/// How a message's [`offset`](Message::offset) names its source's position (see
+/// [`Durable::name_offsets`]).
+pub type OffsetOf = Box<dyn Fn(&Message) -> Option<Offset> + Send + Sync>;
 
 /// The durable seams over one store. Cheap to clone. See the [module docs](self).
 #[derive(Clone)]
@@ -118,8 +133,40 @@ impl Durable {
         time: Arc<dyn TimeSource>,
         options: DurableOptions,
     ) -> Durable {
+        Durable::make(store, None, time, options)
+    }
+
+    /// Durable seams over a shared store: several nodes share its retries, which this node's
+    /// claimer claims when due (`claims`: the same store's claims). Starts the journal and
+    /// the claimer threads. See `claimer.rs`.
+    pub fn shared(
+        store: Arc<dyn Store>,
+        claims: Arc<dyn ClaimQueue>,
+        time: Arc<dyn TimeSource>,
+        options: DurableOptions,
+        shared: SharedOptions,
+    ) -> Durable {
+        Durable::make(store, Some((claims, shared)), time, options)
+    }
+
+    fn make(
+        store: Arc<dyn Store>,
+        claims: Option<(Arc<dyn ClaimQueue>, SharedOptions)>,
+        time: Arc<dyn TimeSource>,
+        options: DurableOptions,
+    ) -> Durable {
         let journal = Journal::spawn(store.clone(), options.journal);
         let map = TimeMap::new(time.as_ref());
+        let inboxes: Inboxes = Arc::default();
+        let claimer = claims.map(|(claims, shared)| {
+            Claimer::spawn(
+                claims,
+                journal.clone(),
+                time.clone(),
+                inboxes.clone(),
+                shared,
+            )
+        });
         Durable {
             shared: Arc::new(Shared {
                 store,
@@ -127,10 +174,38 @@ impl Durable {
                 time,
                 map,
                 source: OnceLock::new(),
+                offsets: OnceLock::new(),
                 restored: Mutex::new(Vec::new()),
-                inboxes: Mutex::new(Vec::new()),
+                inboxes,
+                claimer,
             }),
         }
+    }
+
+    /// True on a shared store (retries are claimed, not recovered).
+    pub fn is_shared(&self) -> bool {
+        self.shared.claimer.is_some()
+    }
+
+    /// The claimer's counters, on a shared store.
+    pub fn claim_stats(&self) -> Option<ClaimStats> {
+        self.shared.claimer.as_ref().map(Claimer::stats)
+    }
+
+    /// On a shared store, stops claiming new retries (a graceful stop): what this node holds
+    /// keeps its lease until it settles; what it never claims, another node will.
+    pub fn stop_claiming(&self) {
+        if let Some(c) = &self.shared.claimer {
+            c.pause();
+        }
+    }
+
+    /// Names the source of each message's offset, for a topology whose spout reads several
+    /// positioned sources (partitions): `f` gives a message's [`Offset`]. Without it, offsets
+    /// belong to the one source [`Durable::source_position`] loaded. Call before the topology
+    /// starts; only the first call counts.
+    pub fn name_offsets(&self, f: impl Fn(&Message) -> Option<Offset> + Send + Sync + 'static) {
+        let _ = self.shared.offsets.set(Box::new(f));
     }
 
     /// Loads every scheduled retry from the store, with its due time and metadata, for the
@@ -141,6 +216,10 @@ impl Durable {
     /// Blocking: call it before the topology starts.
     pub fn recover(&self) -> Result<Vec<MessageId>> {
         let s = &self.shared;
+        if s.claimer.is_some() {
+            // The fleet's retries are claimed when due, by whichever node.
+            return Ok(Vec::new());
+        }
         let scheduled = s.store.scheduled()?;
         let mut restored = Vec::with_capacity(scheduled.len());
         for chunk in scheduled.chunks(512) {
@@ -177,9 +256,11 @@ impl Durable {
             source,
             id_of,
             owned,
+            s.claimer.is_some(),
         )?;
         let name = SourceName::from(source);
-        if s.source.set(name).is_err() && s.source.get() != Some(&name) {
+        if s.source.set(name).is_err() && s.source.get() != Some(&name) && s.offsets.get().is_none()
+        {
             tracing::warn!(
                 source,
                 "a second positioned source on one store: its acked fates are kept whole"
@@ -193,7 +274,8 @@ impl Durable {
     /// [`Durable::recover`] loaded.
     pub fn seams(&self, policy: impl FailurePolicy) -> Seams {
         let s = self.shared.clone();
-        let sink = DurableDeadLetters::new(s.journal.clone());
+        let held = s.claimer.as_ref().map(|c| c.held().clone());
+        let sink = DurableDeadLetters::new(s.journal.clone(), held);
         Seams::in_memory()
             .with_policy(policy)
             .with_dead_letters(sink)
@@ -218,6 +300,14 @@ impl Durable {
                         inboxes.resize(info.parallelism, None);
                     }
                     inboxes[info.index] = Some(inbox.clone());
+                }
+                if let Some(claimer) = &s.claimer {
+                    return Box::new(SharedRetryQueue::new(
+                        s.journal.clone(),
+                        s.map,
+                        claimer.clone(),
+                        inbox,
+                    ));
                 }
                 Box::new(DurableRetryQueue::new(
                     s.journal.clone(),
@@ -249,6 +339,10 @@ impl Durable {
         let id = MessageId::from(id);
         let action = OperatorAction::new(id.clone(), operator, reason, s.time.wall())?;
         let retry = self.act(WriteOp::Replay(action))?.into_replayed(&id)?;
+        if s.claimer.is_some() {
+            // Due now in the shared store: whichever node claims it first delivers it.
+            return Ok(retry);
+        }
         let inbox = {
             let inboxes = s.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
             match inboxes.len() {
@@ -286,12 +380,18 @@ struct DurableFates {
 impl AckedFates for DurableFates {
     fn acked(&self, message: &Message, at: crate::time::Timestamp) {
         let s = &self.shared;
-        let offset = message.offset.and_then(|n| {
-            s.source.get().map(|&source| Offset {
-                source,
-                position: n.get(),
-            })
-        });
+        if let Some(c) = &s.claimer {
+            c.held().settle(message);
+        }
+        let offset = match s.offsets.get() {
+            Some(offset_of) => offset_of(message),
+            None => message.offset.and_then(|n| {
+                s.source.get().map(|&source| Offset {
+                    source,
+                    position: n.get(),
+                })
+            }),
+        };
         s.journal.write_behind(WriteOp::Acked {
             id: message.id.clone(),
             at,

@@ -35,11 +35,15 @@ impl Inbox {
         self.notify.notify_one();
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len.load(Relaxed)
     }
 
-    fn take(&self) -> Vec<Message> {
+    pub(crate) fn notifier(&self) -> Arc<Notify> {
+        self.notify.clone()
+    }
+
+    pub(crate) fn take(&self) -> Vec<Message> {
         let taken =
             std::mem::take(&mut *self.messages.lock().unwrap_or_else(PoisonError::into_inner));
         self.len.fetch_sub(taken.len(), Relaxed);

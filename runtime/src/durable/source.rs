@@ -90,7 +90,9 @@ impl std::fmt::Debug for SourcePosition {
 impl SourcePosition {
     /// Loads the committed position of `source` and the fates above it. `id_of` names the
     /// message at a position; `owned` are positions whose messages wait in a retry queue
-    /// (recovered retries): they are skipped too, and settle when their fate comes.
+    /// (recovered retries): they are skipped too, and settle when their fate comes. With
+    /// `rows`, positions whose message has a retry row in the store are skipped the same way
+    /// (on a shared store, where the fleet's retries are claimed, not recovered).
     ///
     /// Blocking: call it before the topology starts (it reads the store).
     pub fn load(
@@ -100,6 +102,7 @@ impl SourcePosition {
         source: &str,
         id_of: impl Fn(u64) -> String,
         owned: impl IntoIterator<Item = u64>,
+        rows: bool,
     ) -> Result<SourcePosition> {
         let reserved_source = format!("{source}.reserved");
         let committed = store.position(source)?.unwrap_or(0);
@@ -134,6 +137,13 @@ impl SourcePosition {
                     pos.skip.insert(i);
                 }
             }
+            if rows {
+                for retry in store.retries(&ids)? {
+                    if let Some(&i) = chunk.get(retry.message.id.as_str()) {
+                        pos.skip.insert(i);
+                    }
+                }
+            }
             n = end + 1;
         }
         pos.known_at_start = pos.settled_above.count;
@@ -158,6 +168,23 @@ impl SourcePosition {
     /// Positions above the mark that have their fate (the mark waits for a lower one).
     pub fn settled_above(&self) -> u64 {
         self.settled_above.count
+    }
+
+    /// Up to `limit` positions above the mark, lowest first, handed out (or skipped) but not
+    /// known to have their fate here. On a shared store another node may have written their
+    /// fate (it claimed their retry): ask the store, and tell [`SourcePosition::settled`] of
+    /// those it knows, or the mark waits for them forever.
+    pub fn unsettled(&self, limit: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut n = self.committed + 1;
+        while n <= self.high && out.len() < limit {
+            let i = (n - self.committed - 1) as usize;
+            if !self.settled_above.window.get(i).copied().unwrap_or(false) {
+                out.push(n);
+            }
+            n += 1;
+        }
+        out
     }
 
     /// Positions above the mark whose fate was already known when the source was loaded.

@@ -317,7 +317,7 @@ async fn a_message_whose_fate_is_known_is_not_handed_out_again() {
     let journal = Journal::spawn(store.clone(), JournalOptions::default());
     let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
     let mut pos =
-        SourcePosition::load(store.as_ref(), journal.clone(), time, "src", id, [7]).unwrap();
+        SourcePosition::load(store.as_ref(), journal.clone(), time, "src", id, [7], false).unwrap();
     // 3 already has its fate: the mark moves over it at once.
     assert_eq!(pos.committed(), 3);
     assert_eq!(pos.known_at_start(), 2);

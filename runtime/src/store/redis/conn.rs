@@ -67,6 +67,14 @@ pub(crate) fn redacted(url: &str) -> String {
     }
 }
 
+/// Checks that `url` is a Redis URL this store can use. The error never repeats the URL (it
+/// may hold a password).
+pub fn check_url(url: &str) -> std::result::Result<(), String> {
+    url.into_connection_info()
+        .map(drop)
+        .map_err(|e| format!("not a usable Redis URL: {}", e.category()))
+}
+
 /// The blocking face of the connection. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Io {
@@ -74,10 +82,14 @@ pub(crate) struct Io {
 }
 
 struct Inner {
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped (taken there, to shut down without blocking).
+    runtime: Option<tokio::runtime::Runtime>,
     conn: ConnectionManager,
+    /// The longest one call may take, reconnecting included.
+    deadline: Duration,
     location: String,
     round_trips: AtomicU64,
+    errors: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 impl Io {
@@ -103,15 +115,36 @@ impl Io {
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_secs(2))
             .set_number_of_retries(usize::MAX / 2);
+        // The first connection is tried once, within the connect timeout: a server that is not
+        // there is an error at start. After that, the manager reconnects for as long as it
+        // takes, and every call is bounded by `Io::run`'s deadline.
+        client
+            .get_connection_with_timeout(options.connect_timeout)
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .map_err(|e| fail("connect", e))?;
         let conn = runtime
-            .block_on(ConnectionManager::new_with_config(client, config))
+            .block_on(async {
+                tokio::time::timeout(
+                    options.connect_timeout + options.response_timeout,
+                    ConnectionManager::new_with_config(client, config),
+                )
+                .await
+            })
+            .map_err(|_| StoreError::Redis {
+                op: "connect",
+                location: location.clone(),
+                detail: "no connection within the connect timeout".into(),
+                unreachable: true,
+            })?
             .map_err(|e| fail("connect", e))?;
         Ok(Io {
             inner: Arc::new(Inner {
-                runtime,
+                runtime: Some(runtime),
                 conn,
+                deadline: options.connect_timeout + options.response_timeout,
                 location,
                 round_trips: AtomicU64::new(0),
+                errors: Default::default(),
             }),
         })
     }
@@ -124,15 +157,6 @@ impl Io {
     /// Round trips made so far (each script call, command or pipeline is one).
     pub(crate) fn round_trips(&self) -> u64 {
         self.inner.round_trips.load(Relaxed)
-    }
-
-    /// A handle on the connection, for async callers (it reconnects by itself).
-    #[allow(
-        dead_code,
-        reason = "for the durable layer's async callers, not yet written"
-    )]
-    pub(crate) fn connection(&self) -> ConnectionManager {
-        self.inner.conn.clone()
     }
 
     /// Runs one round trip `f` on the store's runtime and waits for it. Callable from any
@@ -148,17 +172,54 @@ impl Io {
     {
         self.inner.round_trips.fetch_add(1, Relaxed);
         let fut = f(self.inner.conn.clone());
+        let deadline = self.inner.deadline;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.inner.runtime.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        let result = rx.recv().map_err(|_| StoreError::Redis {
+        self.inner
+            .runtime
+            .as_ref()
+            .expect("the store's runtime lives until it is dropped")
+            .spawn(async move {
+                let _ = tx.send(tokio::time::timeout(deadline, fut).await);
+            });
+        let unreachable = |detail: String| StoreError::Redis {
             op,
             location: self.inner.location.clone(),
-            detail: "the store's connection task stopped".into(),
+            detail,
             unreachable: true,
-        })?;
-        result.map_err(|e| StoreError::redis(op, &self.inner.location, &e))
+        };
+        let result = match rx.recv() {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => {
+                let e = unreachable(format!("no answer within {deadline:?}"));
+                self.count(&e);
+                return Err(e);
+            }
+            Err(_) => return Err(unreachable("the store's connection task stopped".into())),
+        };
+        result.map_err(|e| {
+            let e = StoreError::redis(op, &self.inner.location, &e);
+            self.count(&e);
+            e
+        })
+    }
+
+    fn count(&self, e: &StoreError) {
+        *self
+            .inner
+            .errors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(e.kind())
+            .or_default() += 1;
+    }
+
+    /// Failed round trips so far, by [`StoreError::kind`].
+    pub(crate) fn errors(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.inner
+            .errors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub(crate) fn ping(&self) -> bool {
@@ -196,6 +257,15 @@ impl Io {
             appendonly,
             maxmemory_policy,
         })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle may go from inside an async task: never block there.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 

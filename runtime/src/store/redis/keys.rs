@@ -31,6 +31,7 @@
 //! | `{NS}:rules:errors` | hash | node → why it could not run the set of record (JSON list) |
 //! | `{NS}:effects:<set>` | set | a shared idempotent effect set's ids (the bundled order sink) |
 //! | `{NS}:effects-dups` | hash | set → duplicates it absorbed |
+//! | `{NS}:docs:<kind>` | hash | a program's documents of one kind, name → text (`docs.rs`) |
 //! | `{NS}:wake`, `{NS}:rules:pushed` | channel | hints only (pub/sub is at most once) |
 //!
 //! Ids and source names are written as they are (a key is binary-safe): each kind of key has

@@ -25,6 +25,7 @@
 
 mod claims;
 mod conn;
+mod docs;
 pub mod fleet;
 mod keys;
 #[cfg(feature = "test-server")]
@@ -32,7 +33,11 @@ mod server;
 mod store;
 mod wire;
 
-pub use conn::{RedisOptions, ServerCheck, ServerProblem};
+pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url};
+pub use fleet::{
+    Held, Join, Member, NodeReport, NodeStatus, Owned, Pushed, RuleEntry, RuleRecord, RulesHint,
+    RulesNotifications,
+};
 pub use keys::Keys;
 #[cfg(feature = "test-server")]
 pub use server::TestServer;

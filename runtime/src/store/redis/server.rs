@@ -167,10 +167,14 @@ impl TestServer {
         let Ok(client) = redis::Client::open(self.url()) else {
             return false;
         };
-        client
+        match client
             .get_connection_with_timeout(Duration::from_millis(200))
             .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
+        {
+            Ok(_) => true,
+            // A server started with `--requirepass` answers, asking for the password.
+            Err(e) => e.code() == Some("NOAUTH"),
+        }
     }
 
     fn log_tail(&self) -> String {
