@@ -25,16 +25,19 @@ pub enum Source {
     Pull,
     /// A rollback to a previous accepted set.
     Rollback,
+    /// The set of record of a fleet's shared store, adopted by this process.
+    Fleet,
 }
 
 impl Source {
-    /// `file`, `push`, `pull` or `rollback`: the names of the admin API.
+    /// `file`, `push`, `pull`, `rollback` or `fleet`: the names of the admin API.
     pub fn as_str(self) -> &'static str {
         match self {
             Source::File => "file",
             Source::Push => "push",
             Source::Pull => "pull",
             Source::Rollback => "rollback",
+            Source::Fleet => "fleet",
         }
     }
 }

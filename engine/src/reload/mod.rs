@@ -8,6 +8,8 @@
 //! - `Watcher` (`watch.rs`, feature `watch`): reloads when the rules directory changes
 //!   (rename saves, in-place saves, ConfigMap symlink swaps), one reload per burst.
 //! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
+//! - `record.rs`: [`SetRecord`], the set of record several processes share (a fleet's
+//!   store): every set this process accepts is published to it first, compare-and-set.
 //! - `files.rs`: pushed names are plain `*.yaml` of at most 242 bytes; sets are
 //!   written into the directory atomically, file by file, so they survive a restart.
 
@@ -15,12 +17,14 @@ mod files;
 mod history;
 #[cfg(feature = "pull")]
 pub mod pull;
+mod record;
 mod reloader;
 #[cfg(feature = "watch")]
 mod watch;
 
 pub use crate::handle::{Source, Status};
 pub use history::{HistoryEntry, Outcome};
+pub use record::{Publication, PublishError, SetRecord};
 pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
     RollbackError,

@@ -10,6 +10,7 @@
 
 use super::files::{WriteError, check_name, shown, write_set};
 use super::history::{History, HistoryEntry, Outcome};
+use super::record::{Publication, PublishError, SetRecord};
 use crate::compile::compile;
 use crate::diag::{Diagnostic, Rejected};
 use crate::handle::{PolicyHandle, Source, Status};
@@ -35,6 +36,8 @@ pub struct ReloadOptions {
     pub keep_previous: usize,
     /// Told of every recorded attempt (see [`on_reload`](Self::on_reload)).
     pub on_reload: Option<ReloadListener>,
+    /// The set of record several processes share, if any (see [`SetRecord`]).
+    pub record: Option<Arc<dyn SetRecord>>,
 }
 
 impl Default for ReloadOptions {
@@ -43,6 +46,7 @@ impl Default for ReloadOptions {
             history_limit: 100,
             keep_previous: 10,
             on_reload: None,
+            record: None,
         }
     }
 }
@@ -53,6 +57,12 @@ impl ReloadOptions {
         self.on_reload = Some(Arc::new(listener));
         self
     }
+
+    /// Publishes every set this process accepts to `record` before swapping it in.
+    pub fn record(mut self, record: Arc<dyn SetRecord>) -> Self {
+        self.record = Some(record);
+        self
+    }
 }
 
 impl fmt::Debug for ReloadOptions {
@@ -61,6 +71,7 @@ impl fmt::Debug for ReloadOptions {
             .field("history_limit", &self.history_limit)
             .field("keep_previous", &self.keep_previous)
             .field("on_reload", &self.on_reload.is_some())
+            .field("record", &self.record.is_some())
             .finish()
     }
 }
@@ -141,6 +152,9 @@ pub enum PushError {
         /// The I/O error.
         source: io::Error,
     },
+    /// The set is valid, but the shared set of record could not take it.
+    #[error("{0}")]
+    Unpublished(String),
 }
 
 /// Why a rollback did not happen.
@@ -158,6 +172,9 @@ pub enum RollbackError {
         /// The I/O error.
         source: io::Error,
     },
+    /// The shared set of record could not take the previous set.
+    #[error("{0}")]
+    Unpublished(String),
 }
 
 /// Why a set could not be loaded from the rules directory: at start-up
@@ -231,6 +248,7 @@ pub struct Reloader {
     history: Mutex<History>,
     keep_previous: usize,
     on_reload: Option<ReloadListener>,
+    record: Option<Arc<dyn SetRecord>>,
 }
 
 impl fmt::Debug for Reloader {
@@ -269,6 +287,7 @@ impl Reloader {
             history: Mutex::new(History::new(options.history_limit)),
             keep_previous: options.keep_previous.max(1),
             on_reload: options.on_reload,
+            record: options.record,
         };
         reloader.record(HistoryEntry {
             version: *status.set.version(),
@@ -333,6 +352,17 @@ impl Reloader {
         let count = files.len();
         match compile(files) {
             Ok(set) => {
+                if let Err(e) = self.publish(&set, Source::File, None) {
+                    // Refused by the fleet's record: the edit is tried again when touched.
+                    let dir = self.dir.display().to_string();
+                    self.reject(
+                        version,
+                        Source::File,
+                        count,
+                        vec![Diagnostic::error(dir, None, e.to_string())],
+                    );
+                    return Ok(Reloaded::Unchanged(*self.handle.current().version()));
+                }
                 self.install(&mut guarded, Arc::new(set), Source::File);
                 Ok(Reloaded::Accepted(version))
             }
@@ -397,6 +427,13 @@ impl Reloader {
                 return Err(PushError::Rejected(rejected));
             }
         };
+        let expected = if_match.map(|_| *current.version());
+        if let Err(e) = self.publish(&set, source, expected) {
+            return Err(match e {
+                PublishError::Conflict { current } => PushError::Conflict { current },
+                e @ PublishError::Unavailable(_) => PushError::Unpublished(e.to_string()),
+            });
+        }
         write_set(&self.dir, set.files())
             .map_err(|e| self.write_error(&version, source, count, e))?;
         let warnings = set.warnings().to_vec();
@@ -442,6 +479,11 @@ impl Reloader {
             return Err(RollbackError::NoPrevious);
         };
         let version = *target.version();
+        let current = *self.handle.current().version();
+        if let Err(e) = self.publish(&target, Source::Rollback, Some(current)) {
+            guarded.previous.push_front(target);
+            return Err(RollbackError::Unpublished(e.to_string()));
+        }
         if let Err(e) = write_set(&self.dir, target.files()) {
             // The names were written before; whatever stops them now is the directory's fault.
             let source = e.into_io();
@@ -460,6 +502,31 @@ impl Reloader {
         guarded.last_rejected_dir = None;
         self.announce(&target, Source::Rollback, now);
         Ok(version)
+    }
+
+    /// Takes `files`, the shared record's set, as [`push`](Self::push) would (validated,
+    /// written into the rules directory, swapped in, source [`Source::Fleet`]), without
+    /// publishing it back. A set that does not compile leaves the set in force.
+    pub fn adopt(&self, files: BTreeMap<String, String>) -> Result<Pushed, PushError> {
+        self.push(files, None, Source::Fleet)
+    }
+
+    /// Asks the record, if any, to take `set` (not for a set adopted from it).
+    fn publish(
+        &self,
+        set: &CompiledSet,
+        source: Source,
+        expected: Option<Version>,
+    ) -> Result<(), PublishError> {
+        match &self.record {
+            Some(record) if source != Source::Fleet => record.publish(&Publication {
+                version: *set.version(),
+                files: set.files(),
+                source,
+                expected,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Swaps `set` in, keeps the replaced one for rollback, and records the attempt.
