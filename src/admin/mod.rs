@@ -19,6 +19,7 @@ pub mod dead_letters;
 pub mod decide;
 pub mod drain;
 pub mod error;
+pub mod fleet;
 pub mod rules;
 pub mod status;
 
@@ -48,6 +49,8 @@ pub struct AdminState {
     pub token: Option<Token>,
     /// The dead letters, when a store is open in this process.
     pub dead_letters: Option<Arc<dyn dead_letters::DeadLetterDesk>>,
+    /// On a shared store: the fleet (readiness, the live nodes).
+    pub fleet: Option<Arc<dyn fleet::FleetDesk>>,
 }
 
 /// The admin API's routes.
@@ -62,6 +65,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/dead-letters/{id}/replay", post(dead_letters::replay))
         .route("/v1/dead-letters/{id}/skip", post(dead_letters::skip))
         .route("/healthz", get(status::healthz))
+        .route("/readyz", get(fleet::readyz))
+        .route("/v1/nodes", get(fleet::nodes))
         .route("/metrics", get(status::metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -89,6 +89,9 @@ pub async fn rollback(
             RollbackError::NoPrevious => {
                 ApiError::new(axum::http::StatusCode::CONFLICT, e.to_string())
             }
+            RollbackError::Unpublished(_) => {
+                ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
             // `Write`, or a kind the engine adds later: the server's fault.
             _ => ApiError::internal(e.to_string()),
         })?;
@@ -135,6 +138,7 @@ fn push_error(e: PushError) -> ApiError {
             json!({ "error": e.to_string(), "version": current.as_str() }),
         ),
         PushError::Rejected(rejected) => ApiError::rejected(rejected.errors()),
+        PushError::Unpublished(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         // `Write`, or a kind the engine adds later: the server's fault.
         _ => ApiError::internal(e.to_string()),
     }

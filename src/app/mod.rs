@@ -20,6 +20,7 @@
 mod admin;
 mod console;
 pub mod lifecycle;
+pub mod shared_rules;
 
 pub use admin::{AdminListen, TokenFrom};
 pub use console::Console;
@@ -33,6 +34,7 @@ use rebound_engine::CompiledSet;
 use rebound_engine::reload::pull::{PullOptions, Puller};
 use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
 use rebound_runtime::policy::TimeScale;
+use rebound_runtime::store::redis::RedisStore;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +75,8 @@ pub struct Options {
     pub console: Console,
     /// JSON on stdout: the report (`run`) or the start-up line (`serve`).
     pub json: bool,
+    /// On a shared store: the fleet this node joins; `None`: the embedded store in `data`.
+    pub fleet: Option<crate::pipeline::FleetOptions>,
 }
 
 impl Options {
@@ -92,6 +96,7 @@ impl Options {
             watch_required: false,
             console: Console::Progress,
             json: false,
+            fleet: None,
         }
     }
 
@@ -115,6 +120,7 @@ impl Options {
             watch_required: true,
             console: Console::Server,
             json: false,
+            fleet: None,
         }
     }
 }
@@ -128,12 +134,21 @@ pub struct Pull {
     pub interval: Duration,
 }
 
-/// The live rules of a long-running command: a [`Reloader`] over `dir` starting with `set`,
-/// and the metrics registry that counts its reloads.
-fn live_rules(dir: &Path, set: CompiledSet) -> (Arc<Reloader>, Arc<Metrics>) {
+/// The live rules of a long-running command: a [`Reloader`] over `dir` starting with `set`
+/// (publishing what it accepts to a fleet's shared store, if there is one), and the metrics
+/// registry that counts its reloads.
+fn live_rules(
+    dir: &Path,
+    set: CompiledSet,
+    shared: Option<&Arc<RedisStore>>,
+) -> (Arc<Reloader>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let observer = Arc::clone(&metrics);
-    let options = ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
+    let mut options =
+        ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
+    if let Some(store) = shared {
+        options = options.record(Arc::new(shared_rules::StoreRecord(store.clone())));
+    }
     (Arc::new(Reloader::new(dir, set, options)), metrics)
 }
 
@@ -150,7 +165,16 @@ fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 pub fn run(options: Options, set: CompiledSet) -> Outcome {
     let view = options.console.view(options.messages);
     options.console.init_logging(&view);
-    let (reloader, metrics) = live_rules(&options.rules, set);
+    // A fleet's node checks and connects to the shared store first: the rules are published
+    // there.
+    let shared = match &options.fleet {
+        None => None,
+        Some(fleet) => match pipeline::fleet::connect(fleet) {
+            Ok(store) => Some(Arc::new(store)),
+            Err(e) => return trouble(&view, e),
+        },
+    };
+    let (reloader, metrics) = live_rules(&options.rules, set, shared.as_ref());
     let runtime = match async_runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -159,7 +183,7 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
             return Outcome::Trouble;
         }
     };
-    let outcome = runtime.block_on(wire(options, reloader, metrics, view.clone()));
+    let outcome = runtime.block_on(wire(options, reloader, metrics, view.clone(), shared));
     view.finish();
     // Whatever is still running (a blocking write on a store that hangs) is not waited for.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
@@ -180,6 +204,7 @@ async fn wire(
     reloader: Arc<Reloader>,
     metrics: Arc<Metrics>,
     view: ProgressView,
+    shared: Option<Arc<RedisStore>>,
 ) -> Outcome {
     let console = options.console;
     let mut signals = match Signals::install() {
@@ -222,11 +247,45 @@ async fn wire(
         }
     };
 
+    // On a shared store: the set of record first (seeded from here, or mirrored here), then
+    // followed for as long as the node runs.
+    let rules_errors = shared_rules::RulesErrors::default();
+    let (stop_following, following) = tokio::sync::watch::channel(false);
+    let mut link = None;
+    if let (Some(store), Some(fleet)) = (&shared, &options.fleet) {
+        let (s, r, n, e) = (
+            store.clone(),
+            reloader.clone(),
+            fleet.node.clone(),
+            rules_errors.clone(),
+        );
+        let joined = tokio::task::spawn_blocking(move || shared_rules::join(&s, &r, &n, &e)).await;
+        match joined {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return trouble(&view, format!("the shared rule set: {e}")),
+            Err(e) => return trouble(&view, format!("the shared rule set: {e}")),
+        }
+        shared_rules::follow(
+            store.clone(),
+            fleet.redis.clone(),
+            reloader.clone(),
+            fleet.node.clone(),
+            rules_errors.clone(),
+            following,
+        );
+        link = Some(pipeline::FleetLink {
+            options: fleet.clone(),
+            store: store.clone(),
+            rules_errors,
+        });
+    }
+
     let mut pipeline_options = PipelineOptions::new(Arc::clone(reloader.handle()), &options.data);
     pipeline_options.messages = options.messages;
     pipeline_options.time_scale = options.time_scale;
     pipeline_options.rate = options.rate;
     pipeline_options.store_give_up = options.store_give_up;
+    pipeline_options.fleet = link;
     let pipeline = match pipeline::start(pipeline_options).await {
         Ok(p) => p,
         Err(e) => return trouble(&view, console.cannot_start(&e)),
@@ -246,6 +305,7 @@ async fn wire(
             metrics,
             token,
             dead_letters: None, // serve_admin makes the running pipeline the desk
+            fleet: None,        // and its fleet the fleet desk
         };
         admin_task = Some(tokio::spawn(pipeline::serve_admin(
             listener,
@@ -317,6 +377,7 @@ async fn wire(
     if let Some(p) = puller {
         p.stop();
     }
+    let _ = stop_following.send(true);
     match stopped {
         Err(e) => {
             eprintln!("error: {}", console.cannot_stop(&e));

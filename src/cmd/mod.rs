@@ -8,6 +8,7 @@ pub mod paths;
 pub mod run;
 pub mod schema;
 pub mod serve;
+mod store;
 pub mod test;
 
 use crate::Outcome;

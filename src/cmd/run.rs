@@ -42,6 +42,8 @@ pub struct Args {
     /// before the run stops with the cause (exit 2).
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
     store_give_up: Duration,
+    #[command(flatten)]
+    store: super::store::StoreArgs,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -63,6 +65,10 @@ pub fn run(args: Args) -> Outcome {
             Err(outcome) => return outcome,
         },
     };
+    let fleet = match args.store.fleet() {
+        Ok(f) => f,
+        Err(outcome) => return outcome,
+    };
     let (set, _) = match super::load_rules(&args.rules, args.json) {
         Ok(loaded) => loaded,
         Err(outcome) => return outcome,
@@ -71,6 +77,7 @@ pub fn run(args: Args) -> Outcome {
     options.messages = Some(args.messages);
     options.time_scale = scale;
     options.store_give_up = args.store_give_up;
+    options.fleet = fleet;
     options.admin = admin;
     options.json = args.json;
     app::run(options, set)

@@ -50,6 +50,8 @@ pub struct Args {
     /// before serve stops with the cause (exit 2).
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration)]
     store_give_up: Duration,
+    #[command(flatten)]
+    store: super::store::StoreArgs,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -71,6 +73,10 @@ pub fn run(args: Args) -> Outcome {
         Ok(a) => a,
         Err(outcome) => return outcome,
     };
+    let fleet = match args.store.fleet() {
+        Ok(f) => f,
+        Err(outcome) => return outcome,
+    };
     let (set, _) = match super::load_rules(&args.rules, args.json) {
         Ok(loaded) => loaded,
         Err(outcome) => return outcome,
@@ -79,6 +85,7 @@ pub fn run(args: Args) -> Outcome {
     options.rate = Some(args.rate);
     options.time_scale = scale;
     options.store_give_up = args.store_give_up;
+    options.fleet = fleet;
     options.pull = args.rules_url.map(|url| app::Pull {
         url,
         interval: args.rules_poll_interval,

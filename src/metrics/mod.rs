@@ -17,7 +17,9 @@ use prometheus_client::registry::Registry;
 use rebound_engine::reload::{HistoryEntry, Outcome};
 use std::sync::{Arc, Mutex, PoisonError};
 
+pub mod fleet;
 pub mod runtime;
+pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
 pub use runtime::RuntimeMetrics;
 
 /// Every metric of the process.
@@ -28,6 +30,8 @@ pub struct Metrics {
     pub rules: RuleMetrics,
     /// The runtime's metrics; attach a running topology's stats to fill them.
     pub runtime: Arc<RuntimeMetrics>,
+    /// A shared store's metrics; attach a fleet node's gauges to fill them.
+    pub fleet: Arc<FleetMetrics>,
 }
 
 impl Default for Metrics {
@@ -43,10 +47,13 @@ impl Metrics {
         let rules = RuleMetrics::register(&mut registry);
         let runtime = Arc::new(RuntimeMetrics::default());
         registry.register_collector(Box::new(runtime.clone()));
+        let fleet = Arc::new(FleetMetrics::default());
+        registry.register_collector(Box::new(fleet.clone()));
         Metrics {
             registry,
             rules,
             runtime,
+            fleet,
         }
     }
 

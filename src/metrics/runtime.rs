@@ -15,11 +15,14 @@ use prometheus_client::metrics::MetricType;
 use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS, RETRY_DELAY_BOUNDS, Stats, StatsSnapshot};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The topology whose counters `/metrics` reports, attached once it runs.
 #[derive(Default)]
 pub struct RuntimeMetrics {
     stats: ArcSwapOption<Stats>,
+    /// On a shared store: the fleet's retry queue depth, read from the store.
+    fleet_depth: ArcSwapOption<AtomicU64>,
 }
 
 impl std::fmt::Debug for RuntimeMetrics {
@@ -36,6 +39,12 @@ impl RuntimeMetrics {
         self.stats.store(Some(stats));
     }
 
+    /// Reports `depth` as `rebound_retry_queue_depth` from now on (a fleet's depth, read from
+    /// the shared store, rather than this process's queues).
+    pub fn attach_fleet_depth(&self, depth: Arc<AtomicU64>) {
+        self.fleet_depth.store(Some(depth));
+    }
+
     fn snapshot(&self) -> StatsSnapshot {
         self.stats
             .load()
@@ -47,7 +56,7 @@ impl RuntimeMetrics {
 
 /// A counter or gauge value as one sample.
 #[derive(Debug)]
-struct Value(MetricType, u64);
+pub(super) struct Value(pub(super) MetricType, pub(super) u64);
 
 impl EncodeMetric for Value {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
@@ -116,7 +125,7 @@ struct Label {
     label: String,
 }
 
-fn single(
+pub(super) fn single(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -196,7 +205,12 @@ impl Collector for RuntimeMetrics {
             e,
             "retry_queue_depth",
             "Messages waiting for their retry now.",
-            &gauge(s.retry_queue_depth),
+            &gauge(
+                self.fleet_depth
+                    .load()
+                    .as_ref()
+                    .map_or(s.retry_queue_depth, |d| d.load(Relaxed)),
+            ),
         )?;
         single(
             e,

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use rusqlite::Connection;
 use serde::Deserialize;
 
-use super::db::{OrderRow, write_orders};
+use super::book::OrderSink;
+use super::db::OrderRow;
 use super::faults::{Fault, Faults};
 use super::orders::position_of;
 use rebound_runtime::time::TimeSource;
@@ -100,7 +100,7 @@ pub(crate) struct OrdersWriter {
 impl OrdersWriter {
     /// Starts the writer thread on `conn`.
     pub(crate) fn spawn(
-        conn: Connection,
+        sink: Box<dyn OrderSink>,
         time: Arc<dyn TimeSource>,
     ) -> std::io::Result<OrdersWriter> {
         let (tx, rx) = mpsc::channel();
@@ -108,7 +108,7 @@ impl OrdersWriter {
         let thread_closed = closed.clone();
         std::thread::Builder::new()
             .name("rebound-orders".into())
-            .spawn(move || run_writer(conn, rx, time, &thread_closed))?;
+            .spawn(move || run_writer(sink, rx, time, &thread_closed))?;
         Ok(OrdersWriter { tx, closed })
     }
 
@@ -191,7 +191,7 @@ const MAX_BATCH: usize = 512;
 /// A failed transaction fails its tuples with `DB_LOCK_WAIT`, and the rules retry them. Runs
 /// until every sender is gone; once `closed`, it writes nothing more.
 fn run_writer(
-    mut conn: Connection,
+    mut sink: Box<dyn OrderSink>,
     rx: mpsc::Receiver<ToWriter>,
     time: Arc<dyn TimeSource>,
     closed: &AtomicBool,
@@ -215,7 +215,7 @@ fn run_writer(
         } else if !batch.is_empty() {
             rows.clear();
             rows.extend(batch.iter().map(|w| w.row.clone()));
-            match write_orders(&mut conn, &rows, time.wall().as_millis()) {
+            match sink.write(&rows, time.wall().as_millis()) {
                 Ok(_) => batch.drain(..).for_each(|w| w.handle.ack()),
                 Err(e) => {
                     tracing::warn!(error = %e, orders = batch.len(), "writing orders failed");

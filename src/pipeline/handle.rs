@@ -4,23 +4,26 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{DataDirLock, Live, PipelineDb, PipelineError, Progress, Report, RunRecord};
+use super::fleet::FleetView;
+use super::{DataDirLock, Live, PipelineError, Progress, Report, RunBook, RunRecord};
 use rebound_runtime::durable::Durable;
 use rebound_runtime::stats::Stats;
 use rebound_runtime::store::{
-    self, OperatorAction, ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter,
+    self, OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter,
 };
 use rebound_runtime::time::Timestamp;
 
 pub(super) struct Shared {
     /// Held for as long as anything can write to the data directory.
-    pub(super) _lock: DataDirLock,
-    pub(super) store: Arc<SqliteStore>,
-    pub(super) db: Arc<PipelineDb>,
+    pub(super) _lock: Option<DataDirLock>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) book: Arc<dyn RunBook>,
     pub(super) durable: Option<Durable>,
     pub(super) stats: Arc<Stats>,
     pub(super) live: Arc<Live>,
     pub(super) run: RunRecord,
+    /// On a shared store: the fleet.
+    pub(super) fleet: Option<FleetView>,
 }
 
 /// A cheap, cloneable handle on a running (or finished) pipeline: its counters, its store,
@@ -47,8 +50,13 @@ impl PipelineHandle {
     }
 
     /// The store (dead letters, audit log, fates, scheduled retries).
-    pub fn store(&self) -> Arc<SqliteStore> {
+    pub fn store(&self) -> Arc<dyn Store> {
         self.shared.store.clone()
+    }
+
+    /// On a shared store: the fleet this node is part of.
+    pub fn fleet(&self) -> Option<&FleetView> {
+        self.shared.fleet.as_ref()
     }
 
     /// The run this pipeline works on.
@@ -125,15 +133,48 @@ impl PipelineHandle {
     pub fn report(&self) -> Result<Report, PipelineError> {
         let run = self
             .shared
-            .db
+            .book
             .run()?
             .unwrap_or_else(|| self.shared.run.clone());
-        Report::load(self.shared.store.as_ref(), &self.shared.db, &run)
+        let partitioned = self.shared.fleet.is_some();
+        Report::load(
+            self.shared.store.as_ref(),
+            self.shared.book.as_ref(),
+            &run,
+            partitioned,
+        )
     }
 }
 
 /// A running pipeline is the admin API's dead-letter desk: listing reads the store, and a
 /// replay also puts the message into the live retry queue at once.
+impl crate::metrics::FleetGauges for PipelineHandle {
+    fn fleet_snapshot(&self) -> crate::metrics::FleetSnapshot {
+        let s = &self.shared;
+        let Some(fleet) = &s.fleet else {
+            return crate::metrics::FleetSnapshot::default();
+        };
+        let claims = s
+            .durable
+            .as_ref()
+            .and_then(|d| d.claim_stats())
+            .unwrap_or_default();
+        crate::metrics::FleetSnapshot {
+            reclaims: claims.reclaims,
+            stale_writes: s.durable.as_ref().map_or(0, |d| d.journal().stats().stale),
+            round_trips: fleet.store.round_trips(),
+            errors: fleet
+                .store
+                .errors()
+                .into_iter()
+                .map(|(k, n)| (k.to_owned(), n))
+                .collect(),
+            up: fleet.state.down_since().is_none(),
+            nodes: fleet.state.nodes.load(Relaxed),
+        }
+    }
+}
+
 impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
     fn list(
         &self,

@@ -27,8 +27,10 @@
 //! [`MIN_MESSAGE_TIMEOUT`] of real time, so a loaded machine does not time out healthy trees.
 
 pub mod bolts;
+pub mod book;
 pub mod db;
 pub mod faults;
+pub mod fleet;
 mod handle;
 pub mod lock;
 pub mod orders;
@@ -36,8 +38,10 @@ pub mod progress;
 pub mod report;
 mod spout;
 
+pub use book::{BookError, RunBook};
 pub use db::{DbError, PipelineDb, RunRecord};
 pub use faults::{Fault, Faults};
+pub use fleet::{FleetLink, FleetOptions, StoreCheck};
 pub use handle::PipelineHandle;
 use handle::Shared;
 pub use lock::{DataDirLock, LockError};
@@ -58,18 +62,24 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
+use book::{OrderSink, SqliteOrders};
 use orders::{OrderGen, SOURCE, order_id, position_of};
 use rebound_runtime::RunningTopology;
 use rebound_runtime::durable::{Durable, DurableOptions, SourcePosition};
 use rebound_runtime::policy::RulePolicy;
 use rebound_runtime::stats::Stats;
-use rebound_runtime::store::{ScheduledRetry, SqliteStore, StoreError, StoredDeadLetter};
+use rebound_runtime::store::{ScheduledRetry, SqliteStore, Store, StoreError, StoredDeadLetter};
 use rebound_runtime::time::{TimeScale, TimeSource, Timestamp, TokioTime};
+use rebound_runtime::topology::Spout;
 use rebound_runtime::topology::{BuildError, Config, TopologyBuilder};
 use spout::{OrderSpout, Pacer};
 
 /// The shortest message timeout, whatever the time scale.
 pub const MIN_MESSAGE_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How long a fleet's node waits, once the run is over, for the other nodes' last counters
+/// before it reads the report (two checkpoints and a progress tick).
+const FLEET_SETTLE: Duration = Duration::from_millis(800);
 
 /// The shortest retry-fuse window, whatever the time scale.
 pub const MIN_FUSE_WINDOW: Duration = Duration::from_millis(50);
@@ -83,6 +93,13 @@ pub enum PipelineError {
     /// `pipeline.db` failed.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The run's book failed.
+    #[error(transparent)]
+    Book(#[from] BookError),
+    /// The fleet refused this node (its name is taken by a live node, or the namespace holds
+    /// a run with other parameters).
+    #[error("{0}")]
+    Refused(String),
     /// Another process runs in the data directory.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -136,6 +153,9 @@ pub struct PipelineOptions {
     /// How long a store that refuses every write is retried before the pipeline gives up
     /// ([`PipelineHandle::store_failed`]; `--store-give-up`, default 30 s).
     pub store_give_up: Duration,
+    /// On a shared store: the fleet this node joins (`--store redis://…`); `None`: the
+    /// embedded store in `data_dir`.
+    pub fleet: Option<FleetLink>,
 }
 
 impl PipelineOptions {
@@ -152,6 +172,7 @@ impl PipelineOptions {
             admin: None,
             checkpoint_every: Duration::from_millis(250),
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
+            fleet: None,
         }
     }
 }
@@ -170,6 +191,8 @@ pub struct RunningPipeline {
     topology: Option<RunningTopology>,
     session: Option<Session>,
     writer: Option<OrdersWriter>,
+    /// On a shared store: stops the fleet keeper.
+    keeper: Option<fleet::KeeperStop>,
 }
 
 impl std::fmt::Debug for RunningPipeline {
@@ -201,16 +224,19 @@ fn describe(messages: Option<u64>) -> String {
 }
 
 struct Prepared {
-    lock: DataDirLock,
-    store: Arc<SqliteStore>,
-    db: Arc<PipelineDb>,
+    lock: Option<DataDirLock>,
+    store: Arc<dyn Store>,
+    book: Arc<dyn RunBook>,
     run: RunRecord,
     resume: Option<Resume>,
+    /// On a shared store: the fleet's side of the node.
+    fleet: Option<fleet::Joined>,
 }
 
 struct Resume {
     durable: Durable,
-    position: SourcePosition,
+    /// The single source's position; a fleet's partitions come from its keeper.
+    position: Option<SourcePosition>,
     session: i64,
 }
 
@@ -246,11 +272,12 @@ fn prepare(
     };
     if run.finished_ms.is_some() {
         return Ok(Prepared {
-            lock,
+            lock: Some(lock),
             store,
-            db,
+            book: db,
             run,
             resume: None,
+            fleet: None,
         });
     }
     let mut durable_options = DurableOptions::default();
@@ -272,15 +299,16 @@ fn prepare(
         );
     }
     Ok(Prepared {
-        lock,
+        lock: Some(lock),
         store,
-        db,
+        book: db,
         run,
         resume: Some(Resume {
             durable,
-            position,
+            position: Some(position),
             session,
         }),
+        fleet: None,
     })
 }
 
@@ -292,13 +320,18 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
     let prep_options = options.clone();
     let prep_time = time.clone();
-    let prepared = blocking(move || prepare(&prep_options, prep_time)).await?;
+    let prepared = blocking(move || match &prep_options.fleet {
+        Some(f) => fleet::prepare(&prep_options, f, prep_time),
+        None => prepare(&prep_options, prep_time),
+    })
+    .await?;
     let Prepared {
         lock,
         store,
-        db,
+        book,
         run,
         resume,
+        fleet,
     } = prepared;
     let live = Arc::new(Live::default());
     let Some(Resume {
@@ -311,11 +344,12 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             shared: Arc::new(Shared {
                 _lock: lock,
                 store,
-                db,
+                book,
                 durable: None,
                 stats: Arc::new(Stats::default()),
                 live,
                 run,
+                fleet: fleet.map(|f| f.view()),
             }),
         };
         return Ok(RunningPipeline {
@@ -323,11 +357,14 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             topology: None,
             session: None,
             writer: None,
+            keeper: None,
         });
     };
-    live.settled
-        .store(position.committed() + position.settled_above(), Relaxed);
-    live.high.store(position.high(), Relaxed);
+    if let Some(position) = &position {
+        live.settled
+            .store(position.committed() + position.settled_above(), Relaxed);
+        live.high.store(position.high(), Relaxed);
+    }
 
     let scale = options.time_scale;
     let mut config = options.config.clone();
@@ -339,21 +376,36 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     config.fuse.window = scale.to_real(config.fuse.window).max(MIN_FUSE_WINDOW);
     let slow = config.message_timeout * 2;
 
-    // The orders writer: its own connection to pipeline.db, its own thread.
-    let conn = db::connect(&options.data_dir)?;
-    let writer = OrdersWriter::spawn(conn, time.clone())
+    // The orders writer: its own connection to pipeline.db (or the fleet's shared order
+    // set), its own thread.
+    let sink: Box<dyn OrderSink> = match &fleet {
+        Some(f) => f.order_sink(),
+        None => Box::new(SqliteOrders(db::connect(&options.data_dir)?)),
+    };
+    let writer = OrdersWriter::spawn(sink, time.clone())
         .map_err(|e| PipelineError::Task(format!("cannot start the orders writer: {e}")))?;
 
     let faults = Arc::new(options.faults.clone());
-    let spout = Mutex::new(Some(OrderSpout {
-        orders: OrderGen::new(faults.seed, faults.malformed, faults.invalid),
-        next: position.committed() + 1,
-        end: options.messages,
-        position,
-        journal: durable.journal().clone(),
-        live: live.clone(),
-        pacer: options.rate.map(|r| Pacer::new(r, time.now())),
-    }));
+    let orders = OrderGen::new(faults.seed, faults.malformed, faults.invalid);
+    let spout: Box<dyn Spout> = match (position, &fleet) {
+        (Some(position), _) => Box::new(OrderSpout {
+            orders,
+            next: position.committed() + 1,
+            end: options.messages,
+            position,
+            journal: durable.journal().clone(),
+            live: live.clone(),
+            pacer: options.rate.map(|r| Pacer::new(r, time.now())),
+        }),
+        (None, Some(f)) => Box::new(f.spout(
+            orders,
+            options.messages,
+            durable.journal().clone(),
+            live.clone(),
+        )),
+        (None, None) => return Err(PipelineError::Task("a run without a source".into())),
+    };
+    let spout = Mutex::new(Some(spout));
     let mut b = TopologyBuilder::new("orders");
     b.config(config);
     b.spout("orders", 1, move |_| {
@@ -378,16 +430,22 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     let seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
     let running = topology.start(seams);
     let stats = running.stats_handle();
+    let keeper = fleet.map(|f| {
+        let view = f.view();
+        let stop = f.spawn_keeper(&durable, &live, &stats, &options);
+        (view, stop)
+    });
 
     let handle = PipelineHandle {
         shared: Arc::new(Shared {
             _lock: lock,
             store,
-            db,
+            book,
             durable: Some(durable),
             stats,
             live,
             run,
+            fleet: keeper.as_ref().map(|(view, _)| view.clone()),
         }),
     };
     let started = Instant::now();
@@ -409,6 +467,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             checkpoints,
         }),
         writer: Some(writer),
+        keeper: keeper.map(|(_, stop)| stop),
     })
 }
 
@@ -431,7 +490,8 @@ async fn checkpoint_loop(
         let result = blocking(move || {
             let s = &h.shared;
             let stats = (&s.stats.snapshot()).into();
-            Ok(s.db.checkpoint(session, elapsed, s.live.high.load(Relaxed), &stats, None)?)
+            Ok(s.book
+                .checkpoint(session, elapsed, s.live.high.load(Relaxed), &stats, None)?)
         })
         .await;
         if let Err(e) = result {
@@ -452,7 +512,7 @@ impl RunningPipeline {
     }
 
     /// The store.
-    pub fn store(&self) -> Arc<SqliteStore> {
+    pub fn store(&self) -> Arc<dyn Store> {
         self.handle.store()
     }
 
@@ -495,6 +555,11 @@ impl RunningPipeline {
         match &self.topology {
             None => {}
             Some(_) if self.handle.shared.run.messages.is_none() => std::future::pending().await,
+            Some(_) if self.handle.shared.fleet.is_some() => {
+                // The fleet's run ends when every order has its fate, whoever settled it.
+                let fleet = self.handle.shared.fleet.as_ref().expect("checked");
+                fleet.finished().await;
+            }
             Some(t) => t.wait_quiescent().await,
         }
     }
@@ -508,6 +573,10 @@ impl RunningPipeline {
         let Some(topology) = self.topology.take() else {
             return blocking(move || handle.report()).await;
         };
+        if let Some(d) = &handle.shared.durable {
+            // Claim no more: what is due and not yet claimed is another node's to fire.
+            d.stop_claiming();
+        }
         let shutdown = topology.shutdown(drain_timeout).await;
         if !shutdown.drained {
             tracing::warn!(
@@ -522,6 +591,9 @@ impl RunningPipeline {
         if let Some(d) = &handle.shared.durable {
             d.journal().flush().await;
         }
+        if let Some(keeper) = self.keeper.take() {
+            keeper.stop().await;
+        }
         let mut session_id = None;
         let mut elapsed = None;
         if let Some(s) = self.session.take() {
@@ -530,7 +602,9 @@ impl RunningPipeline {
             let _ = s.stop.send(true);
             let _ = s.checkpoints.await;
         }
-        blocking(move || {
+        let book_handle = handle.clone();
+        let (report, finished) = blocking(move || {
+            let handle = book_handle;
             let s = &handle.shared;
             let reached_end = s
                 .run
@@ -541,15 +615,24 @@ impl RunningPipeline {
             if let (Some(id), Some(elapsed)) = (session_id, elapsed) {
                 let stats = (&s.stats.snapshot()).into();
                 let ended = if finished { "finished" } else { "interrupted" };
-                s.db.checkpoint(id, elapsed, s.live.high.load(Relaxed), &stats, Some(ended))?;
+                s.book
+                    .checkpoint(id, elapsed, s.live.high.load(Relaxed), &stats, Some(ended))?;
             }
             if finished {
-                s.db.finish_run(now_ms())?;
+                s.book.finish_run(now_ms())?;
             }
             report = handle.report()?;
-            Ok(report)
+            Ok((report, finished))
         })
-        .await
+        .await?;
+        if !(finished && handle.shared.fleet.is_some()) {
+            return Ok(report);
+        }
+        // The other nodes saw the end within a progress tick of this one, and checkpoint
+        // their last counters as they stop: read the report once they have, so that every
+        // node prints the same.
+        tokio::time::sleep(FLEET_SETTLE).await;
+        blocking(move || handle.report()).await
     }
 }
 
@@ -563,6 +646,14 @@ pub async fn serve_admin(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     state.metrics.runtime.attach(pipeline.stats());
+    if let Some(fleet) = pipeline.fleet() {
+        state.fleet = Some(Arc::new(fleet.clone()));
+        state
+            .metrics
+            .runtime
+            .attach_fleet_depth(fleet.state.queue_depth.clone());
+        state.metrics.fleet.attach(pipeline.clone());
+    }
     state.dead_letters = Some(Arc::new(pipeline));
     crate::admin::serve(listener, state, shutdown).await
 }

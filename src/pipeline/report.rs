@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::PipelineError;
-use super::db::{PipelineDb, RunRecord, SessionStats};
+use super::book::RunBook;
+use super::db::{RunRecord, SessionStats};
+use super::fleet::{PARTITIONS, partition_of, partition_source, position_in};
 use super::orders::{SOURCE, order_id, position_of};
 use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS};
 use rebound_runtime::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, MessageId, Store};
@@ -117,19 +119,36 @@ fn add_all(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 }
 
 impl Report {
-    /// Computes the report of the run in `store` and `db`. Blocking (reads both databases).
+    /// Computes the report of the run in `store` and `book`. `partitioned`: the orders come
+    /// from a fleet's partitions (`fleet/`), each with its own position; else from the one
+    /// order source. Blocking (reads both).
     pub fn load(
         store: &dyn Store,
-        db: &PipelineDb,
+        book: &dyn RunBook,
         run: &RunRecord,
+        partitioned: bool,
     ) -> Result<Report, PipelineError> {
-        let sessions = db.sessions()?;
+        let sessions = book.sessions()?;
         let high = sessions.iter().map(|s| s.emitted_high).max().unwrap_or(0);
         let n = run.messages.unwrap_or(high);
 
-        // Every order at or below the committed position has its fate; the store keeps the
-        // dead-lettered ones, and prunes the acked ones (the position is their record).
-        let committed = store.position(SOURCE)?.unwrap_or(0).min(n);
+        // Every order at or below its source's committed position has its fate; the store
+        // keeps the dead-lettered ones, and prunes the acked ones (the position is their
+        // record).
+        let committed: Vec<u64> = if partitioned {
+            (0..PARTITIONS)
+                .map(|p| Ok(store.position(&partition_source(p))?.unwrap_or(0)))
+                .collect::<Result<_, PipelineError>>()?
+        } else {
+            vec![store.position(SOURCE)?.unwrap_or(0)]
+        };
+        let below = |order: u64| {
+            if partitioned {
+                position_in(order) <= committed[partition_of(order) as usize]
+            } else {
+                order <= committed[0]
+            }
+        };
         let (mut acked, mut dead_lettered) = (0u64, 0u64);
         let mut i = 1;
         while i <= n {
@@ -137,7 +156,7 @@ impl Report {
             let ids: Vec<MessageId> = (i..=end).map(|k| MessageId::from(order_id(k))).collect();
             let mut known_below = 0;
             for (id, fate) in store.known_fates(&ids)? {
-                if position_of(id.as_str()).is_some_and(|k| k <= committed) {
+                if position_of(id.as_str()).is_some_and(below) {
                     known_below += 1;
                 }
                 match fate {
@@ -145,8 +164,8 @@ impl Report {
                     Fate::DeadLettered => dead_lettered += 1,
                 }
             }
-            let below = committed.min(end).saturating_sub(i - 1);
-            acked += below.saturating_sub(known_below);
+            let below_here = (i..=end).filter(|&k| below(k)).count() as u64;
+            acked += below_here.saturating_sub(known_below);
             i = end + 1;
         }
         let in_run = |id: &str| position_of(id).is_some_and(|k| k >= 1 && k <= n);
@@ -210,7 +229,7 @@ impl Report {
             dead_lettered,
             lost: if complete { n - settled.min(n) } else { 0 },
             retries: stats.retries,
-            duplicates: db.duplicates()?,
+            duplicates: book.duplicates()?,
             dead_letters_by_label,
             retries_by_rule: stats.retries_by_rule,
             throughput_per_s,

@@ -13,7 +13,7 @@ use rebound_runtime::topology::{MessageId, NextMessage, Spout};
 
 /// Above this many writes waiting in the journal, the spout pauses (says `Idle`): the disk sets
 /// the pace instead of the journal's memory growing.
-const BACKLOG_LIMIT: usize = 64 * 1024;
+pub(crate) const BACKLOG_LIMIT: usize = 64 * 1024;
 
 /// What the spout shares with the outside while it runs.
 #[derive(Debug, Default)]

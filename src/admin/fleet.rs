@@ -1,0 +1,73 @@
+//! The fleet's routes: `GET /readyz` (is the store answering?) and `GET /v1/nodes` (the live
+//! nodes of a shared store), over a [`FleetDesk`].
+
+use super::AdminState;
+use super::error::ApiError;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rebound_runtime::store::StoreError;
+use rebound_runtime::store::redis::NodeReport;
+use rebound_runtime::time::Timestamp;
+use serde_json::{Value, json};
+
+/// What the fleet's routes need of a node on a shared store.
+pub trait FleetDesk: Send + Sync + std::fmt::Debug {
+    /// `None` while the store answers; since when it does not, otherwise.
+    fn unreachable_since(&self) -> Option<Timestamp>;
+    /// The live nodes, as the store knows them. Blocking.
+    fn nodes(&self) -> Result<Vec<NodeReport>, StoreError>;
+}
+
+/// An RFC 3339 time, in UTC with milliseconds.
+fn rfc3339(t: Timestamp) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(t.as_millis());
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// `GET /readyz`: 200 `{"store": "ok"}` while the store answers, else 503
+/// `{"store": "unreachable", "since": …}`. The embedded store is always ready.
+pub async fn readyz(State(state): State<AdminState>) -> Response {
+    match state.fleet.as_ref().and_then(|f| f.unreachable_since()) {
+        None => Json(json!({ "store": "ok" })).into_response(),
+        Some(since) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "store": "unreachable", "since": rfc3339(since) })),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /v1/nodes`: the live nodes of the fleet.
+pub async fn nodes(State(state): State<AdminState>) -> Result<Json<Value>, ApiError> {
+    let Some(fleet) = state.fleet.clone() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this process runs the embedded store (--store sqlite): it has no fleet",
+        ));
+    };
+    let nodes = tokio::task::spawn_blocking(move || fleet.nodes())
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let nodes: Vec<Value> = nodes
+        .into_iter()
+        .map(|n| {
+            let mut v = json!({
+                "node": n.node,
+                "started_at": rfc3339(n.started_at),
+                "last_seen": rfc3339(n.last_seen),
+                "rules_version": n.status.rules_version,
+                "partitions": n.status.partitions,
+                "in_flight": n.status.in_flight,
+                "retries_claimed": n.status.retries_claimed,
+            });
+            if let Some(errors) = n.status.rules_errors {
+                v["rules_errors"] = json!(errors);
+            }
+            v
+        })
+        .collect();
+    Ok(Json(Value::Array(nodes)))
+}

@@ -1,0 +1,249 @@
+//! Rules across nodes (`docs/spec/scale-out.md`, "Rules across nodes"): on a shared store the
+//! store holds the rule set of record and its history, and every node runs it.
+//!
+//! - [`StoreRecord`] is the engine's [`SetRecord`] over the store: every set this node accepts
+//!   (a push, a rollback, a file edit in its `--rules`) is written to the store first, with a
+//!   compare-and-set on the version, so a stale `If-Match` is a 409 on any node.
+//! - [`join`] runs at start: an empty store is seeded from `--rules`; a store with another set
+//!   wins, and is mirrored into `--rules` (the node logs that its files differed).
+//! - [`follow`] keeps the node on the set of record: on a hint from the store's channel, on
+//!   every resubscription, and by polling the version every [`POLL`]. A set that does not
+//!   compile here is not run (the node keeps its set, reports the errors on `/v1/nodes` and
+//!   counts a rejected reload): never half a set.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rebound_engine::Version;
+use rebound_engine::reload::{Publication, PublishError, PushError, Reloader, SetRecord, Source};
+use rebound_runtime::store::redis::{Pushed, RedisOptions, RedisStore, RuleRecord, RulesHint};
+use rebound_runtime::time::Timestamp;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How often a node reads the version of record even without a hint.
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// Why this node does not run the set of record, if it does not (shown on `/v1/nodes`).
+pub type RulesErrors = Arc<Mutex<Option<Vec<String>>>>;
+
+/// The history's name for where a set came from.
+fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::Push => "api",
+        Source::File => "file",
+        Source::Rollback => "rollback",
+        Source::Pull => "pull",
+        Source::Fleet => "fleet",
+    }
+}
+
+/// The set of record in the shared store, as the engine's [`SetRecord`].
+pub struct StoreRecord(pub Arc<RedisStore>);
+
+impl SetRecord for StoreRecord {
+    fn publish(&self, set: &Publication<'_>) -> Result<(), PublishError> {
+        let record = record_of(
+            set.version,
+            set.files
+                .iter()
+                .map(|f| (f.name.as_str(), f.bytes.as_slice())),
+            source_name(set.source),
+        )?;
+        let expected = set.expected.map(|v| v.to_string());
+        match self.0.push_rules(expected.as_deref(), &record) {
+            Ok(Pushed::Done | Pushed::Unchanged) => Ok(()),
+            Ok(Pushed::Conflict { current }) => Err(PublishError::Conflict {
+                current: current
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(Version::from_hash(0)),
+            }),
+            Err(e) => Err(PublishError::Unavailable(e.to_string())),
+        }
+    }
+}
+
+fn record_of<'a>(
+    version: Version,
+    files: impl Iterator<Item = (&'a str, &'a [u8])>,
+    source: &str,
+) -> Result<RuleRecord, PublishError> {
+    let files = files
+        .map(|(name, bytes)| {
+            String::from_utf8(bytes.to_vec())
+                .map(|text| (name.to_owned(), text))
+                .map_err(|_| PublishError::Unavailable(format!("{name} is not UTF-8 text")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RuleRecord {
+        version: version.to_string(),
+        files,
+        source: source.to_owned(),
+        at: Timestamp::now(),
+    })
+}
+
+/// Takes the store's set into `reloader` (mirrored into its rules directory). Returns the
+/// errors if it does not compile here (the set in force stays).
+fn adopt(reloader: &Reloader, record: RuleRecord) -> Result<(), Vec<String>> {
+    let files: BTreeMap<String, String> = record.files.into_iter().collect();
+    match reloader.adopt(files) {
+        Ok(_) => Ok(()),
+        Err(PushError::Rejected(rejected)) => {
+            Err(rejected.errors().map(|d| d.to_string()).collect())
+        }
+        Err(e) => Err(vec![e.to_string()]),
+    }
+}
+
+/// At start: seeds an empty store with this node's set, or takes the store's set. Blocking.
+pub fn join(
+    store: &RedisStore,
+    reloader: &Reloader,
+    node: &str,
+    errors: &RulesErrors,
+) -> Result<(), rebound_runtime::store::StoreError> {
+    let local = reloader.handle().current();
+    let mut record = store.rules()?;
+    if record.is_none() {
+        let seed = record_of(
+            *local.version(),
+            local
+                .files()
+                .iter()
+                .map(|f| (f.name.as_str(), f.bytes.as_slice())),
+            "seed",
+        )
+        .map_err(|e| rebound_runtime::store::StoreError::Redis {
+            op: "seed rules",
+            location: String::new(),
+            detail: e.to_string(),
+            unreachable: false,
+        })?;
+        match store.seed_rules(&seed)? {
+            Pushed::Done | Pushed::Unchanged => {
+                tracing::info!(version = %local.version(), "seeded the shared store with this node's rules");
+            }
+            Pushed::Conflict { .. } => record = store.rules()?,
+        }
+    }
+    if let Some(record) = record
+        && record.version != local.version().as_str()
+    {
+        tracing::warn!(
+            local = %local.version(),
+            store = %record.version,
+            dir = %reloader.dir().display(),
+            "this node's rule files differ from the shared store's set; mirroring the store's"
+        );
+        set_errors(errors, adopt(reloader, record).err());
+    }
+    let version = reloader.handle().current().version().to_string();
+    let current = errors
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    store.set_applied(node, &version, current.as_deref())?;
+    Ok(())
+}
+
+fn set_errors(errors: &RulesErrors, now: Option<Vec<String>>) {
+    if let Some(e) = &now {
+        tracing::warn!(
+            errors = e.len(),
+            "the shared store's rule set does not compile here; the set in force stays"
+        );
+    }
+    *errors.lock().unwrap_or_else(PoisonError::into_inner) = now;
+}
+
+/// Keeps the node on the set of record until `stop` (see the [module docs](self)).
+pub fn follow(
+    store: Arc<RedisStore>,
+    options: RedisOptions,
+    reloader: Arc<Reloader>,
+    node: String,
+    errors: RulesErrors,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut hints = {
+            let (store, options) = (store.clone(), options.clone());
+            match tokio::task::spawn_blocking(move || store.rules_notifications(&options)).await {
+                Ok(Ok(h)) => Some(h),
+                _ => {
+                    tracing::warn!("cannot subscribe to rule pushes; polling the store only");
+                    None
+                }
+            }
+        };
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut rejected: Option<String> = None;
+        loop {
+            let hinted = async {
+                match hints.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tick.tick() => {}
+                hint = hinted => {
+                    match hint {
+                        Some(RulesHint::Pushed(_) | RulesHint::Subscribed) => {}
+                        None => hints = None, // the channel is gone: polling goes on
+                    }
+                }
+                _ = stop.changed() => return,
+            }
+            let (s, r, n, e) = (
+                store.clone(),
+                reloader.clone(),
+                node.clone(),
+                errors.clone(),
+            );
+            let last_rejected = rejected.clone();
+            let result =
+                tokio::task::spawn_blocking(move || catch_up(&s, &r, &n, &e, last_rejected)).await;
+            match result {
+                Ok(Ok(now_rejected)) => rejected = now_rejected,
+                Ok(Err(e)) => tracing::debug!(error = %e, "reading the shared rule set failed"),
+                Err(_) => {}
+            }
+        }
+    })
+}
+
+/// One look at the version of record; adopts a new one. Returns the version that failed to
+/// compile here, if the record is at one (so it is not tried again until it changes).
+fn catch_up(
+    store: &RedisStore,
+    reloader: &Reloader,
+    node: &str,
+    errors: &RulesErrors,
+    rejected: Option<String>,
+) -> Result<Option<String>, rebound_runtime::store::StoreError> {
+    let Some(version) = store.rules_version()? else {
+        return Ok(None);
+    };
+    let local = reloader.handle().current().version().to_string();
+    if version == local || Some(&version) == rejected.as_ref() {
+        return Ok(rejected.filter(|r| *r == version));
+    }
+    let Some(record) = store.rules()? else {
+        return Ok(None);
+    };
+    let version = record.version.clone();
+    let outcome = adopt(reloader, record);
+    let failed = outcome.is_err();
+    set_errors(errors, outcome.err());
+    let running = reloader.handle().current().version().to_string();
+    let current = errors
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    store.set_applied(node, &running, current.as_deref())?;
+    Ok(failed.then_some(version))
+}

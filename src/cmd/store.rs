@@ -1,0 +1,117 @@
+//! The store flags `run` and `serve` share (`docs/spec/scale-out.md`, "Starting a node"):
+//! `--store`, `--namespace`, `--node`, `--lease`, `--store-check`.
+
+use super::duration;
+use crate::Outcome;
+use rebound::pipeline::{FleetOptions, StoreCheck};
+use rebound_runtime::store::redis::RedisOptions;
+use std::time::Duration;
+
+/// What `--store-check` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckArg {
+    /// Refuse to start (exit 2) on a Redis unfit to hold durable state.
+    Refuse,
+    /// Warn on stderr and start anyway.
+    Warn,
+}
+
+/// Where the durable state lives.
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    /// `sqlite`: the embedded file in --data. `redis://[USER:PASSWORD@]HOST:PORT[/DB]`: a
+    /// store shared by several nodes.
+    #[arg(long, value_name = "URL", default_value = "sqlite")]
+    store: String,
+    /// Every key this deployment writes begins with `{NS}:` (two deployments on one Redis use
+    /// two namespaces).
+    #[arg(long, value_name = "NS", default_value = "rebound")]
+    namespace: String,
+    /// This process's name in the fleet (default HOSTNAME-PID); a second live process with
+    /// the same name is refused.
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+    /// How long a claimed retry or an owned source partition stays this node's without
+    /// renewal (real time, never scaled by --time-scale).
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration)]
+    lease: Duration,
+    /// What to do with a Redis below 7.0, without `appendonly yes`, or with a
+    /// `maxmemory-policy` other than `noeviction`.
+    #[arg(long, value_enum, default_value = "refuse")]
+    store_check: CheckArg,
+}
+
+impl StoreArgs {
+    /// The fleet these flags join, or `None` for the embedded store; a bad flag is printed
+    /// (never the URL itself: it may hold a password) and exits 2.
+    pub fn fleet(&self) -> Result<Option<FleetOptions>, Outcome> {
+        let url = self.store.trim();
+        if url == "sqlite" {
+            return Ok(None);
+        }
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            eprintln!(
+                "error: --store: expected `sqlite` or `redis://[USER:PASSWORD@]HOST:PORT[/DB]`, got a value starting with `{}`",
+                url.split("://")
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(16)
+                    .collect::<String>()
+            );
+            return Err(Outcome::Trouble);
+        }
+        if let Err(e) = redis_url_ok(url) {
+            eprintln!("error: --store: {e}");
+            return Err(Outcome::Trouble);
+        }
+        let ns = self.namespace.trim();
+        if ns.is_empty() || ns.contains(['{', '}']) || ns.chars().any(char::is_whitespace) {
+            eprintln!(
+                "error: --namespace: expected a name without braces or spaces, got {:?}",
+                self.namespace
+            );
+            return Err(Outcome::Trouble);
+        }
+        if self.lease < Duration::from_millis(100) {
+            eprintln!("error: --lease: at least 100ms, got {:?}", self.lease);
+            return Err(Outcome::Trouble);
+        }
+        let node = match &self.node {
+            Some(n) if n.trim().is_empty() => {
+                eprintln!("error: --node must not be blank");
+                return Err(Outcome::Trouble);
+            }
+            Some(n) => n.trim().to_owned(),
+            None => format!("{}-{}", hostname(), std::process::id()),
+        };
+        Ok(Some(FleetOptions {
+            redis: RedisOptions::new(url, ns),
+            node,
+            lease: self.lease,
+            check: match self.store_check {
+                CheckArg::Refuse => StoreCheck::Refuse,
+                CheckArg::Warn => StoreCheck::Warn,
+            },
+        }))
+    }
+}
+
+/// Checks that the URL parses, without ever printing it (it may hold a password).
+fn redis_url_ok(url: &str) -> Result<(), String> {
+    rebound_runtime::store::redis::check_url(url)
+}
+
+/// The machine's name, for the default node name.
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "node".to_owned())
+}

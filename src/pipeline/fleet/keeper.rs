@@ -1,0 +1,332 @@
+//! The keeper: one task per node that keeps it in the fleet. Every tick it
+//!
+//! - asks the store which of the positions its partitions wait on have a fate (another node
+//!   may have fired their retry), and tells the spout;
+//! - every lease / 3, heartbeats (what `/v1/nodes` shows) and balances the partitions: the
+//!   spout hears which it took over and which it lost;
+//! - every quarter second, reads the partitions' committed positions: the fleet's progress,
+//!   and the end of the run once every order has its fate;
+//! - notes whether the store answers (`/readyz`, `rebound_store_up`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::spout::{Command, Desk};
+use super::{PARTITIONS, Part, order_at, partition_len, partition_source};
+use crate::pipeline::orders::{SOURCE, order_id};
+use crate::pipeline::spout::Live;
+use rebound_engine::PolicyHandle;
+use rebound_runtime::durable::Durable;
+use rebound_runtime::store::redis::{Held, Member, NodeStatus, RedisStore};
+use rebound_runtime::store::{ClaimQueue, MessageId, Store, StoreError};
+use rebound_runtime::time::Timestamp;
+
+/// How often the keeper looks for fates written elsewhere.
+const TICK: Duration = Duration::from_millis(100);
+
+/// How often it reads the fleet's progress.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// What the keeper knows of the fleet, for the pipeline's handle.
+#[derive(Debug, Default)]
+pub struct FleetState {
+    /// Orders of the run with a fate, fleet-wide, at or below the committed positions.
+    pub settled: AtomicU64,
+    /// Set once every order of a bounded run has its fate.
+    pub finished: AtomicBool,
+    /// Whether the store answered the last call.
+    pub store_up: AtomicBool,
+    /// Since when it does not (wall ms), while it does not.
+    pub down_since: Mutex<Option<Timestamp>>,
+    /// Live nodes seen at the last heartbeat.
+    pub nodes: AtomicU64,
+    /// The fleet's retries waiting and in flight, as the store last said.
+    pub queue_depth: Arc<AtomicU64>,
+}
+
+impl FleetState {
+    fn answered(&self, ok: bool) {
+        let was = self.store_up.swap(ok, Relaxed);
+        let mut since = self
+            .down_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match (was, ok) {
+            (true, false) => *since = Some(Timestamp::now()),
+            (_, true) => *since = None,
+            (false, false) if since.is_none() => *since = Some(Timestamp::now()),
+            _ => {}
+        }
+    }
+
+    /// Since when the store does not answer, if it does not.
+    pub fn down_since(&self) -> Option<Timestamp> {
+        *self
+            .down_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+pub(crate) struct Keeper {
+    pub(crate) store: Arc<RedisStore>,
+    pub(crate) durable: Durable,
+    pub(crate) desk: Arc<Desk>,
+    pub(crate) live: Arc<Live>,
+    pub(crate) state: Arc<FleetState>,
+    pub(crate) rules: Arc<PolicyHandle>,
+    pub(crate) rules_errors: crate::app::shared_rules::RulesErrors,
+    pub(crate) member: Member,
+    pub(crate) lease: Duration,
+    pub(crate) messages: Option<u64>,
+    pub(crate) pending: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// Surplus partitions stopped, to be released at the next balance.
+    pub(crate) releasing: Mutex<std::collections::HashSet<Part>>,
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or(Err(StoreError::WriterClosed))
+}
+
+impl Keeper {
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut epochs: HashMap<Part, Held> = HashMap::new();
+        let mut next_balance = Instant::now();
+        let mut next_progress = Instant::now();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut warned = false;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.changed() => break,
+            }
+            let now = Instant::now();
+            let mut ok = self.settle_elsewhere().await;
+            if now >= next_balance {
+                ok &= self.balance(&mut epochs).await;
+                next_balance = now + self.lease / 3;
+            }
+            if now >= next_progress {
+                ok &= self.progress().await;
+                next_progress = now + PROGRESS_EVERY;
+            }
+            self.state.answered(ok);
+            if !ok && !warned {
+                tracing::warn!(
+                    "the shared store does not answer; decisions go on, writes queue up"
+                );
+            }
+            warned = !ok;
+        }
+        // A graceful stop (the spout has stopped and its positions are committed): let the
+        // partitions go at once rather than after their lease, and leave.
+        let store = self.store.clone();
+        let member = self.member.clone();
+        let held: Vec<Held> = epochs.into_values().collect();
+        let _ = blocking(move || {
+            for h in &held {
+                store.release_partition(SOURCE, &member, h)?;
+            }
+            store.leave(&member)
+        })
+        .await;
+    }
+
+    /// Asks the store about the positions the spout waits on; true if it answered.
+    async fn settle_elsewhere(&self) -> bool {
+        let gaps = self.desk.gaps();
+        if gaps.is_empty() {
+            return true;
+        }
+        let store = self.store.clone();
+        let found = blocking(move || {
+            let mut found = Vec::new();
+            for (part, positions) in gaps {
+                let ids: Vec<MessageId> = positions
+                    .iter()
+                    .map(|&k| MessageId::from(order_id(order_at(part, k))))
+                    .collect();
+                let fates = store.known_fates(&ids)?;
+                if fates.is_empty() {
+                    continue;
+                }
+                let known: std::collections::HashSet<&str> =
+                    fates.iter().map(|(id, _)| id.as_str()).collect();
+                let settled: Vec<u64> = positions
+                    .iter()
+                    .zip(&ids)
+                    .filter(|(_, id)| known.contains(id.as_str()))
+                    .map(|(&k, _)| k)
+                    .collect();
+                found.push((part, settled));
+            }
+            Ok(found)
+        })
+        .await;
+        match found {
+            Ok(found) => {
+                for (part, positions) in found {
+                    self.desk.send(Command::Settled { part, positions });
+                }
+                true
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reading fates for the partitions failed");
+                false
+            }
+        }
+    }
+
+    /// Heartbeats and balances the partitions; true if the store answered.
+    async fn balance(&self, held: &mut HashMap<Part, Held>) -> bool {
+        let claims = self.durable.claim_stats().unwrap_or_default();
+        let owned_now = self.desk.owned();
+        let status = NodeStatus {
+            rules_version: Some(self.rules.current().version().to_string()),
+            rules_errors: self
+                .rules_errors
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            partitions: owned_now.clone(),
+            in_flight: (self.pending)() + claims.held,
+            retries_claimed: claims.claimed,
+        };
+        // Surplus the spout has stopped (it no longer owns it): release it now.
+        let released: Vec<Held> = held
+            .values()
+            .filter(|h| !owned_now.contains(&h.partition) && self.releasing(h.partition))
+            .copied()
+            .collect();
+        let holding: Vec<Held> = held
+            .values()
+            .filter(|h| !released.contains(h))
+            .copied()
+            .collect();
+        let store = self.store.clone();
+        let lease = self.lease;
+        let member = self.member.clone();
+        let balanced = blocking(move || {
+            for h in &released {
+                store.release_partition(SOURCE, &member, h)?;
+            }
+            store.heartbeat(&member, &status)?;
+            let nodes = store.nodes(lease)?.len() as u64;
+            let owned = store.balance_partitions(SOURCE, PARTITIONS, &member, lease, &holding)?;
+            Ok((nodes, owned, released))
+        })
+        .await;
+        let (nodes, owned, released) = match balanced {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::debug!(error = %e, "balancing the partitions failed");
+                return false;
+            }
+        };
+        for h in released {
+            held.remove(&h.partition);
+            self.releasing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&h.partition);
+        }
+        self.state.nodes.store(nodes, Relaxed);
+        if !owned.member {
+            tracing::warn!(
+                "this node is no longer a live member of the fleet (it stalled past its lease?); rejoining"
+            );
+        }
+        for h in &owned.lost {
+            if held.remove(&h.partition).is_some() {
+                self.desk.send(Command::Lost { part: h.partition });
+            }
+        }
+        for &part in &owned.surplus {
+            let mut releasing = self
+                .releasing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if held.contains_key(&part) && releasing.insert(part) {
+                // Stop it first; it is released at the next balance, its position committed.
+                self.desk.send(Command::Lost { part });
+            }
+        }
+        for h in owned.held {
+            if let Some(old) = held.get_mut(&h.partition) {
+                *old = h;
+                continue;
+            }
+            let part = h.partition;
+            let durable = self.durable.clone();
+            let loaded = blocking(move || {
+                durable.source_position(
+                    &partition_source(part),
+                    move |k| order_id(order_at(part, k)),
+                    [],
+                )
+            })
+            .await;
+            match loaded {
+                Ok(position) => {
+                    held.insert(part, h);
+                    self.desk.send(Command::Acquired {
+                        part,
+                        epoch: h.epoch,
+                        position,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, partition = part, "loading a partition's position failed");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// True if `part` is surplus this node stopped, waiting to be released.
+    fn releasing(&self, part: Part) -> bool {
+        self.releasing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&part)
+    }
+
+    /// Reads the fleet's progress from the partitions' committed positions; true if the
+    /// store answered.
+    async fn progress(&self) -> bool {
+        let store = self.store.clone();
+        let read = blocking(move || {
+            let positions = (0..PARTITIONS)
+                .map(|part| Ok(store.position(&partition_source(part))?.unwrap_or(0)))
+                .collect::<Result<Vec<u64>, StoreError>>()?;
+            let (due, in_flight) = store.depth()?;
+            Ok((positions, due + in_flight))
+        })
+        .await;
+        let Ok((positions, depth)) = read else {
+            return false;
+        };
+        self.state.queue_depth.store(depth, Relaxed);
+        let settled: u64 = positions.iter().sum();
+        self.state.settled.store(settled, Relaxed);
+        self.live.settled.fetch_max(settled, Relaxed);
+        if let Some(n) = self.messages {
+            let done = (0..PARTITIONS).all(|p| positions[p as usize] >= partition_len(p, n));
+            if done && !self.state.finished.swap(true, Relaxed) {
+                tracing::info!("every order of the run has its fate");
+            }
+        }
+        true
+    }
+}
