@@ -9,7 +9,7 @@ use std::time::Duration;
 use rebound::pipeline::{self, Faults, PipelineDb, PipelineOptions};
 use rebound_engine::PolicyHandle;
 use rebound_runtime::policy::TimeScale;
-use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, Store};
+use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus};
 
 fn shipped() -> Arc<PolicyHandle> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");

@@ -6,6 +6,7 @@
 mod support;
 
 mod durable_pipeline;
+mod fleet;
 mod run_hot_reload;
 mod run_kill9;
 mod run_lifecycle;

@@ -8,5 +8,6 @@ mod support;
 mod cli_serve;
 mod serve_api;
 mod serve_dead_letters;
+mod serve_fleet;
 mod serve_pull;
 mod serve_watch;

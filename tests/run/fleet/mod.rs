@@ -1,0 +1,153 @@
+//! `rebound run --store redis://…` on several nodes: each test starts its own `redis-server`
+//! (on a free port, in a temp directory, with `appendonly yes`, `appendfsync always`) and
+//! its own namespace, starts the nodes as processes, kills them by PID, and reads the fleet's
+//! state from Redis at the end.
+
+mod faults;
+mod kill9;
+mod startup;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::support::*;
+use rebound::pipeline::orders::order_id;
+use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
+use rebound_runtime::store::{Fate, MessageId, Store};
+
+/// The partitions of the bundled order source (`rebound::pipeline::fleet`).
+const PARTITIONS: u64 = 16;
+
+/// `rebound run` as node `node` of the fleet in namespace `ns` on `server`.
+pub fn node_cmd(
+    server: &TestServer,
+    ns: &str,
+    node: &str,
+    data: &Path,
+    messages: u64,
+    scale: f64,
+    lease: &str,
+) -> Command {
+    let mut cmd = run_cmd(data, &shipped_rules(), messages, scale);
+    cmd.args(["--store", &server.url(), "--namespace", ns, "--node", node])
+        .args(["--lease", lease])
+        .env("RUST_LOG", "warn,rebound_runtime::durable::claimer=debug");
+    cmd
+}
+
+/// The store, as a node sees it.
+pub fn open(server: &TestServer, ns: &str) -> RedisStore {
+    RedisStore::connect(&RedisOptions::new(server.url(), ns)).expect("connect to the test's redis")
+}
+
+/// The fate of every order `1..=n`: its recorded fate, or acked when its partition's
+/// committed position covers it (acked fates behind a position are pruned; dead-lettered
+/// fates are always kept).
+pub fn fleet_fates(store: &RedisStore, n: u64) -> Vec<(String, Option<Fate>)> {
+    let committed: Vec<u64> = (0..PARTITIONS)
+        .map(|p| {
+            store
+                .position(&format!("{}.p{p:02}", rebound::pipeline::orders::SOURCE))
+                .expect("position")
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(n as usize);
+    let orders: Vec<u64> = (1..=n).collect();
+    for chunk in orders.chunks(1000) {
+        let ids: Vec<MessageId> = chunk
+            .iter()
+            .map(|&k| MessageId::from(order_id(k)))
+            .collect();
+        let known: HashMap<String, Fate> = store
+            .known_fates(&ids)
+            .expect("known_fates")
+            .into_iter()
+            .map(|(id, f)| (id.to_string(), f))
+            .collect();
+        for &k in chunk {
+            let id = order_id(k);
+            let part = ((k - 1) % PARTITIONS) as usize;
+            let pos = (k - 1) / PARTITIONS + 1;
+            let covered = (pos <= committed[part]).then_some(Fate::Acked);
+            out.push((id.clone(), known.get(&id).copied().or(covered)));
+        }
+    }
+    out
+}
+
+/// What the fleet leaves in Redis that must be empty once a run is over: the due and
+/// in-flight sets and the retry rows.
+pub fn leftovers(server: &TestServer, ns: &str) -> (u64, u64, Vec<String>) {
+    let mut c = server.client();
+    let due: u64 = redis_cmd(&mut c, &["ZCARD", &format!("{{{ns}}}:due")]);
+    let inflight: u64 = redis_cmd(&mut c, &["ZCARD", &format!("{{{ns}}}:inflight")]);
+    let rows = scan(&mut c, &format!("{{{ns}}}:r:*"));
+    (due, inflight, rows)
+}
+
+fn redis_cmd<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).expect("a query to the test's redis")
+}
+
+fn scan(c: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let mut cursor = "0".to_owned();
+    let mut keys = Vec::new();
+    loop {
+        let (next, batch): (String, Vec<String>) =
+            redis_cmd(c, &["SCAN", &cursor, "MATCH", pattern, "COUNT", "1000"]);
+        keys.extend(batch);
+        if next == "0" {
+            return keys;
+        }
+        cursor = next;
+    }
+}
+
+/// The claims a node logged (`claimed id=… attempt=… token=…` at debug level), as
+/// (id, attempt, token).
+pub fn claims(stderr: &str) -> Vec<(String, u64, u64)> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("claimed"))
+        .filter_map(|l| {
+            let field = |name: &str| {
+                let at = l.find(&format!("{name}="))? + name.len() + 1;
+                let rest = &l[at..];
+                Some(rest.split_whitespace().next()?.trim_matches('"').to_owned())
+            };
+            Some((
+                field("id")?,
+                field("attempt")?.parse().ok()?,
+                field("token")?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The report's fields every node of a fleet must print the same.
+pub fn shared_fields(report: &serde_json::Value) -> BTreeMap<&'static str, serde_json::Value> {
+    [
+        "emitted",
+        "acked",
+        "dead_lettered",
+        "lost",
+        "duplicates",
+        "dead_letters_by_label",
+        "retries_by_rule",
+        "complete",
+    ]
+    .into_iter()
+    .map(|k| (k, report[k].clone()))
+    .collect()
+}
+
+/// The stderr of a node's output.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

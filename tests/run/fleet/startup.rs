@@ -1,0 +1,119 @@
+//! A node's start-up checks (`docs/spec/scale-out.md`, "Starting a node"): a server unfit to
+//! hold durable state is refused (or warned about with `--store-check warn`), a second live
+//! node of the same name is refused, a node with other run parameters is refused, and the
+//! password never shows.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::*;
+
+fn quick(server: &TestServer, ns: &str, node: &str, data: &Path, messages: u64) -> Command {
+    let mut cmd = node_cmd(server, ns, node, data, messages, 1000.0, "1s");
+    cmd.env("RUST_LOG", "warn");
+    cmd
+}
+
+#[test]
+fn a_redis_without_appendonly_is_refused_and_warn_starts_anyway() {
+    let server = TestServer::start_with(&["--appendonly", "no"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = quick(&server, "check", "a", dir.path(), 200)
+        .output()
+        .unwrap();
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("appendonly no"), "{stderr}");
+    assert!(stderr.contains("appendonly yes"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+
+    let mut cmd = quick(&server, "check", "a", dir.path(), 200);
+    cmd.args(["--store-check", "warn"]);
+    let out = cmd.output().unwrap();
+    let stderr = super::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning:") && stderr.contains("appendonly"),
+        "{stderr}"
+    );
+    assert_eq!(report(&out)["lost"], 0);
+}
+
+#[test]
+fn a_second_live_node_of_the_same_name_is_refused() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = quick(&server, "names", "same", &dir.path().join("a"), 1_000_000);
+    first.stdout(Stdio::null()).stderr(Stdio::null());
+    let first = Running(Some(first.spawn().unwrap()));
+    let store = open(&server, "names");
+    assert!(wait_until(Duration::from_secs(60), || {
+        store
+            .nodes(Duration::from_secs(1))
+            .map(|n| !n.is_empty())
+            .unwrap_or(false)
+    }));
+    let out = quick(&server, "names", "same", &dir.path().join("b"), 1_000_000)
+        .output()
+        .unwrap();
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("node same is already live"), "{stderr}");
+    drop(first);
+}
+
+#[test]
+fn a_node_with_other_run_parameters_is_refused_naming_the_difference() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = quick(&server, "params", "a", &dir.path().join("a"), 300)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first = report(&out);
+    assert_eq!(first["lost"], 0);
+
+    let out = quick(&server, "params", "b", &dir.path().join("b"), 400)
+        .output()
+        .unwrap();
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("messages: the run was recorded with 300, this node was asked for 400"),
+        "{stderr}"
+    );
+
+    // The same parameters after the run finished: the same report, nothing runs.
+    let out = quick(&server, "params", "c", &dir.path().join("c"), 300)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", super::stderr(&out));
+    assert_eq!(shared_fields(&report(&out)), shared_fields(&first));
+}
+
+#[test]
+fn the_password_never_shows() {
+    let server = TestServer::start_with(&["--requirepass", "s3cr3t-pw"]);
+    let dir = tempfile::tempdir().unwrap();
+    // A wrong password: refused, and neither password is printed.
+    let url = format!("redis://default:wr0ng-pw@127.0.0.1:{}/0", server.port());
+    let out = Command::new(bin())
+        .args(["run", "--messages", "10", "--store", &url, "--node", "p"])
+        .arg("--data")
+        .arg(dir.path())
+        .arg("--rules")
+        .arg(shipped_rules())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        !all.contains("wr0ng-pw") && !all.contains("s3cr3t-pw"),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!("127.0.0.1:{}", server.port())),
+        "{all}"
+    );
+}

@@ -1,0 +1,224 @@
+//! Three `rebound serve` nodes on one shared Redis (each test starts its own `redis-server`):
+//! a push on one node reaches every node within 2 s, even with the subscribers' connections
+//! killed between pushes (polling covers what pub/sub misses); a stale `If-Match` is 409 on
+//! any node; `/v1/nodes` lists the fleet and `/readyz` says whether the store answers; a
+//! dead letter replayed through one node is delivered by the fleet and acked.
+
+use crate::support::*;
+use rebound::pipeline::faults::{Fault, Faults};
+use rebound::pipeline::orders::{OrderGen, Shape, order_id};
+use rebound_runtime::fate::{DeadLetter, GiveUpReason, Label, RuleRef, Version};
+use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
+use rebound_runtime::store::{Fate, MessageId, Store, WriteOp};
+use rebound_runtime::time::Timestamp;
+use rebound_runtime::topology::Failure;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// A node of the fleet in namespace `ns`, on its own copy of fixture `rules`.
+fn node(server: &TestServer, ns: &str, name: &str, rules: &str) -> (Server, tempfile::TempDir) {
+    let dir = rules_dir_with(rules);
+    let url = server.url();
+    let node = Server::start(
+        dir.path(),
+        &[
+            "--store",
+            &url,
+            "--namespace",
+            ns,
+            "--node",
+            name,
+            "--lease",
+            "1s",
+            "--rate",
+            "50",
+        ],
+    );
+    (node, dir)
+}
+
+/// Waits (up to `limit`) until every node runs `version`; returns how long it took.
+fn converge(nodes: &[&Server], version: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let versions: Vec<String> = nodes.iter().map(|n| n.version()).collect();
+        if versions.iter().all(|v| v == version) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "the fleet did not converge on {version} within {limit:?}: {versions:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn push(node: &Server, files: &str, if_match: &str) -> (u16, Value) {
+    status_and_json(
+        node.put("/v1/rules")
+            .header("If-Match", if_match)
+            .json(&push_body(files))
+            .send()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_push_on_one_node_reaches_every_node_and_a_stale_if_match_is_409_on_any() {
+    let server = TestServer::start();
+    let ns = "rules";
+    let (a, _da) = node(&server, ns, "a", "fast");
+    let (b, _db) = node(&server, ns, "b", "fast");
+    let (c, _dc) = node(&server, ns, "c", "slow");
+    // c started with other files: the store's set (seeded by a) wins and is mirrored.
+    let first = a.version();
+    converge(&[&a, &b, &c], &first, Duration::from_secs(3));
+
+    let mut current = first.clone();
+    for (round, (from, files)) in [(&b, "slow"), (&c, "fast"), (&a, "slow")]
+        .iter()
+        .enumerate()
+    {
+        if round == 1 {
+            // Drop every subscriber: the next push reaches the fleet by polling.
+            let mut redis = server.client();
+            let killed: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query(&mut redis)
+                .unwrap();
+            assert!(killed >= 1, "no subscriber to kill");
+        }
+        let (status, body) = push(from, files, &current);
+        assert_eq!(status, 200, "round {round}: {body}");
+        let version = body["version"].as_str().unwrap().to_string();
+        let took = converge(&[&a, &b, &c], &version, Duration::from_secs(2));
+        eprintln!("round {round}: converged in {took:?}");
+        // The version of before is stale now, on every node.
+        for n in [&a, &b, &c] {
+            let (status, body) = push(n, "fast", &current);
+            assert_eq!(status, 409, "round {round}: {body}");
+        }
+        current = version;
+    }
+
+    // Every node reports what it runs on /v1/nodes.
+    let nodes = a.get_json("/v1/nodes");
+    let names: Vec<&str> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"], "{nodes:#}");
+    assert!(
+        eventually(|| {
+            a.get_json("/v1/nodes")
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n["rules_version"] == current.as_str())
+        }),
+        "{:#}",
+        a.get_json("/v1/nodes")
+    );
+    // The history is the fleet's: the same on every node.
+    let history = |n: &Server| n.get_json("/v1/rules/history");
+    assert_eq!(history(&a), history(&c));
+}
+
+#[test]
+fn readyz_says_503_while_the_store_is_down_and_200_once_it_is_back() {
+    let mut server = TestServer::start();
+    let (a, _d) = node(&server, "ready", "a", "fast");
+    let (status, body) = status_and_json(a.get("/readyz").send().unwrap());
+    assert_eq!(
+        (status, body.clone()),
+        (200, json!({"store": "ok"})),
+        "{body}"
+    );
+    server.kill();
+    assert!(
+        eventually(|| a.get("/readyz").send().unwrap().status() == 503),
+        "/readyz stayed 200 with the store down"
+    );
+    let (_, body) = status_and_json(a.get("/readyz").send().unwrap());
+    assert_eq!(body["store"], "unreachable", "{body}");
+    assert!(
+        body["since"].as_str().is_some_and(|s| s.ends_with('Z')),
+        "{body}"
+    );
+    assert_eq!(a.get("/healthz").send().unwrap().status(), 200);
+    server.restart();
+    assert!(
+        eventually(|| a.get("/readyz").send().unwrap().status() == 200),
+        "/readyz did not come back"
+    );
+}
+
+#[test]
+fn a_letter_replayed_through_another_node_is_delivered_by_the_fleet_and_acked() {
+    let server = TestServer::start();
+    let ns = "replay";
+    let (a, _da) = node(&server, ns, "a", "fast");
+    let (b, _db) = node(&server, ns, "b", "fast");
+    // An order far beyond what the spouts reach, whose first delivery meets no fault: it was
+    // dead-lettered on node a (its letter written as a's journal writes one).
+    let faults = Faults::default();
+    let mut orders = OrderGen::new(faults.seed, faults.malformed, faults.invalid);
+    let n = (900_000..)
+        .find(|&n| {
+            orders.shape(n) == Shape::Good
+                && matches!(faults.roll(n, orders.biz(n), 1), Fault::None)
+        })
+        .unwrap();
+    let message = orders.message(n);
+    let id = order_id(n);
+    let store = RedisStore::connect(&RedisOptions::new(server.url(), ns)).unwrap();
+    let letter = DeadLetter {
+        message,
+        failure: Failure::new("NET_TIMEOUT", "no answer from the order service"),
+        label: Label::from("L2"),
+        reason: GiveUpReason::MaxRetries,
+        rule: RuleRef::Rule("net".into()),
+        version: Version::from_hash(1),
+        at: Timestamp::now(),
+    };
+    store
+        .apply(&[WriteOp::DeadLetter(Box::new(letter))])
+        .unwrap();
+    let listed = b.get_json("/v1/dead-letters?code=NET_TIMEOUT&limit=1000");
+    assert!(
+        listed.to_string().contains(&id),
+        "b does not list a's letter: {listed}"
+    );
+
+    let (status, body) = status_and_json(
+        b.post(&format!("/v1/dead-letters/{id}/replay"))
+            .json(&json!({"operator": "ops", "reason": "the order service is back"}))
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let acked = eventually(|| {
+        store
+            .known_fates(&[MessageId::from(id.as_str())])
+            .unwrap()
+            .first()
+            .is_some_and(|(_, f)| *f == Fate::Acked)
+    });
+    assert!(acked, "the replayed order was not acked by the fleet");
+    assert!(store.effect_exists("orders", &id).unwrap());
+    let letters = a.get_json("/v1/dead-letters?code=NET_TIMEOUT&limit=1000");
+    let mine: Vec<&Value> = letters["dead_letters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l.to_string().contains(&id))
+        .collect();
+    assert!(
+        mine.iter().any(|l| l["status"] == "replayed"),
+        "a does not see the letter replayed: {mine:?}"
+    );
+}
