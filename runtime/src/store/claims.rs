@@ -52,8 +52,9 @@ pub struct Reaped {
     pub crash_loops: Vec<ScheduledRetry>,
 }
 
-/// The claims of a shared store. See the [module docs](self). Every call is one round trip
-/// and one atomic script on the server, safe to run again after a lost reply.
+/// The claims of a shared store (the life of a claim is told in `store/claims.rs`). Every call
+/// is one round trip and one atomic script on the server, safe to run again after a lost
+/// reply.
 pub trait ClaimQueue: Send + Sync {
     /// Claims up to `limit` retries due now (the server's clock) for `node`, with a lease of
     /// `lease`.

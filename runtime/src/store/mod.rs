@@ -262,7 +262,10 @@ pub trait Store: Send + Sync {
     /// Where the store keeps its data, for messages (for SQLite, the database file).
     fn location(&self) -> String;
 
-    /// Applies `ops` in order, in one transaction. Returns one [`Applied`] per op.
+    /// Applies `ops` in order, in one transaction. Returns one [`Applied`] per op. (The shared
+    /// store's transactions hold up to 500 ops: a larger batch is several, in order, all
+    /// checked before the first; one that fails leaves the ones before it written, and the
+    /// batch applied again ends as if applied once, as every op is safe to apply twice.)
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>>;
 
     /// Every scheduled retry's id and due time, due order (equal due times in the order they

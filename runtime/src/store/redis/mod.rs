@@ -17,10 +17,10 @@
 //! - `wire.rs`: the ops as the scripts' arguments, and their answers back as records (the
 //!   rows' fields are `rows.rs`'s, shared with SQLite).
 //! - The `Store` trait is blocking (the journal thread and blocking tasks call it); the store
-//!   drives a tokio [`ConnectionManager`] (reconnects with backoff) on a small runtime of its
+//!   drives a tokio [`ConnectionManager`](::redis::aio::ConnectionManager) (reconnects with backoff) on a small runtime of its
 //!   own, so it can be called from any thread.
 //!
-//! The URL's password never leaves this module: [`RedisStore::location`] and every error name
+//! The URL's password never leaves this module: [`Store::location`](super::Store::location) and every error name
 //! the host, port, database and namespace only.
 
 mod claims;

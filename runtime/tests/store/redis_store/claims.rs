@@ -1,7 +1,7 @@
 //! The claims of the shared store ([`ClaimQueue`]): a claim moves entries from the due set to
 //! the in-flight set in one step, extend renews only what is still held, reap returns what ran
 //! out, a write under a stale token is refused, and a row reaped too often comes back as a
-//! crash loop.
+//! crash loop. A schedule that heads the due set publishes a wake hint.
 
 use std::time::{Duration, Instant};
 
@@ -261,4 +261,36 @@ fn a_fresh_schedule_resets_the_reap_count() {
     let next = s.claim("node", 1, SHORT).unwrap();
     assert_eq!(next.reclaims, 0);
     assert_eq!(reap_until(&s, 1, 1).returned, [mid("m")]);
+}
+
+#[test]
+fn a_schedule_that_heads_the_due_set_publishes_a_wake_hint() {
+    let ns = super::fresh_namespace("wake");
+    let s = super::connect(&super::server().url(), &ns);
+    let mut conn = super::server().client();
+    let mut wake = conn.as_pubsub();
+    wake.subscribe(s.keys().wake()).unwrap();
+    wake.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut next = || {
+        wake.get_message()
+            .ok()
+            .map(|m| m.get_payload::<String>().unwrap())
+    };
+
+    apply_done(&s, [schedule(retry("a", 5_000))]);
+    assert_eq!(
+        next().as_deref(),
+        Some("5000"),
+        "the first retry heads the set"
+    );
+    apply_done(&s, [schedule(retry("b", 9_000))]);
+    assert_eq!(next(), None, "a later one does not");
+    // One hint per batch, for the earliest it scheduled.
+    apply_done(
+        &s,
+        [schedule(retry("c", 3_000)), schedule(retry("d", 2_000))],
+    );
+    assert_eq!(next().as_deref(), Some("2000"));
+    assert_eq!(next(), None);
 }

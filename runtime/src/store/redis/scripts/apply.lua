@@ -102,15 +102,21 @@ local function drop_row(id)
   redis.call('ZREM', INFLIGHT, id)
 end
 
--- Replaces the row with `fields` (field, value, ...), due at `due` (decimal text).
-local function put_row(id, due, fields)
+-- The row's `state`, `token` and `claims` (each false if the row does not exist).
+local function row_state(id)
+  return redis.call('HMGET', P .. 'r:' .. id, 'state', 'token', 'claims')
+end
+
+-- Replaces the row (whose state `st` is) with `fields` (field, value, ...), due at `due`
+-- (decimal text). A new row (most) costs no DEL and no ZREM.
+local function put_row(id, due, fields, st)
   local row = P .. 'r:' .. id
-  local claims = redis.call('HGET', row, 'claims') or 0
   local seq = redis.call('INCR', P .. 'seq')
-  redis.call('DEL', row)
-  redis.call('HSET', row, 'seq', seq, 'state', 'due', 'reaps', 0, 'claims', claims, unpack(fields))
+  if st[1] then redis.call('DEL', row) end
+  redis.call('HSET', row, 'seq', seq, 'state', 'due', 'reaps', 0, 'claims', st[3] or 0,
+    unpack(fields))
   redis.call('ZADD', DUE, due, id)
-  redis.call('ZREM', INFLIGHT, id)
+  if st[1] == 'inflight' then redis.call('ZREM', INFLIGHT, id) end
   local d = tonumber(due)
   if not head or d < head then head = d end
 end
@@ -118,11 +124,11 @@ end
 local function schedule(op)
   local fate = fate_of(op.id)
   if fate then return { 'known', fate } end
-  local st = redis.call('HMGET', P .. 'r:' .. op.id, 'state', 'token')
+  local st = row_state(op.id)
   local inflight = st[1] == 'inflight'
   if inflight and st[2] ~= op.token then return { 'stale' } end
   if op.token ~= '' and not inflight then return { 'stale' } end
-  put_row(op.id, op.due, op.fields)
+  put_row(op.id, op.due, op.fields, st)
   return { 'done' }
 end
 
@@ -194,7 +200,7 @@ local function replay(op)
   end
   redis.call('HSET', key, 'status', 'replayed')
   redis.call('DEL', P .. 'f:' .. op.id)
-  put_row(op.id, op.at, fields)
+  put_row(op.id, op.at, fields, row_state(op.id))
   audit('replay', op, dl)
   local out = redis.call('HGETALL', P .. 'r:' .. op.id)
   table.insert(out, 1, 'replayed')

@@ -4,7 +4,7 @@
 -- Cluster slot). ARGV: node, limit, lease_ms.
 --
 -- Reads: the server's clock (TIME: a node's clock never decides a lease), the head of the due
--- set up to now, each row's `reaps`.
+-- set up to now, each row's `reaps` and `claims`.
 -- Checks: a due entry whose row is gone is only dropped from the set (nothing to fire).
 -- Writes, per entry taken: ZREM due, and the row in flight (`state` inflight, `owner` node, a
 -- fresh fencing `token` = INCR seq, `lease_ms` = now + lease, `claims` + 1), ZADD inflight by
@@ -32,12 +32,13 @@ if #ids > 0 then redis.call('ZREMRANGEBYRANK', DUE, 0, #ids - 1) end
 local out, reclaims = { now_ms, false, 0 }, 0
 for _, id in ipairs(ids) do
   local row = P .. 'r:' .. id
-  if redis.call('EXISTS', row) == 1 then
-    if tonumber(redis.call('HGET', row, 'reaps') or '0') > 0 then reclaims = reclaims + 1 end
+  -- Every row has both (apply.lua writes them); a row with neither is gone.
+  local st = redis.call('HMGET', row, 'reaps', 'claims')
+  if st[1] or st[2] then
+    if tonumber(st[1] or '0') > 0 then reclaims = reclaims + 1 end
     local token = redis.call('INCR', P .. 'seq')
     redis.call('HSET', row, 'state', 'inflight', 'owner', node, 'token', token,
-      'lease_ms', deadline)
-    redis.call('HINCRBY', row, 'claims', 1)
+      'lease_ms', deadline, 'claims', (tonumber(st[2]) or 0) + 1)
     redis.call('ZADD', INFLIGHT, deadline, id)
     out[#out + 1] = { token, redis.call('HGETALL', row) }
   end
