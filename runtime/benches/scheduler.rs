@@ -382,10 +382,10 @@ fn retry() -> WriteOp {
         rule: RuleRef::Rule("db-lock".into()),
         version: version(),
     }));
-    WriteOp::Schedule(ScheduledRetry {
+    WriteOp::Schedule(ScheduledRetry::new(
         message,
-        due: Timestamp::from_millis(BASE_MS + 30_000),
-    })
+        Timestamp::from_millis(BASE_MS + 30_000),
+    ))
 }
 
 fn dead_letter() -> WriteOp {

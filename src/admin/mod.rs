@@ -51,6 +51,8 @@ pub struct AdminState {
     pub dead_letters: Option<Arc<dyn dead_letters::DeadLetterDesk>>,
     /// On a shared store: the fleet (readiness, the live nodes).
     pub fleet: Option<Arc<dyn fleet::FleetDesk>>,
+    /// On a shared store: the fleet's rule history (history and rollback act on it).
+    pub shared_rules: Option<Arc<dyn rules::SharedRules>>,
 }
 
 /// The admin API's routes.

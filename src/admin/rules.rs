@@ -14,6 +14,18 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+/// A version a rollback goes back to, and its files.
+pub type RollbackTarget = (String, BTreeMap<String, String>);
+
+/// The rule history several nodes share (on a shared store): `GET /v1/rules/history` and
+/// `POST /v1/rules/rollback` act on it instead of this process's own.
+pub trait SharedRules: Send + Sync + std::fmt::Debug {
+    /// The accepted sets, newest first, as `GET /v1/rules/history` shows them. Blocking.
+    fn history(&self) -> Result<Vec<Value>, String>;
+    /// The version a rollback goes back to and its files, if there is one. Blocking.
+    fn rollback_target(&self) -> Result<Option<RollbackTarget>, String>;
+}
+
 /// The body of `PUT /v1/rules` and `POST /v1/rules/validate`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,6 +95,10 @@ pub async fn rollback(
     OptionalJsonBody(_note): OptionalJsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let reloader = state.reloader.clone();
+    if let Some(shared) = state.shared_rules.clone() {
+        let version = blocking(move || shared_rollback(&reloader, shared.as_ref())).await??;
+        return Ok(with_etag(&version, Json(json!({ "version": version }))));
+    }
     let version = blocking(move || reloader.rollback())
         .await?
         .map_err(|e| match e {
@@ -99,9 +115,39 @@ pub async fn rollback(
     Ok(with_etag(&version, Json(json!({ "version": version }))))
 }
 
-/// `GET /v1/rules/history`: every recorded attempt, newest first.
-pub async fn history(State(state): State<AdminState>) -> Json<Vec<Value>> {
-    Json(state.reloader.history().iter().map(history_json).collect())
+/// A rollback on a shared store: to the set the shared history says came before, pushed with
+/// a compare-and-set on the version in force (source `rollback`).
+fn shared_rollback(
+    reloader: &rebound_engine::reload::Reloader,
+    shared: &dyn SharedRules,
+) -> Result<String, ApiError> {
+    use axum::http::StatusCode;
+    let unavailable = |e: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e);
+    let Some((_, files)) = shared.rollback_target().map_err(unavailable)? else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            RollbackError::NoPrevious.to_string(),
+        ));
+    };
+    let current = IfMatch::OneOf(vec![reloader.handle().current().version().to_string()]);
+    let pushed = reloader
+        .push(files, Some(&current), Source::Rollback)
+        .map_err(push_error)?;
+    Ok(pushed.version.to_string())
+}
+
+/// `GET /v1/rules/history`: every recorded attempt, newest first (on a shared store, the
+/// fleet's accepted sets).
+pub async fn history(State(state): State<AdminState>) -> Result<Json<Vec<Value>>, ApiError> {
+    match state.shared_rules.clone() {
+        None => Ok(Json(
+            state.reloader.history().iter().map(history_json).collect(),
+        )),
+        Some(shared) => blocking(move || shared.history())
+            .await?
+            .map(Json)
+            .map_err(|e| ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, e)),
+    }
 }
 
 fn history_json(e: &HistoryEntry) -> Value {

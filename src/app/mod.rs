@@ -306,6 +306,10 @@ async fn wire(
             token,
             dead_letters: None, // serve_admin makes the running pipeline the desk
             fleet: None,        // and its fleet the fleet desk
+            shared_rules: shared.clone().map(|s| {
+                Arc::new(shared_rules::SharedHistory(s))
+                    as Arc<dyn crate::admin::rules::SharedRules>
+            }),
         };
         admin_task = Some(tokio::spawn(pipeline::serve_admin(
             listener,

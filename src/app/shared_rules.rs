@@ -247,3 +247,99 @@ fn catch_up(
     store.set_applied(node, &running, current.as_deref())?;
     Ok(failed.then_some(version))
 }
+
+/// The most history entries a node reads back (the store keeps them all).
+const HISTORY_READ: usize = 10_000;
+
+/// The fleet's rule history in the store, for the admin API's history and rollback.
+#[derive(Debug)]
+pub struct SharedHistory(pub Arc<RedisStore>);
+
+impl crate::admin::rules::SharedRules for SharedHistory {
+    fn history(&self) -> Result<Vec<serde_json::Value>, String> {
+        let entries = self
+            .0
+            .rules_history(HISTORY_READ)
+            .map_err(|e| e.to_string())?;
+        Ok(entries
+            .into_iter()
+            .map(|e| {
+                serde_json::json!({
+                    "version": e.version,
+                    "result": "accepted",
+                    "source": e.source,
+                    "at": crate::admin::rules::timestamp(
+                        std::time::UNIX_EPOCH + Duration::from_millis(e.at.as_millis())
+                    ),
+                })
+            })
+            .collect())
+    }
+
+    fn rollback_target(&self) -> Result<Option<crate::admin::rules::RollbackTarget>, String> {
+        let entries = self
+            .0
+            .rules_history(HISTORY_READ)
+            .map_err(|e| e.to_string())?;
+        let sources: Vec<(String, String)> =
+            entries.into_iter().map(|e| (e.version, e.source)).collect();
+        let Some(version) = rollback_version(&sources) else {
+            return Ok(None);
+        };
+        let record = self.0.rules_at(&version).map_err(|e| e.to_string())?;
+        Ok(record.map(|r| (version, r.files.into_iter().collect())))
+    }
+}
+
+/// Which version a rollback restores, from the history (newest first, as (version, source)):
+/// replayed oldest first, each accepted set is pushed on a stack and each rollback pops the
+/// set it undid, so repeated rollbacks walk further back, as a single node's do.
+fn rollback_version(history: &[(String, String)]) -> Option<String> {
+    let mut stack: Vec<&str> = Vec::new();
+    for (version, source) in history.iter().rev() {
+        if source == "rollback" {
+            stack.pop();
+            if stack.last() != Some(&version.as_str()) {
+                stack.push(version);
+            }
+        } else {
+            stack.push(version);
+        }
+    }
+    stack.len().checked_sub(2).map(|i| stack[i].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rollback_version;
+
+    fn h(entries: &[(&str, &str)]) -> Vec<(String, String)> {
+        entries
+            .iter()
+            .map(|(v, s)| (v.to_string(), s.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn repeated_rollbacks_walk_further_back() {
+        // Newest first: seed v1, push v2, push v3.
+        let pushed = h(&[("v3", "api"), ("v2", "api"), ("v1", "seed")]);
+        assert_eq!(rollback_version(&pushed).as_deref(), Some("v2"));
+        let once = h(&[
+            ("v2", "rollback"),
+            ("v3", "api"),
+            ("v2", "api"),
+            ("v1", "seed"),
+        ]);
+        assert_eq!(rollback_version(&once).as_deref(), Some("v1"));
+        let twice = h(&[
+            ("v1", "rollback"),
+            ("v2", "rollback"),
+            ("v3", "api"),
+            ("v2", "api"),
+            ("v1", "seed"),
+        ]);
+        assert_eq!(rollback_version(&twice), None);
+        assert_eq!(rollback_version(&h(&[("v1", "seed")])), None);
+    }
+}

@@ -77,10 +77,6 @@ use spout::{OrderSpout, Pacer};
 /// The shortest message timeout, whatever the time scale.
 pub const MIN_MESSAGE_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// How long a fleet's node waits, once the run is over, for the other nodes' last counters
-/// before it reads the report (two checkpoints and a progress tick).
-const FLEET_SETTLE: Duration = Duration::from_millis(800);
-
 /// The shortest retry-fuse window, whatever the time scale.
 pub const MIN_FUSE_WINDOW: Duration = Duration::from_millis(50);
 
@@ -591,9 +587,6 @@ impl RunningPipeline {
         if let Some(d) = &handle.shared.durable {
             d.journal().flush().await;
         }
-        if let Some(keeper) = self.keeper.take() {
-            keeper.stop().await;
-        }
         let mut session_id = None;
         let mut elapsed = None;
         if let Some(s) = self.session.take() {
@@ -625,13 +618,18 @@ impl RunningPipeline {
             Ok((report, finished))
         })
         .await?;
-        if !(finished && handle.shared.fleet.is_some()) {
-            return Ok(report);
+        // Only now, its last counters written, the node leaves the fleet (so a node waiting
+        // for the others' last counters waits for this one's).
+        if let Some(keeper) = self.keeper.take() {
+            keeper.stop().await;
         }
-        // The other nodes saw the end within a progress tick of this one, and checkpoint
-        // their last counters as they stop: read the report once they have, so that every
-        // node prints the same.
-        tokio::time::sleep(FLEET_SETTLE).await;
+        let Some(fleet) = handle.shared.fleet.clone().filter(|_| finished) else {
+            return Ok(report);
+        };
+        // The other nodes saw the end within a progress tick of this one, and write their
+        // last counters as they stop: read the report once they have, so that every node
+        // prints the same.
+        fleet.settled().await;
         blocking(move || handle.report()).await
     }
 }

@@ -126,6 +126,35 @@ fn a_push_on_one_node_reaches_every_node_and_a_stale_if_match_is_409_on_any() {
     // The history is the fleet's: the same on every node.
     let history = |n: &Server| n.get_json("/v1/rules/history");
     assert_eq!(history(&a), history(&c));
+    let versions: Vec<String> = history(&a)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["version"].as_str().unwrap().to_owned())
+        .collect();
+
+    // A rollback on any node goes back along the fleet's history, and reaches every node.
+    let rollback = |n: &Server| {
+        status_and_json(
+            n.post("/v1/rules/rollback")
+                .json(&json!({}))
+                .send()
+                .unwrap(),
+        )
+    };
+    let (status, body) = rollback(&b);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["version"], versions[1].as_str(), "{body}");
+    converge(&[&a, &b, &c], &versions[1], Duration::from_secs(2));
+    let (status, body) = rollback(&c);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["version"],
+        versions[2].as_str(),
+        "repeated rollbacks walk back: {body}"
+    );
+    converge(&[&a, &b, &c], &versions[2], Duration::from_secs(2));
+    assert_eq!(history(&b)[0]["source"], "rollback");
 }
 
 #[test]

@@ -13,8 +13,9 @@
 //!   retry reaped more than [`SharedOptions::max_reaps`] times is a poison message, and is
 //!   dead-lettered here (reason `crash_loop`).
 //!
-//! [`HeldClaims`] is the one record of what this node holds: the claimer adds to it, and the
-//! spout task's seams settle a claim when its message gets its next write (a retry, a fate).
+//! [`HeldClaims`] is the one record of what this node holds, and the one place a claim's token
+//! lives on the node: the claimer adds to it, and the spout task's seams take a claim out when
+//! its message gets its next write (a retry written under it, or a fate).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -28,7 +29,7 @@ use super::queue::Inbox;
 use crate::fate::DeadLetter;
 use crate::store::{ClaimQueue, ClaimToken, ScheduledRetry, StoreError, WriteOp};
 use crate::time::TimeSource;
-use crate::topology::{Failure, Message, MessageId};
+use crate::topology::{Failure, MessageId};
 
 /// How a node works a shared store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,16 +94,15 @@ impl HeldClaims {
         self.lock().insert(id, token);
     }
 
-    /// The message got its next write (a retry scheduled under its claim, or a fate): its
-    /// claim is no longer held. Messages that came from no claim are ignored.
-    pub fn settle(&self, message: &Message) {
-        let Some(token) = message.retry.claim else {
-            return;
-        };
-        let mut held = self.lock();
-        if held.get(&message.id) == Some(&token) {
-            held.remove(&message.id);
-        }
+    /// The message got its fate: its claim, if this node holds one, is settled.
+    pub fn settle(&self, id: &MessageId) {
+        self.lock().remove(id);
+    }
+
+    /// The message's next retry is written: the claim it is written under, if this node holds
+    /// one (the store refuses the write if the claim is no longer this node's).
+    pub fn take(&self, id: &MessageId) -> Option<ClaimToken> {
+        self.lock().remove(id)
     }
 
     /// Claims held now.
@@ -347,11 +347,11 @@ impl Worker {
         }
         for retry in claimed.retries {
             let message = retry.message;
-            let Some(token) = message.retry.claim else {
+            let Some(token) = retry.claim else {
                 continue;
             };
             // One line per claim (the fleet tests attribute every second firing by them).
-            tracing::debug!(id = %message.id, attempt = message.retry.attempt, token = token.0, node = %self.options.node, "claimed");
+            tracing::debug!(id = %message.id, attempt = message.retry.attempt, token = token.get(), node = %self.options.node, "claimed");
             self.held.insert(message.id.clone(), token);
             let i = super::partition(message.id.as_str(), inboxes.len());
             inboxes[i].push(message);

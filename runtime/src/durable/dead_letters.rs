@@ -39,7 +39,7 @@ impl DeadLetterSink for DurableDeadLetters {
                 .map_err(|e| SinkError(e.to_string()))?;
             for (letter, applied) in batch.iter().zip(applied) {
                 if let Some(held) = &self.held {
-                    held.settle(&letter.message);
+                    held.settle(letter.id());
                 }
                 if let Applied::FateAlreadyKnown(fate) = applied {
                     let fate = match fate {

@@ -135,10 +135,7 @@ mod tests {
     fn retry(id: &str, attempt: u32) -> ScheduledRetry {
         let mut message = Message::new(id, "ORDER", "");
         message.retry.attempt = attempt;
-        ScheduledRetry {
-            message,
-            due: Timestamp::from_millis(u64::from(attempt)),
-        }
+        ScheduledRetry::new(message, Timestamp::from_millis(u64::from(attempt)))
     }
 
     fn ids(retries: &[ScheduledRetry]) -> Vec<(String, u32)> {

@@ -22,10 +22,10 @@ fn schedule(id: &str, attempt: u32) -> WriteOp {
         rule: RuleRef::Rule("db-lock".into()),
         version: "0123456789abcdef".parse().unwrap(),
     }));
-    WriteOp::Schedule(ScheduledRetry {
+    WriteOp::Schedule(ScheduledRetry::new(
         message,
-        due: Timestamp::from_millis(1_000 * u64::from(attempt)),
-    })
+        Timestamp::from_millis(1_000 * u64::from(attempt)),
+    ))
 }
 
 fn dead_letter(id: &str) -> WriteOp {

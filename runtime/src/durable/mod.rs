@@ -381,7 +381,7 @@ impl AckedFates for DurableFates {
     fn acked(&self, message: &Message, at: crate::time::Timestamp) {
         let s = &self.shared;
         if let Some(c) = &s.claimer {
-            c.held().settle(message);
+            c.held().settle(&message.id);
         }
         let offset = match s.offsets.get() {
             Some(offset_of) => offset_of(message),

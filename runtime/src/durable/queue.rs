@@ -118,10 +118,8 @@ impl DurableRetryQueue {
 impl RetryQueue for DurableRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
         let ts = self.map.due_timestamp(due);
-        self.journal.write_behind(WriteOp::Schedule(ScheduledRetry {
-            message: message.clone(),
-            due: ts,
-        }));
+        self.journal
+            .write_behind(WriteOp::Schedule(ScheduledRetry::new(message.clone(), ts)));
         self.scheduler.schedule(message.id.clone(), ts);
         self.messages.insert(message.id.clone(), message);
     }

@@ -54,10 +54,13 @@ impl RetryQueue for SharedRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
         // The retry is written under the claim its delivery came from (if any): the store
         // refuses it if the claim is no longer this node's.
-        self.claimer.held().settle(&message);
+        let claim = self.claimer.held().take(&message.id);
         let ts = self.map.due_timestamp(due);
-        self.journal
-            .write_behind(WriteOp::Schedule(ScheduledRetry { message, due: ts }));
+        self.journal.write_behind(WriteOp::Schedule(ScheduledRetry {
+            message,
+            due: ts,
+            claim,
+        }));
         let wait = due.saturating_duration_since(Instant::now());
         self.claimer.nudge(std::time::Instant::now() + wait);
     }

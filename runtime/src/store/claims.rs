@@ -31,7 +31,7 @@ pub use crate::topology::ClaimToken;
 /// What one [`ClaimQueue::claim`] took.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Claimed {
-    /// The claimed retries, each message's `retry.claim` set to its token.
+    /// The claimed retries, each with its claim's token (`claim`).
     pub retries: Vec<ScheduledRetry>,
     /// How many of them had been claimed before and reaped (fired again because a node died
     /// or stalled holding them).

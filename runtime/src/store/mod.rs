@@ -75,6 +75,22 @@ pub struct ScheduledRetry {
     pub message: Message,
     /// When to deliver it.
     pub due: Timestamp,
+    /// On a shared store: the claim this retry is written under (the one its last delivery
+    /// came from), or the claim [`ClaimQueue::claim`] just made. `None` for a retry of a
+    /// delivery that came from its source, and on a store of one's own. Not stored: a claim
+    /// is the store's.
+    pub claim: Option<ClaimToken>,
+}
+
+impl ScheduledRetry {
+    /// `message`, due at `due`, under no claim.
+    pub fn new(message: Message, due: Timestamp) -> ScheduledRetry {
+        ScheduledRetry {
+            message,
+            due,
+            claim: None,
+        }
+    }
 }
 
 /// A source's name, interned: a process has few sources, so an [`Offset`] carries a copied
@@ -155,7 +171,7 @@ pub enum WriteOp {
     /// Schedule (or move) a retry; replaces any row for the same message id. Refused
     /// ([`Applied::FateAlreadyKnown`]) if the message already has a final fate. On a shared
     /// store, a retry decided for a delivery that came from a claim carries the claim's token
-    /// (`message.retry.claim`), and is refused ([`Applied::Stale`]) unless the row is still in
+    /// (`claim`), and is refused ([`Applied::Stale`]) unless the row is still in
     /// flight under that token; one without a token is refused if the row is in flight.
     Schedule(ScheduledRetry),
     /// The message was acked: record the fate (with its offset, if it has one), drop its retry

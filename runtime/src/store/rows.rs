@@ -83,7 +83,7 @@ pub(super) fn replayed_delivery(mut message: Message, at: Timestamp) -> Schedule
         first_delivery: Some(at),
         ..RetryMeta::default()
     };
-    ScheduledRetry { message, due: at }
+    ScheduledRetry::new(message, at)
 }
 
 /// A retry row's values, ready to bind in [`retry_columns`]'s order.
@@ -349,10 +349,10 @@ impl RawRetry {
                     attempt,
                     first_delivery: Some(ts_from_sql(T, "first_seen_ms", self.first_seen)?),
                     last_failure,
-                    claim: None,
                 },
             },
             due,
+            claim: None,
         })
     }
 }
@@ -466,7 +466,6 @@ impl RawDeadLetter {
                         attempt: attempts,
                         first_delivery: Some(ts_from_sql(T, "first_ms", self.first)?),
                         last_failure: None,
-                        claim: None,
                     },
                 },
                 failure: Failure {

@@ -68,17 +68,25 @@ pub struct RetryMeta {
     pub first_delivery: Option<Timestamp>,
     /// The last failure and the retry decided for it; `None` before the first retry.
     pub last_failure: Option<Box<LastFailure>>,
-    /// The shared store's claim this delivery came from (its fencing token), if it came from
-    /// one: the retry decided for it next is written under that claim, and refused if the
-    /// claim is no longer this node's. Not stored: a claim is the store's.
-    pub claim: Option<ClaimToken>,
 }
 
 /// The fencing token of one claim of a due retry in a shared store: unique within a
 /// namespace and increasing, so that a write under a claim that was reaped and claimed again
 /// is told apart and refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClaimToken(pub u64);
+pub struct ClaimToken(NonZeroU64);
+
+impl ClaimToken {
+    /// The token `n` (tokens count from 1), or `None` for 0.
+    pub fn new(n: u64) -> Option<ClaimToken> {
+        NonZeroU64::new(n).map(ClaimToken)
+    }
+
+    /// The token as a number.
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+}
 
 impl RetryMeta {
     /// The delay chosen after the last failure (zero before the first retry).

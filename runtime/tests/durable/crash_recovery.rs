@@ -60,7 +60,7 @@ fn retry(i: u64) -> ScheduledRetry {
         rule: RuleRef::Rule("db-lock".into()),
         version: version(),
     }));
-    ScheduledRetry { message, due }
+    ScheduledRetry::new(message, due)
 }
 
 fn letter(i: u64) -> DeadLetter {

@@ -31,7 +31,7 @@ async fn the_journal_keeps_order_and_flush_waits_for_the_commit() {
         m.retry.attempt = 1;
         m.retry.first_delivery = Some(time.wall());
         let due = Timestamp::from_millis(1);
-        journal.write_behind(WriteOp::Schedule(ScheduledRetry { message: m, due }));
+        journal.write_behind(WriteOp::Schedule(ScheduledRetry::new(m, due)));
         journal.write_behind(WriteOp::Acked {
             id: MessageId::from(format!("m-{n}")),
             at: Timestamp::from_millis(2),
@@ -71,10 +71,7 @@ async fn the_journal_commits_concurrent_writes_and_isolates_a_bad_one() {
     let retry = |i: u64| {
         let mut m = failed(&format!("m{i:03}"), 1, Duration::from_millis(10));
         m.retry.last_failure.as_mut().unwrap().at = Timestamp::from_millis(990 + i);
-        ScheduledRetry {
-            message: m,
-            due: Timestamp::from_millis(1_000 + i),
-        }
+        ScheduledRetry::new(m, Timestamp::from_millis(1_000 + i))
     };
     let mut tasks = Vec::new();
     for i in 0..500 {

@@ -1,4 +1,4 @@
-//! The durable layer over SQLite: the seams on their own and in a live topology
+//! The durable layer over SQLite (and, in `shared_store`, over a shared Redis): the seams on their own and in a live topology
 //! (`durable_seams`), the journal as a writer (`journal_writes`) and giving up on a store that
 //! refuses every commit (`journal_gives_up`), a durable source's position (`durable_source`), the rule engine deciding through the durable seams
 //! (`durable_policy`), and a real SIGKILL in the middle of writing (`crash_recovery`).
@@ -9,3 +9,4 @@ mod durable_seams;
 mod durable_source;
 mod journal_gives_up;
 mod journal_writes;
+mod shared_store;

@@ -139,6 +139,27 @@ impl FleetBook {
     }
 }
 
+/// True once the latest session of each of `live` nodes has ended: their topologies have
+/// stopped and their last counters are written, so a report read now is the one every node
+/// reads. (Sessions of dead processes are as final as they will get.)
+pub(crate) fn live_sessions_ended(store: &RedisStore, live: &[String]) -> Result<bool, BookError> {
+    let mut latest: std::collections::HashMap<String, StoredSession> = Default::default();
+    for (_, json) in store.docs(SESSIONS)? {
+        let Ok(s) = serde_json::from_str::<StoredSession>(&json) else {
+            continue;
+        };
+        match latest.get(&s.node) {
+            Some(l) if l.started_ms >= s.started_ms => {}
+            _ => {
+                latest.insert(s.node.clone(), s);
+            }
+        }
+    }
+    Ok(live
+        .iter()
+        .all(|node| latest.get(node).is_none_or(|s| s.ended.is_some())))
+}
+
 /// The order sink of a fleet: the shared effect set.
 pub(crate) struct FleetOrders(pub(crate) Arc<RedisStore>);
 

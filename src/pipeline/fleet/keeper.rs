@@ -29,6 +29,9 @@ use rebound_runtime::time::Timestamp;
 /// How often the keeper looks for fates written elsewhere.
 const TICK: Duration = Duration::from_millis(100);
 
+/// How long the readiness probe waits for the store's answer.
+const PROBE: Duration = Duration::from_millis(500);
+
 /// How often it reads the fleet's progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
@@ -111,6 +114,21 @@ impl Keeper {
                 _ = stop.changed() => break,
             }
             let now = Instant::now();
+            let store = self.store.clone();
+            let up = tokio::task::spawn_blocking(move || store.ping(PROBE))
+                .await
+                .unwrap_or(false);
+            self.state.answered(up);
+            if !up {
+                if !warned {
+                    tracing::warn!(
+                        "the shared store does not answer; decisions go on, writes queue up"
+                    );
+                }
+                warned = true;
+                continue;
+            }
+            warned = false;
             let mut ok = self.settle_elsewhere().await;
             if now >= next_balance {
                 ok &= self.balance(&mut epochs).await;
@@ -120,7 +138,9 @@ impl Keeper {
                 ok &= self.progress().await;
                 next_progress = now + PROGRESS_EVERY;
             }
-            self.state.answered(ok);
+            if !ok {
+                tracing::debug!("a call to the shared store failed; trying again next tick");
+            }
             if !ok && !warned {
                 tracing::warn!(
                     "the shared store does not answer; decisions go on, writes queue up"

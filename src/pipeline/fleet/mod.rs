@@ -17,21 +17,19 @@ pub(crate) mod spout;
 
 pub use keeper::FleetState;
 
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::orders::{OrderGen, SOURCE, position_of};
+use super::orders::{OrderGen, SOURCE};
 use super::spout::Live;
 use super::{PipelineError, PipelineOptions, Prepared, Resume, RunRecord, now_ms};
 use book::{FleetBook, FleetOrders, run_params};
 use rebound_runtime::durable::{Durable, DurableOptions, Journal, SharedOptions};
 use rebound_runtime::stats::Stats;
 use rebound_runtime::store::redis::{Join, Member, RedisOptions, RedisStore};
-use rebound_runtime::store::{Offset, SourceName};
 use rebound_runtime::time::TimeSource;
 use spout::{Desk, FleetSpout};
 
@@ -213,15 +211,12 @@ pub(super) fn prepare(
         durable_options,
         SharedOptions::new(fleet.node.clone(), fleet.lease),
     );
-    // A message's offset is its position in its partition.
-    durable.name_offsets(|m| {
-        let n = position_of(m.id.as_str())?;
-        let k: NonZeroU64 = m.offset?;
-        Some(Offset {
-            source: SourceName::from(partition_source(partition_of(n)).as_str()),
-            position: k.get(),
-        })
-    });
+    // Every acked fate is written, none is left to a position to record. In a fleet a
+    // message below a partition's mark can still be in flight on another node (a stalled
+    // owner's duplicate, a claim reaped and fired again), and only a recorded fate makes its
+    // late dead letter lose ("first fate wins"); a new owner of a partition also sees at once
+    // what was acked instead of after a hold. So offsets name no source here.
+    durable.name_offsets(|_| None);
     let session = {
         use super::book::RunBook;
         book.begin_session(now_ms(), 0)?
@@ -351,6 +346,32 @@ impl crate::admin::fleet::FleetDesk for FleetView {
 }
 
 impl FleetView {
+    /// Waits (up to two leases) until every live node has stopped and written its last
+    /// counters, so that the report this node reads next is the one they all read.
+    pub(super) async fn settled(&self) {
+        let deadline = tokio::time::Instant::now() + self.lease * 2;
+        while tokio::time::Instant::now() < deadline {
+            let (store, lease) = (self.store.clone(), self.lease);
+            let done = tokio::task::spawn_blocking(move || {
+                let live: Vec<String> = store
+                    .nodes(lease)
+                    .map_err(super::BookError::from)?
+                    .into_iter()
+                    .map(|n| n.node)
+                    .collect();
+                book::live_sessions_ended(&store, &live)
+            })
+            .await;
+            if matches!(done, Ok(Ok(true))) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tracing::warn!(
+            "other nodes did not finish within two leases; reporting what the store holds now"
+        );
+    }
+
     /// Completes once every order of the run has its fate (the keeper saw it).
     pub async fn finished(&self) {
         use std::sync::atomic::Ordering::Relaxed;

@@ -38,11 +38,36 @@ fn finish(nodes: Vec<(Running, std::path::PathBuf)>) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn assert_complete(server: &TestServer, ns: &str, reports: &[serde_json::Value]) {
+/// The report's fates: every node prints the same, whenever it reads them. (A node that
+/// stalled past the end of the run and woke up counts the retries its late deliveries decided,
+/// so counters are compared only where every node stopped with the run.)
+fn fates(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    [
+        "emitted",
+        "acked",
+        "dead_lettered",
+        "lost",
+        "dead_letters_by_label",
+        "complete",
+    ]
+    .iter()
+    .map(|k| report[*k].clone())
+    .collect()
+}
+
+fn assert_complete(
+    server: &TestServer,
+    ns: &str,
+    reports: &[serde_json::Value],
+    same_counters: bool,
+) {
     for r in reports {
         assert_eq!(r["lost"], 0, "{r:#}");
         assert_eq!(r["complete"], true, "{r:#}");
-        assert_eq!(shared_fields(r), shared_fields(&reports[0]));
+        assert_eq!(fates(r), fates(&reports[0]), "{r:#}\n{:#}", reports[0]);
+        if same_counters {
+            assert_eq!(shared_fields(r), shared_fields(&reports[0]));
+        }
     }
     let (due, inflight, rows) = leftovers(server, ns);
     assert_eq!((due, inflight), (0, 0), "retries left over");
@@ -81,7 +106,7 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
     std::thread::sleep(Duration::from_secs(1));
     server.restart();
     let reports = finish(nodes);
-    assert_complete(&server, ns, &reports);
+    assert_complete(&server, ns, &reports, true);
 }
 
 #[test]
@@ -90,9 +115,9 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     let ns = "stall";
     let dir = tempfile::tempdir().unwrap();
     let nodes = vec![
-        spawn(&server, ns, dir.path(), "a", "1s"),
-        spawn(&server, ns, dir.path(), "b", "1s"),
-        spawn(&server, ns, dir.path(), "c", "1s"),
+        spawn(&server, ns, dir.path(), "a", "2s"),
+        spawn(&server, ns, dir.path(), "b", "2s"),
+        spawn(&server, ns, dir.path(), "c", "2s"),
     ];
     let stalled_log = nodes[1].1.clone();
     let pid = nodes[1].0.id();
@@ -114,10 +139,10 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     };
     sig("-STOP");
     let before = claims(&std::fs::read_to_string(&stalled_log).unwrap_or_default());
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(Duration::from_secs(6));
     sig("-CONT");
     let reports = finish(nodes);
-    assert_complete(&server, ns, &reports);
+    assert_complete(&server, ns, &reports, false);
 
     // What it held when it stopped was claimed again by the others after its lease.
     let mine: std::collections::HashSet<(String, u64)> =

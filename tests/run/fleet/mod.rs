@@ -13,6 +13,7 @@ use std::process::{Command, Output};
 
 use crate::support::*;
 use rebound::pipeline::orders::order_id;
+use rebound_runtime::store::redis::fleet::partition_source;
 use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 use rebound_runtime::store::{Fate, MessageId, Store};
 
@@ -48,7 +49,10 @@ pub fn fleet_fates(store: &RedisStore, n: u64) -> Vec<(String, Option<Fate>)> {
     let committed: Vec<u64> = (0..PARTITIONS)
         .map(|p| {
             store
-                .position(&format!("{}.p{p:02}", rebound::pipeline::orders::SOURCE))
+                .position(&partition_source(
+                    rebound::pipeline::orders::SOURCE,
+                    p as u32,
+                ))
                 .expect("position")
                 .unwrap_or(0)
         })

@@ -29,7 +29,8 @@ fn claimed(v: Value) -> Result<ScheduledRetry> {
     let token = u64::try_from(token).map_err(|_| wire::bad_reply(format!("token {token}")))?;
     let fields = Fields::from_value(items.next().unwrap_or(Value::Nil))?;
     let mut retry = wire::retry(&fields)?;
-    retry.message.retry.claim = Some(ClaimToken(token));
+    let token = ClaimToken::new(token).ok_or_else(|| wire::bad_reply("token 0".to_owned()))?;
+    retry.claim = Some(token);
     Ok(retry)
 }
 
@@ -71,7 +72,7 @@ impl ClaimQueue for RedisStore {
         let mut call = EXTEND.prepare_invoke();
         call.key(self.keys.prefix()).arg(node).arg(lease_ms(lease));
         for (id, token) in claims {
-            call.arg(id.as_str()).arg(token.0);
+            call.arg(id.as_str()).arg(token.get());
         }
         let held: Vec<i64> = self.io.run("extend", move |mut c| async move {
             call.invoke_async(&mut c).await

@@ -122,15 +122,21 @@ impl Io {
             .get_connection_with_timeout(options.connect_timeout)
             .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
             .map_err(|e| fail("connect", e))?;
-        let conn = runtime
-            .block_on(async {
-                tokio::time::timeout(
-                    options.connect_timeout + options.response_timeout,
-                    ConnectionManager::new_with_config(client, config),
-                )
-                .await
-            })
-            .map_err(|_| StoreError::Redis {
+        // Made on the store's runtime (whose worker drives it from now on), waited for on a
+        // channel: `connect` may be called from async code too.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let within = options.connect_timeout + options.response_timeout;
+        runtime.spawn(async move {
+            let made =
+                tokio::time::timeout(within, ConnectionManager::new_with_config(client, config))
+                    .await;
+            let _ = tx.send(made);
+        });
+        let conn = rx
+            .recv()
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| StoreError::Redis {
                 op: "connect",
                 location: location.clone(),
                 detail: "no connection within the connect timeout".into(),
@@ -222,11 +228,19 @@ impl Io {
             .clone()
     }
 
-    pub(crate) fn ping(&self) -> bool {
-        self.run("ping", |mut c| async move {
-            redis::cmd("PING").query_async::<String>(&mut c).await
-        })
-        .is_ok()
+    /// True if the server answers a `PING` within `within`.
+    pub(crate) fn ping(&self, within: Duration) -> bool {
+        let fut = {
+            let mut c = self.inner.conn.clone();
+            async move { redis::cmd("PING").query_async::<String>(&mut c).await }
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if let Some(rt) = &self.inner.runtime {
+            rt.spawn(async move {
+                let _ = tx.send(tokio::time::timeout(within, fut).await);
+            });
+        }
+        matches!(rx.recv(), Ok(Ok(Ok(_))))
     }
 
     pub(crate) fn check_server(&self) -> Result<ServerCheck> {

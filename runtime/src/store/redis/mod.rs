@@ -87,8 +87,9 @@ impl RedisStore {
         self.io.round_trips()
     }
 
-    /// True if the server answers a `PING` now.
-    pub fn ping(&self) -> bool {
-        self.io.ping()
+    /// True if the server answers a `PING` within `within` (readiness: no reconnection is
+    /// waited for beyond it).
+    pub fn ping(&self, within: std::time::Duration) -> bool {
+        self.io.ping(within)
     }
 }

@@ -37,7 +37,7 @@ pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
     match op {
         WriteOp::Schedule(retry) => {
             let row = RetryRow::encode(retry)?;
-            let token = retry.message.retry.claim.map(|t| t.0.to_string());
+            let token = retry.claim.map(|t| t.get().to_string());
             push(b"S");
             push(row.id.as_bytes());
             push(token.unwrap_or_default().as_bytes());

@@ -43,10 +43,7 @@ pub fn retry(id: &str, due: u64) -> ScheduledRetry {
         rule: RuleRef::Rule("db-lock".into()),
         version: v1(),
     }));
-    ScheduledRetry {
-        message,
-        due: ms(due),
-    }
+    ScheduledRetry::new(message, ms(due))
 }
 
 /// A dead letter as a store reads it back: its message without an offset or a last retried

@@ -36,10 +36,10 @@ const LOST: usize = 8;
 fn due_retry(i: usize) -> WriteOp {
     let mut message = Message::new(format!("race-{i:06}"), "ORDER", "{}");
     message.retry.first_delivery = Some(Timestamp::from_millis(1));
-    WriteOp::Schedule(ScheduledRetry {
+    WriteOp::Schedule(ScheduledRetry::new(
         message,
-        due: Timestamp::from_millis(1_000 + (i % 1_000) as u64),
-    })
+        Timestamp::from_millis(1_000 + (i % 1_000) as u64),
+    ))
 }
 
 #[test]
@@ -203,7 +203,7 @@ fn claimer(node: &str, store: &RedisStore, proxy: Option<&Proxy>) -> Vec<String>
             Ok(claimed) => {
                 let mut acks = Vec::with_capacity(claimed.retries.len());
                 for r in claimed.retries {
-                    let token = r.message.retry.claim.expect("a token").0;
+                    let token = r.claim.expect("a token").get();
                     log.push(format!("C {} {token}", r.message.id));
                     acks.push(WriteOp::Acked {
                         id: r.message.id,

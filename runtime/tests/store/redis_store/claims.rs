@@ -16,15 +16,12 @@ const SHORT: Duration = Duration::from_millis(200);
 
 /// The retry as a claim hands it out: under `token`.
 fn claimed_as(mut r: ScheduledRetry, token: ClaimToken) -> ScheduledRetry {
-    r.message.retry.claim = Some(token);
+    r.claim = Some(token);
     r
 }
 
 fn token(r: &ScheduledRetry) -> ClaimToken {
-    r.message
-        .retry
-        .claim
-        .expect("a claimed retry carries its token")
+    r.claim.expect("a claimed retry carries its token")
 }
 
 fn ids(retries: &[ScheduledRetry]) -> Vec<&str> {
@@ -34,7 +31,7 @@ fn ids(retries: &[ScheduledRetry]) -> Vec<&str> {
 /// A schedule made under the claim of `claimed`.
 fn schedule_under(claimed: &ScheduledRetry, due: u64) -> WriteOp {
     let mut next = retry(claimed.message.id.as_str(), due);
-    next.message.retry.claim = claimed.message.retry.claim;
+    next.claim = claimed.claim;
     schedule(next)
 }
 
@@ -142,7 +139,7 @@ fn extend_renews_only_the_claims_still_held() {
         [false, false, false],
         "another node's claims"
     );
-    let wrong = [(mid("a"), ClaimToken(token(a).0 + 1_000))];
+    let wrong = [(mid("a"), ClaimToken::new(token(a).get() + 1_000).unwrap())];
     assert_eq!(held(&wrong, "node-1"), [false]);
 
     // a's fate is written, b is scheduled again under its claim: neither is held any more.
@@ -210,7 +207,7 @@ fn reap_returns_claims_whose_lease_ran_out_and_fences_their_old_token() {
 
 /// A retry as if claimed under token `t`.
 fn retry_as(id: &str, t: u64) -> ScheduledRetry {
-    claimed_as(retry(id, 1), ClaimToken(t))
+    claimed_as(retry(id, 1), ClaimToken::new(t).unwrap())
 }
 
 #[test]
