@@ -6,7 +6,6 @@
 mod support;
 
 mod durable_pipeline;
-mod fleet;
 mod run_hot_reload;
 mod run_kill9;
 mod run_lifecycle;

@@ -1,11 +1,25 @@
 //! `rebound run --store redis://…` on several nodes: each test starts its own `redis-server`
 //! (on a free port, in a temp directory, with `appendonly yes`, `appendfsync always`) and
 //! its own namespace, starts the nodes as processes, kills them by PID, and reads the fleet's
-//! state from Redis at the end.
+//! state from Redis at the end: `kill9` (a node killed and restarted, or gone for good),
+//! `faults` (Redis killed, a node stalled), `startup` (the start-up checks).
+//!
+//! A binary of its own, and one test at a time ([`one_at_a_time`]): each starts several
+//! processes that keep both cores busy, and would starve the timing of the other tests.
+
+#[path = "../run/support.rs"]
+mod support;
 
 mod faults;
 mod kill9;
 mod startup;
+
+/// Held for the length of a test: the fleet tests run one at a time.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -15,6 +15,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use super::*;
+use crate::one_at_a_time;
 
 const MESSAGES: u64 = 50_000;
 const LEASE: &str = "2s";
@@ -175,10 +176,12 @@ fn fleet_killed(restart: bool, seed: u64, ns: &str) {
 
 #[test]
 fn a_node_killed_three_times_and_restarted_loses_nothing() {
+    let _one = one_at_a_time();
     fleet_killed(true, 0x6b11_0003, "kill9-restart");
 }
 
 #[test]
 fn a_node_killed_for_good_loses_nothing_its_partitions_and_claims_move() {
+    let _one = one_at_a_time();
     fleet_killed(false, 0x6b11_0001, "kill9-gone");
 }

@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::*;
+use crate::one_at_a_time;
 
 const MESSAGES: u64 = 20_000;
 
@@ -86,6 +87,7 @@ fn assert_complete(
 
 #[test]
 fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
+    let _one = one_at_a_time();
     let mut server = TestServer::start();
     let ns = "redis-kill";
     let dir = tempfile::tempdir().unwrap();
@@ -111,6 +113,7 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
 
 #[test]
 fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
+    let _one = one_at_a_time();
     let server = TestServer::start();
     let ns = "stall";
     let dir = tempfile::tempdir().unwrap();
@@ -121,14 +124,15 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     ];
     let stalled_log = nodes[1].1.clone();
     let pid = nodes[1].0.id();
-    // Stop it while it holds claims (it has claimed some, the run is half way).
+    // Stop it while it holds claims (in flight under its name in Redis), half way through.
     let store = open(&server, ns);
+    let mut redis = server.client();
     assert!(
         wait_until(Duration::from_secs(300), || {
-            let claimed = claims(&std::fs::read_to_string(&stalled_log).unwrap_or_default()).len();
-            claimed >= 20 && store.effects("orders").map(|e| e.0).unwrap_or(0) >= MESSAGES / 3
+            store.effects("orders").map(|e| e.0).unwrap_or(0) >= MESSAGES / 3
+                && held_by(&mut redis, ns, "b") >= 3
         }),
-        "no claims by the node to stall"
+        "the node to stall never held claims"
     );
     let sig = |s: &str| {
         let ok = Command::new("kill")
@@ -138,15 +142,14 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
         assert!(ok.success(), "kill {s} {pid}");
     };
     sig("-STOP");
-    let before = claims(&std::fs::read_to_string(&stalled_log).unwrap_or_default());
+    let held: Vec<(String, u64)> = in_flight_of(&mut redis, ns, "b");
     std::thread::sleep(Duration::from_secs(6));
     sig("-CONT");
     let reports = finish(nodes);
     assert_complete(&server, ns, &reports, false);
 
     // What it held when it stopped was claimed again by the others after its lease.
-    let mine: std::collections::HashSet<(String, u64)> =
-        before.iter().map(|(id, a, _)| (id.clone(), *a)).collect();
+    let mine: std::collections::HashSet<(String, u64)> = held.iter().cloned().collect();
     let mut again = 0;
     for log in ["a.log", "c.log"] {
         let text = std::fs::read_to_string(dir.path().join(log)).unwrap_or_default();
@@ -158,5 +161,34 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     let stalled = std::fs::read_to_string(&stalled_log).unwrap_or_default();
     let stale = stalled.contains("refused writes under claims");
     eprintln!("{again} of its claims fired again elsewhere; stale writes refused: {stale}");
-    assert!(again > 0 || stale, "nothing it held moved to another node");
+    assert!(
+        again > 0 || stale,
+        "nothing it held ({} in flight when stopped) moved to another node",
+        held.len()
+    );
+}
+
+/// The retries in flight under `node`'s claims now, as (id, attempt).
+fn in_flight_of(c: &mut redis::Connection, ns: &str, node: &str) -> Vec<(String, u64)> {
+    let ids: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("{{{ns}}}:inflight"))
+        .arg(0)
+        .arg(-1)
+        .query(c)
+        .unwrap_or_default();
+    ids.into_iter()
+        .filter_map(|id| {
+            let (owner, attempt): (Option<String>, Option<u64>) = redis::cmd("HMGET")
+                .arg(format!("{{{ns}}}:r:{id}"))
+                .arg("owner")
+                .arg("attempt")
+                .query(c)
+                .unwrap_or((None, None));
+            (owner.as_deref() == Some(node)).then_some((id, attempt?))
+        })
+        .collect()
+}
+
+fn held_by(c: &mut redis::Connection, ns: &str, node: &str) -> usize {
+    in_flight_of(c, ns, node).len()
 }

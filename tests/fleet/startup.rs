@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::*;
+use crate::one_at_a_time;
 
 fn quick(server: &TestServer, ns: &str, node: &str, data: &Path, messages: u64) -> Command {
     let mut cmd = node_cmd(server, ns, node, data, messages, 1000.0, "1s");
@@ -16,6 +17,7 @@ fn quick(server: &TestServer, ns: &str, node: &str, data: &Path, messages: u64) 
 
 #[test]
 fn a_redis_without_appendonly_is_refused_and_warn_starts_anyway() {
+    let _one = one_at_a_time();
     let server = TestServer::start_with(&["--appendonly", "no"]);
     let dir = tempfile::tempdir().unwrap();
     let out = quick(&server, "check", "a", dir.path(), 200)
@@ -41,6 +43,7 @@ fn a_redis_without_appendonly_is_refused_and_warn_starts_anyway() {
 
 #[test]
 fn a_second_live_node_of_the_same_name_is_refused() {
+    let _one = one_at_a_time();
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut first = quick(&server, "names", "same", &dir.path().join("a"), 1_000_000);
@@ -64,6 +67,7 @@ fn a_second_live_node_of_the_same_name_is_refused() {
 
 #[test]
 fn a_node_with_other_run_parameters_is_refused_naming_the_difference() {
+    let _one = one_at_a_time();
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let out = quick(&server, "params", "a", &dir.path().join("a"), 300)
@@ -93,6 +97,7 @@ fn a_node_with_other_run_parameters_is_refused_naming_the_difference() {
 
 #[test]
 fn the_password_never_shows() {
+    let _one = one_at_a_time();
     let server = TestServer::start_with(&["--requirepass", "s3cr3t-pw"]);
     let dir = tempfile::tempdir().unwrap();
     // A wrong password: refused, and neither password is printed.
