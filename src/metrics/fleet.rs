@@ -113,3 +113,52 @@ impl Collector for FleetMetrics {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+
+    struct Fixed;
+
+    impl FleetGauges for Fixed {
+        fn fleet_snapshot(&self) -> FleetSnapshot {
+            FleetSnapshot {
+                reclaims: 3,
+                stale_writes: 2,
+                round_trips: 41,
+                errors: [("unreachable".to_owned(), 5)].into(),
+                up: false,
+                nodes: 3,
+            }
+        }
+    }
+
+    #[test]
+    fn the_fleet_metrics_are_there_before_a_fleet_and_read_its_gauges_after() {
+        let metrics = Metrics::new();
+        let text = metrics.encode(false);
+        for name in [
+            "rebound_retry_reclaims_total 0",
+            "rebound_stale_writes_total 0",
+            "rebound_store_round_trips_total 0",
+            "# TYPE rebound_store_errors_total counter",
+            "rebound_store_up 1",
+            "rebound_nodes 0",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+        metrics.fleet.attach(Fixed);
+        let text = metrics.encode(false);
+        for name in [
+            "rebound_retry_reclaims_total 3",
+            "rebound_stale_writes_total 2",
+            "rebound_store_round_trips_total 41",
+            "rebound_store_errors_total{kind=\"unreachable\"} 5",
+            "rebound_store_up 0",
+            "rebound_nodes 3",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+    }
+}

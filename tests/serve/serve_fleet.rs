@@ -67,7 +67,7 @@ fn push(node: &Server, files: &str, if_match: &str) -> (u16, Value) {
 fn a_push_on_one_node_reaches_every_node_and_a_stale_if_match_is_409_on_any() {
     let server = TestServer::start();
     let ns = "rules";
-    let (a, _da) = node(&server, ns, "a", "fast");
+    let (a, dir_a) = node(&server, ns, "a", "fast");
     let (b, _db) = node(&server, ns, "b", "fast");
     let (c, _dc) = node(&server, ns, "c", "slow");
     // c started with other files: the store's set (seeded by a) wins and is mirrored.
@@ -155,6 +155,24 @@ fn a_push_on_one_node_reaches_every_node_and_a_stale_if_match_is_409_on_any() {
     );
     converge(&[&a, &b, &c], &versions[2], Duration::from_secs(2));
     assert_eq!(history(&b)[0]["source"], "rollback");
+
+    // A file edited in one node's rules directory is pushed, and reaches every node.
+    let before = a.version();
+    let file = std::fs::read_dir(dir_a.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .expect("a rule file");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("\n# edited on node a\n");
+    std::fs::write(&file, text).unwrap();
+    assert!(
+        eventually(|| a.version() != before),
+        "node a did not reload its edit"
+    );
+    let edited = a.version();
+    converge(&[&a, &b, &c], &edited, Duration::from_secs(2));
+    assert_eq!(history(&c)[0]["source"], "file");
 }
 
 #[test]
@@ -249,5 +267,38 @@ fn a_letter_replayed_through_another_node_is_delivered_by_the_fleet_and_acked() 
     assert!(
         mine.iter().any(|l| l["status"] == "replayed"),
         "a does not see the letter replayed: {mine:?}"
+    );
+}
+
+#[test]
+fn a_set_of_record_that_does_not_compile_here_is_not_run_and_is_reported() {
+    use rebound_runtime::store::redis::RuleRecord;
+    let server = TestServer::start();
+    let ns = "broken";
+    let (a, _da) = node(&server, ns, "a", "fast");
+    let running = a.version();
+    // A set the nodes cannot compile lands in the store (written by a newer build, say).
+    let store = RedisStore::connect(&RedisOptions::new(server.url(), ns)).unwrap();
+    let broken = RuleRecord {
+        version: "00000000deadbeef".into(),
+        files: vec![(
+            "10-bad.yaml".into(),
+            "version: 1\nrules: [ {id: x, retry: nope} ]\n".into(),
+        )],
+        source: "api".into(),
+        at: Timestamp::now(),
+    };
+    store.push_rules(None, &broken).unwrap();
+    let reported = eventually(|| {
+        a.get_json("/v1/nodes")[0]["rules_errors"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+    });
+    assert!(reported, "{:#}", a.get_json("/v1/nodes"));
+    assert_eq!(a.version(), running, "the node keeps the set it runs");
+    let metrics = a.get("/metrics").send().unwrap().text().unwrap();
+    assert!(
+        metrics.contains("rebound_rules_reloads_total{result=\"rejected\"} 1"),
+        "{metrics}"
     );
 }
