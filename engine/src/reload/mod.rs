@@ -3,6 +3,7 @@
 //! - [`Reloader`] (`reloader.rs`): load, validate and compile a whole set, and only then swap
 //!   it into the [`PolicyHandle`](crate::PolicyHandle); push with `If-Match`, dry runs,
 //!   rollback to previous accepted sets. Every attempt is logged (`tracing`) and recorded.
+//! - `outcomes.rs`: the reloader's options, `If-Match`, and what a reload answers.
 //! - `history.rs`: the bounded record of attempts, accepted and rejected
 //!   ([`HistoryEntry`]).
 //! - `Watcher` (`watch.rs`, feature `watch`): reloads when the rules directory changes
@@ -15,6 +16,7 @@
 
 mod files;
 mod history;
+mod outcomes;
 #[cfg(feature = "pull")]
 pub mod pull;
 mod record;

@@ -218,11 +218,10 @@ struct Jitter(u64);
 
 impl Jitter {
     fn new(node: &str) -> Jitter {
-        let seed = node.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        }) ^ (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64));
+        let seed = super::fnv1a(node)
+            ^ (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64));
         Jitter(seed | 1)
     }
 

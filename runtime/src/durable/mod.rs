@@ -117,12 +117,16 @@ impl std::fmt::Debug for Durable {
     }
 }
 
-/// Which of `tasks` spout tasks owns message `id` (FNV-1a of the id: stable across runs).
-fn partition(id: &str, tasks: usize) -> usize {
-    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+/// FNV-1a of `text`: a stable hash, the same across runs and processes.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    (h % tasks.max(1) as u64) as usize
+    })
+}
+
+/// Which of `tasks` spout tasks owns message `id` (stable across runs).
+fn partition(id: &str, tasks: usize) -> usize {
+    (fnv1a(id) % tasks.max(1) as u64) as usize
 }
 
 impl Durable {

@@ -16,7 +16,9 @@ use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::TimeMap;
 use crate::topology::Message;
 
-/// A [`RetryQueue`] over a shared store's claims. See the [module docs](self).
+/// A [`RetryQueue`] over a shared store's claims: a retry it schedules is written to the
+/// store's due set and fired by whichever node claims it; it pops what this node's claimer
+/// claimed for its task.
 pub struct SharedRetryQueue {
     journal: Journal,
     map: TimeMap,

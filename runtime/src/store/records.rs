@@ -111,6 +111,24 @@ pub struct Page<T, C> {
     pub next: Option<C>,
 }
 
+impl<T, C> Page<T, C> {
+    /// A page from up to `limit + 1` items read newest first: if there is one more than
+    /// `limit`, it is dropped and the last kept item's cursor (`cursor_of`) is `next`.
+    pub(crate) fn from_one_more(
+        mut items: Vec<T>,
+        limit: usize,
+        cursor_of: impl Fn(&T) -> C,
+    ) -> Page<T, C> {
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(cursor_of)
+        } else {
+            None
+        };
+        Page { items, next }
+    }
+}
+
 /// What an operator did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AuditAction {

@@ -247,16 +247,10 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(args), RawDeadLetter::from_row)?;
-        let mut items = rows
+        let items = rows
             .map(|r| r.map_err(StoreError::from).and_then(RawDeadLetter::decode))
             .collect::<Result<Vec<_>>>()?;
-        let next = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|d| d.id)
-        } else {
-            None
-        };
-        Ok(Page { items, next })
+        Ok(Page::from_one_more(items, limit, |d| d.id))
     }
 
     fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
@@ -308,13 +302,7 @@ impl Store for SqliteStore {
                 reason,
             });
         }
-        let next = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|e| e.id)
-        } else {
-            None
-        };
-        Ok(Page { items, next })
+        Ok(Page::from_one_more(items, limit, |e| e.id))
     }
 
     fn position(&self, source: &str) -> Result<Option<u64>> {

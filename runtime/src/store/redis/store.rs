@@ -225,13 +225,7 @@ impl Store for RedisStore {
                 break;
             }
         }
-        let next = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|d| d.id)
-        } else {
-            None
-        };
-        Ok(Page { items, next })
+        Ok(Page::from_one_more(items, limit, |d| d.id))
     }
 
     fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
@@ -253,18 +247,12 @@ impl Store for RedisStore {
         let ids = self.newest("audit log", index, f.before, limit + 1)?;
         let keys = ids.iter().map(|n| self.keys.audit_line(*n)).collect();
         let replies = self.each("audit log", "HGETALL", keys)?;
-        let mut items = ids
+        let items = ids
             .iter()
             .zip(replies)
             .map(|(n, reply)| audit_entry(*n, &Fields::from_value(reply)?))
             .collect::<Result<Vec<_>>>()?;
-        let next = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|e| e.id)
-        } else {
-            None
-        };
-        Ok(Page { items, next })
+        Ok(Page::from_one_more(items, limit, |e| e.id))
     }
 
     fn position(&self, source: &str) -> Result<Option<u64>> {
