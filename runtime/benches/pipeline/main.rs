@@ -24,7 +24,11 @@
 //! and `dead_lettered`), and every message gets an acked fate (`record_every_ack: true`)
 //! unless the position already covers it: the position, one write per batch, is the record of
 //! the acked fates at or below it. Timed until every message has its fate *and* the journal
-//! has committed everything. `BENCH_DURABLE_ONLY=1` runs only this part.
+//! has committed everything. A fourth is the shared store on Redis (`redis.rs`): the durable
+//! seams over a `RedisStore` on a redis-server of the bench's own, one node, every retry
+//! written to Redis and claimed back by the node's claimer, an acked fate for every message;
+//! its rounds print the ratio Redis / SQLite and, from the server's `INFO commandstats`, round
+//! trips and store operations per message. `BENCH_DURABLE_ONLY=1` runs only this part.
 //!
 //! The journal holds a queued retry for 10 ms and never writes it if the message settles
 //! meanwhile; this bench's retries wait 1 ms, so nearly all of them are settled in time (the
@@ -36,9 +40,9 @@
 //! less than half the speed; the bare pipelines, which allocate less, gained less.
 //!
 //! For a profiler,
-//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10` (the
-//! last three: 10% failures, in-memory or durable retries, or a durable source) runs one variant
-//! once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
+//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10|redis-10|redis-0`
+//! (10% failures, in-memory, SQLite or Redis retries, or a durable source; `redis-0`: Redis
+//! with no failures) runs one variant once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
 //! for each durable run, when the topology went quiet, when the journal had committed
 //! everything, and the journal's counters.
 
@@ -59,6 +63,7 @@ use tokio::sync::mpsc;
 
 /// The `rebound` binary's allocator, so that the bench measures what users run.
 mod bare;
+mod redis;
 mod topology;
 mod work;
 
@@ -134,6 +139,7 @@ fn criterion_durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pendin
             "json_10pct/sqlite_retries_every_ack",
             Retries::DurableEveryAck,
         ),
+        ("json_10pct/redis_retries", Retries::Redis),
     ] {
         g.bench_function(name, |b| {
             b.iter_custom(|n| {
@@ -146,38 +152,28 @@ fn criterion_durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, max_pendin
     g.finish();
 }
 
-/// In-memory against durable retries at a 10% failure rate, json stages, in interleaved
-/// rounds.
+/// In-memory against durable retries (SQLite, a durable source on SQLite, the shared store on
+/// Redis) at a 10% failure rate, json stages, in interleaved rounds; then one Redis run with no
+/// failures, for what an acked message that never failed costs.
 fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds: usize) {
-    let (mut mem, mut dur, mut every) = (vec![], vec![], vec![]);
-    let (mut r_dur, mut r_every) = (vec![], vec![]);
+    let run = |retries| per_second(run_topology_with(rt, Work::Json, max_pending, 10, retries));
+    let (mut mem, mut dur, mut every, mut red) = (vec![], vec![], vec![], vec![]);
+    let (mut r_dur, mut r_every, mut r_red, mut r_red_every) = (vec![], vec![], vec![], vec![]);
+    let mut counts = vec![];
     for _ in 0..rounds {
-        let m = per_second(run_topology_with(
-            rt,
-            Work::Json,
-            max_pending,
-            10,
-            Retries::InMemory,
-        ));
-        let d = per_second(run_topology_with(
-            rt,
-            Work::Json,
-            max_pending,
-            10,
-            Retries::Durable,
-        ));
-        let e = per_second(run_topology_with(
-            rt,
-            Work::Json,
-            max_pending,
-            10,
-            Retries::DurableEveryAck,
-        ));
+        let m = run(Retries::InMemory);
+        let d = run(Retries::Durable);
+        let e = run(Retries::DurableEveryAck);
+        let r = run(Retries::Redis);
+        counts.push(redis::last());
         r_dur.push(d / m);
         r_every.push(e / m);
+        r_red.push(r / d);
+        r_red_every.push(r / e);
         mem.push(m);
         dur.push(d);
         every.push(e);
+        red.push(r);
     }
     println!(
         "\nDurable retries, json stages, 10% failures, {rounds} interleaved rounds of {} messages (medians), journal hold {:?}:",
@@ -194,12 +190,40 @@ fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds:
         median(every)
     );
     println!(
+        "  {:>10.0} acked/s   Redis retries (shared store, one node: claimed back, every ack)",
+        median(red)
+    );
+    println!(
         "  ratio SQLite / in-memory:                 {:.2}   (target >= 0.75: costs at most 25%)",
         median(r_dur)
     );
     println!(
         "  ratio durable source / in-memory:         {:.2}   (target >= 0.75, issue 11)",
         median(r_every)
+    );
+    println!(
+        "  ratio Redis / SQLite:                     {:.2}   (target >= 0.5)",
+        median(r_red)
+    );
+    println!(
+        "  ratio Redis / durable source:             {:.2}   (reference: both record every ack)",
+        median(r_red_every)
+    );
+    for (i, c) in counts.iter().enumerate() {
+        println!("  Redis round {}: {}", i + 1, c.summary());
+    }
+    let r0 = per_second(run_topology_with(
+        rt,
+        Work::Json,
+        max_pending,
+        u64::MAX,
+        Retries::Redis,
+    ));
+    let c0 = redis::last();
+    println!(
+        "  Redis, no failures: {r0:.0} acked/s; {:.4} round trips per acked message (target <= 0.01); {}",
+        c0.round_trips as f64 / c0.acked.max(1) as f64,
+        c0.summary()
     );
 }
 
@@ -210,10 +234,16 @@ fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: u
         "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
         "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
         "source-10" => run_topology_with(rt, work, max_pending, 10, Retries::DurableEveryAck),
+        "redis-10" | "redis-0" => {
+            let fail_one_in = if only == "redis-0" { u64::MAX } else { 10 };
+            let through = run_topology_with(rt, work, max_pending, fail_one_in, Retries::Redis);
+            println!("{only}: {}", redis::last().summary());
+            through
+        }
         "bare-batched" => run_bare_batched(rt, work),
         "bare-per-message" => run_bare_per_item(rt, work),
         other => panic!(
-            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10 or source-10"
+            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10, source-10, redis-10 or redis-0"
         ),
     };
     println!("{only}: {:.0}/s", per_second(through));

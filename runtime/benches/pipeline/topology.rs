@@ -15,6 +15,8 @@ pub(crate) struct OrderSpout {
     payload: Bytes,
     buf: String,
     acked: Arc<AtomicU64>,
+    /// Messages dead-lettered.
+    dead: Arc<AtomicU64>,
     /// A durable source's committed position: its messages carry their offsets.
     position: Option<SourcePosition>,
 }
@@ -60,6 +62,7 @@ impl Spout for OrderSpout {
     }
     fn dead_lettered(&mut self, id: &MessageId) {
         self.settled(id);
+        self.dead.fetch_add(1, Ordering::Relaxed);
     }
     fn close(&mut self) {
         if let Some(p) = &mut self.position {
@@ -97,6 +100,10 @@ impl Bolt for StoreBolt {
         if store(&mut self.table, order, amount, attempt, self.fail_one_in) {
             Ok(())
         } else {
+            redis::FAILURES.fetch_add(1, Ordering::Relaxed);
+            if attempt == 1 {
+                redis::FIRST_FAILURES.fetch_add(1, Ordering::Relaxed);
+            }
             Err(Failure::new("DB_LOCK_WAIT", "injected"))
         }
     }
@@ -127,6 +134,9 @@ pub(crate) enum Retries {
     /// A durable source: offsets, a committed source position, and an acked fate for every
     /// message its position does not cover yet (what `rebound run` does).
     DurableEveryAck,
+    /// The durable seams over the shared store on Redis (one node, `redis.rs`): every retry
+    /// written to the store and claimed back from it, an acked fate for every message.
+    Redis,
 }
 
 /// One run of the topology (5% failures, in-memory retries); returns (acked, elapsed).
@@ -150,7 +160,12 @@ pub(crate) fn run_topology_with(
     let dir = tempfile::tempdir().expect("temp dir");
     rt.block_on(async {
         let acked = Arc::new(AtomicU64::new(0));
+        let dead = Arc::new(AtomicU64::new(0));
+        let shared = (retries == Retries::Redis).then(redis::connect);
         let durable = (retries != Retries::InMemory).then(|| {
+            if let Some(store) = &shared {
+                return redis::durable(store);
+            }
             let store = SqliteStore::open(dir.path()).expect("store");
             Durable::new(
                 Arc::new(store),
@@ -185,6 +200,7 @@ pub(crate) fn run_topology_with(
             ..Config::default()
         });
         let spout_acked = acked.clone();
+        let spout_dead = dead.clone();
         b.spout(SOURCE, 1, move |_| OrderSpout {
             next: 0,
             total: *MESSAGES,
@@ -192,6 +208,7 @@ pub(crate) fn run_topology_with(
             payload: Bytes::from_static(PAYLOAD),
             buf: String::new(),
             acked: spout_acked.clone(),
+            dead: spout_dead.clone(),
             // One task, made once.
             position: position.lock().expect("position").take(),
         });
@@ -217,11 +234,16 @@ pub(crate) fn run_topology_with(
         let running = topology.start(seams);
         running.wait_quiescent().await;
         let q = start.elapsed();
+        let at_quiescence = acked.load(Ordering::Relaxed) + dead.load(Ordering::Relaxed);
+        if shared.is_some() {
+            // Quiescence comes early on a shared store (retries wait in Redis): see redis.rs.
+            redis::settled(&acked, &dead).await;
+        }
         if let Some(d) = &durable {
             d.journal().flush().await;
             if std::env::var("BENCH_DEBUG").is_ok() {
                 eprintln!(
-                    "quiescent after {q:?}, journal flushed after {:?}: {:?}",
+                    "quiescent after {q:?} ({at_quiescence} settled), journal flushed after {:?}: {:?}",
                     start.elapsed(),
                     d.journal().stats()
                 );
@@ -238,6 +260,9 @@ pub(crate) fn run_topology_with(
                 Some(*MESSAGES),
                 "the source's position covers every message"
             );
+        }
+        if let (Some(store), Some(d)) = (&shared, &durable) {
+            redis::finish(store, d, acked.load(Ordering::Relaxed));
         }
         (acked.load(Ordering::Relaxed), elapsed)
     })

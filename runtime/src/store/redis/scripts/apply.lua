@@ -96,10 +96,14 @@ local function fate_of(id)
   return redis.call('GET', P .. 'f:' .. id)
 end
 
+-- A row is in the due or the in-flight set while it exists, so with no row there is no entry
+-- to drop (most fates: a message that never failed). An entry left without its row (a script
+-- that failed half-way) is dropped by claim.lua or reap.lua when it comes up.
 local function drop_row(id)
-  redis.call('DEL', P .. 'r:' .. id)
-  redis.call('ZREM', DUE, id)
-  redis.call('ZREM', INFLIGHT, id)
+  if redis.call('DEL', P .. 'r:' .. id) == 1 then
+    redis.call('ZREM', DUE, id)
+    redis.call('ZREM', INFLIGHT, id)
+  end
 end
 
 -- The row's `state`, `token` and `claims` (each false if the row does not exist).
@@ -133,10 +137,11 @@ local function schedule(op)
 end
 
 local function acked(op)
-  local fate = fate_of(op.id)
+  -- First fate wins, in one command: the fate is written only if there is none, and the one
+  -- there was is answered (SET NX GET: Redis 7.0).
+  local fate = redis.call('SET', P .. 'f:' .. op.id, 'acked', 'NX', 'GET')
   drop_row(op.id)
   if fate then return { 'known', fate } end
-  redis.call('SET', P .. 'f:' .. op.id, 'acked')
   if op.source ~= '' then
     redis.call('ZADD', P .. 'acked:' .. op.source, op.position, op.id)
   end
