@@ -137,12 +137,25 @@ impl PipelineHandle {
             .run()?
             .unwrap_or_else(|| self.shared.run.clone());
         let partitioned = self.shared.fleet.is_some();
-        Report::load(
+        let mut report = Report::load(
             self.shared.store.as_ref(),
             self.shared.book.as_ref(),
             &run,
             partitioned,
-        )
+        )?;
+        if let Some(fleet) = &self.shared.fleet {
+            report.node = Some(super::report::NodeShare {
+                name: fleet.node.clone(),
+                processed: self.shared.stats.snapshot().emitted,
+                retries_fired: self
+                    .shared
+                    .durable
+                    .as_ref()
+                    .and_then(|d| d.claim_stats())
+                    .map_or(0, |c| c.claimed),
+            });
+        }
+        Ok(report)
     }
 }
 

@@ -74,8 +74,22 @@ pub struct Report {
     pub deliveries: u64,
     /// Failed trees by failure code.
     pub failures_by_code: BTreeMap<String, u64>,
-    /// Processes that worked on the run (1 unless it was restarted).
+    /// Processes that worked on the run (1 unless it was restarted; on a fleet, every node's).
     pub sessions: u64,
+    /// On a fleet: what the node that prints the report did itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeShare>,
+}
+
+/// What one node of a fleet did itself (`node` in the report).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NodeShare {
+    /// The node's name.
+    pub name: String,
+    /// Deliveries its spout made (first deliveries and the retries it fired).
+    pub processed: u64,
+    /// Retries it claimed and fired.
+    pub retries_fired: u64,
 }
 
 /// Quantile `q` of `h`, interpolated linearly inside its bucket (the overflow bucket reports
@@ -201,8 +215,21 @@ impl Report {
         let mut stats = SessionStats::default();
         let mut latency = Histogram::default();
         let mut elapsed = Duration::ZERO;
+        if partitioned {
+            // A fleet's sessions run side by side: its running time spans them, from the
+            // first start to the last end.
+            let start = sessions.iter().map(|s| s.started_ms).min().unwrap_or(0);
+            let end = sessions
+                .iter()
+                .map(|s| s.started_ms + s.elapsed.as_millis() as u64)
+                .max()
+                .unwrap_or(start);
+            elapsed = Duration::from_millis(end - start);
+        }
         for s in &sessions {
-            elapsed += s.elapsed;
+            if !partitioned {
+                elapsed += s.elapsed;
+            }
             stats.deliveries += s.stats.deliveries;
             stats.retries += s.stats.retries;
             add_all(&mut stats.retries_by_rule, &s.stats.retries_by_rule);
@@ -250,6 +277,7 @@ impl Report {
             deliveries: stats.deliveries,
             failures_by_code: stats.failures_by_code,
             sessions: sessions.len() as u64,
+            node: None,
         })
     }
 
@@ -342,6 +370,16 @@ impl Report {
                 }
             ),
         );
+        if let Some(node) = &self.node {
+            line(
+                "this node",
+                node.name.clone(),
+                format!(
+                    "{} deliveries, {} retries fired",
+                    node.processed, node.retries_fired
+                ),
+            );
+        }
         out
     }
 }

@@ -108,6 +108,11 @@ fn fleet_killed(restart: bool, seed: u64, ns: &str) {
         reports.push((node.name, report(&out)));
     }
     assert!(!reports.is_empty());
+    for (name, r) in &reports {
+        assert_eq!(r["node"]["name"], *name, "{r:#}");
+        assert!(r["node"]["processed"].as_u64().is_some(), "{r:#}");
+        assert!(r["node"]["retries_fired"].as_u64().is_some(), "{r:#}");
+    }
     let (first_name, first) = &reports[0];
     assert_eq!(first["lost"], 0, "{first:#}");
     assert_eq!(first["complete"], true, "{first:#}");

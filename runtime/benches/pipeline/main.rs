@@ -190,7 +190,7 @@ fn interleaved_durable(rt: &tokio::runtime::Runtime, max_pending: usize, rounds:
         median(every)
     );
     println!(
-        "  {:>10.0} acked/s   Redis retries (shared store, one node: claimed back, every ack)",
+        "  {:>10.0} acked/s   Redis retries (shared store, one node: every retry written and claimed back)",
         median(red)
     );
     println!(

@@ -40,9 +40,9 @@ pub struct SharedOptions {
     pub lease: Duration,
     /// Reaps after which a retry is dead-lettered as a crash loop (default 5).
     pub max_reaps: u32,
-    /// The most retries claimed in one call (default 64).
+    /// The most retries claimed in one call (default 256).
     pub claim_batch: usize,
-    /// The most claims held at once: claimed and not yet settled (default 512).
+    /// The most claims held at once: claimed and not yet settled (default 1024).
     pub max_claimed: usize,
     /// The longest wait between two claims (default 250 ms).
     pub poll: Duration,
@@ -55,8 +55,8 @@ impl SharedOptions {
             node: node.into(),
             lease,
             max_reaps: 5,
-            claim_batch: 64,
-            max_claimed: 512,
+            claim_batch: 256,
+            max_claimed: 1024,
             poll: Duration::from_millis(250),
         }
     }
@@ -235,9 +235,9 @@ impl Jitter {
     }
 }
 
-/// How long after a local schedule its row is surely written (the journal holds a retry for
-/// 10 ms, then commits).
-const WRITTEN_AFTER: Duration = Duration::from_millis(25);
+/// How long after a local schedule its row is written (a shared store's journal holds no
+/// retry back: it polls every millisecond and commits in about one more).
+const WRITTEN_AFTER: Duration = Duration::from_millis(4);
 
 /// The longest wait after a failed call to the store.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);

@@ -143,13 +143,17 @@ impl Durable {
     /// Durable seams over a shared store: several nodes share its retries, which this node's
     /// claimer claims when due (`claims`: the same store's claims). Starts the journal and
     /// the claimer threads. See `claimer.rs`.
+    ///
+    /// The journal holds no retry back here (`hold` is 0): a retry on a shared store fires
+    /// only once it is written and claimed, so holding it would only delay it.
     pub fn shared(
         store: Arc<dyn Store>,
         claims: Arc<dyn ClaimQueue>,
         time: Arc<dyn TimeSource>,
-        options: DurableOptions,
+        mut options: DurableOptions,
         shared: SharedOptions,
     ) -> Durable {
+        options.journal.hold = std::time::Duration::ZERO;
         Durable::make(store, Some((claims, shared)), time, options)
     }
 

@@ -251,6 +251,7 @@ impl Joined {
             store: self.store.clone(),
             state: self.state.clone(),
             lease: self.lease,
+            node: self.member.node.clone(),
         }
     }
 
@@ -322,6 +323,8 @@ pub struct FleetView {
     pub state: Arc<FleetState>,
     /// The nodes' lease (a node not seen within it is not live).
     pub lease: Duration,
+    /// This node's name.
+    pub node: String,
 }
 
 impl std::fmt::Debug for FleetView {
