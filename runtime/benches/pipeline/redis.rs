@@ -145,9 +145,11 @@ impl RedisCounts {
             .sum()
     }
 
-    /// Store operations of retried messages: their schedules, claims and fates.
+    /// Store operations of retried messages: the writes (their schedules and fates; with
+    /// `record_every_ack` off nothing else is written) and the claims. A retry fired from
+    /// memory within the hold costs none.
     pub fn retried_ops(&self) -> u64 {
-        self.failures + self.claims.claimed + self.retried
+        self.written + self.claims.claimed
     }
 
     pub fn summary(&self) -> String {
@@ -166,8 +168,8 @@ impl RedisCounts {
             .sum();
         format!(
             "{} round trips ({:.4}/acked message; server: {} scripts, commands: {}), \
-             {} writes + {} claims ({:.3} ops/acked message); {} retried messages, {} schedules: \
-             {:.2} ops per retried message, {:.2} per firing; in scripts {:.0} ms ({:.2} µs and \
+             {} writes + {} claims ({:.3} ops/acked message); {} retried messages, {} failures: \
+             {:.2} store ops per retried message, {:.2} per retry claimed back; in scripts {:.0} ms ({:.2} µs and \
              {:.2} commands per message), Redis CPU {:.0} ms ({:.2} µs/message)",
             self.round_trips,
             per(self.round_trips),

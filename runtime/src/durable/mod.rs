@@ -97,6 +97,8 @@ struct Shared {
     inboxes: Inboxes,
     /// On a shared store: the node's claimer (see `claimer.rs`).
     claimer: Option<Claimer>,
+    /// On a shared store: how soon a retry must be due to be fired from memory, unwritten.
+    local_hold: OnceLock<std::time::Duration>,
 }
 
 /// How a message's [`offset`](Message::offset) names its source's position (see
@@ -144,8 +146,10 @@ impl Durable {
     /// claimer claims when due (`claims`: the same store's claims). Starts the journal and
     /// the claimer threads. See `claimer.rs`.
     ///
-    /// The journal holds no retry back here (`hold` is 0): a retry on a shared store fires
-    /// only once it is written and claimed, so holding it would only delay it.
+    /// The journal's `hold` moves into the retry queues here: a retry due within it is fired
+    /// from memory and never written (`shared_queue.rs`), and every other retry is written at
+    /// once (a retry on a shared store fires only once written and claimed, so holding its
+    /// write back would only delay it).
     pub fn shared(
         store: Arc<dyn Store>,
         claims: Arc<dyn ClaimQueue>,
@@ -153,8 +157,10 @@ impl Durable {
         mut options: DurableOptions,
         shared: SharedOptions,
     ) -> Durable {
-        options.journal.hold = std::time::Duration::ZERO;
-        Durable::make(store, Some((claims, shared)), time, options)
+        let hold = std::mem::take(&mut options.journal.hold);
+        let durable = Durable::make(store, Some((claims, shared)), time, options);
+        let _ = durable.shared.local_hold.set(hold);
+        durable
     }
 
     fn make(
@@ -186,6 +192,7 @@ impl Durable {
                 restored: Mutex::new(Vec::new()),
                 inboxes,
                 claimer,
+                local_hold: OnceLock::new(),
             }),
         }
     }
@@ -315,6 +322,7 @@ impl Durable {
                         s.map,
                         claimer.clone(),
                         inbox,
+                        s.local_hold.get().copied().unwrap_or_default(),
                     ));
                 }
                 Box::new(DurableRetryQueue::new(

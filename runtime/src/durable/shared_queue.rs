@@ -1,9 +1,17 @@
 //! [`SharedRetryQueue`]: a spout task's retry queue on a shared store. A retry it schedules
 //! is written to the store's due set (through the journal) and fired by whichever node claims
 //! it when it is due; what this task fires are the retries the node's claimer claimed for it.
+//!
+//! A retry due within the *hold* (the journal's `hold`, 10 ms by default) is the exception: it
+//! is fired here, from memory, and never written, as a held retry of a store of one's own is
+//! never written if its message settles within the hold. That is as safe: until the message
+//! has a fate, a crash leaves it to its source to deliver again (or, for a delivery that came
+//! from a claim, to the claim's row in the store, still in flight under this node's lease,
+//! which the claimer keeps renewing), and nothing is written that could be claimed twice.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -25,12 +33,17 @@ pub struct SharedRetryQueue {
     claimer: Claimer,
     inbox: Arc<Inbox>,
     ready: VecDeque<Message>,
+    /// Retries due within the hold, fired from here (by due instant, then scheduling order).
+    held: BTreeMap<(Instant, u64), Message>,
+    hold: Duration,
+    seq: u64,
 }
 
 impl std::fmt::Debug for SharedRetryQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedRetryQueue")
             .field("ready", &self.ready.len())
+            .field("held", &self.held.len())
             .finish_non_exhaustive()
     }
 }
@@ -41,6 +54,7 @@ impl SharedRetryQueue {
         map: TimeMap,
         claimer: Claimer,
         inbox: Arc<Inbox>,
+        hold: Duration,
     ) -> SharedRetryQueue {
         SharedRetryQueue {
             journal,
@@ -48,12 +62,22 @@ impl SharedRetryQueue {
             claimer,
             inbox,
             ready: VecDeque::new(),
+            held: BTreeMap::new(),
+            hold,
+            seq: 0,
         }
     }
 }
 
 impl RetryQueue for SharedRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
+        if due.saturating_duration_since(Instant::now()) <= self.hold {
+            // Fired from here, never written (see the module docs); a claim it came from
+            // stays held, its lease renewed.
+            self.seq += 1;
+            self.held.insert((due, self.seq), message);
+            return;
+        }
         // The retry is written under the claim its delivery came from (if any): the store
         // refuses it if the claim is no longer this node's.
         let claim = self.claimer.held().take(&message.id);
@@ -67,7 +91,12 @@ impl RetryQueue for SharedRetryQueue {
         self.claimer.nudge(std::time::Instant::now() + wait);
     }
 
-    fn pop_due(&mut self, _now: Instant) -> Option<Message> {
+    fn pop_due(&mut self, now: Instant) -> Option<Message> {
+        if let Some(entry) = self.held.first_entry()
+            && entry.key().0 <= now
+        {
+            return Some(entry.remove());
+        }
         if self.ready.is_empty() && self.inbox.len() > 0 {
             self.ready.extend(self.inbox.take());
         }
@@ -76,17 +105,28 @@ impl RetryQueue for SharedRetryQueue {
 
     fn next_due(&self) -> Option<Instant> {
         if self.ready.is_empty() && self.inbox.len() == 0 {
-            None
+            self.held.keys().next().map(|&(due, _)| due)
         } else {
             Some(self.map.instant(crate::time::Timestamp::ZERO))
         }
     }
 
     fn len(&self) -> usize {
-        self.ready.len() + self.inbox.len()
+        self.ready.len() + self.inbox.len() + self.held.len()
     }
 
+    /// The task stops: retries still held in memory are written (as a store of one's own
+    /// writes its held retries at a flush), then everything is committed.
     fn flush(&mut self) -> BoxFuture<'_, ()> {
+        for ((due, _), message) in std::mem::take(&mut self.held) {
+            let claim = self.claimer.held().take(&message.id);
+            let due = self.map.due_timestamp(due);
+            self.journal.write_behind(WriteOp::Schedule(ScheduledRetry {
+                message,
+                due,
+                claim,
+            }));
+        }
         Box::pin(self.journal.flush())
     }
 

@@ -166,3 +166,43 @@ async fn a_write_under_a_claim_reaped_and_claimed_again_is_refused_and_counted()
         .unwrap();
     assert_eq!(depth, (1, 0), "due again, b's retry");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_due_within_the_hold_is_fired_from_memory_and_never_written() {
+    let server = TestServer::start();
+    let store = connect(&server, "held");
+    let a = node(&store, "a");
+    // Nobody claims: only a retry kept in memory can fire.
+    a.stop_claiming();
+    let policy = FixedPolicy {
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(1),
+        ..FixedPolicy::default()
+    };
+    let running = topology(100).start(a.seams(policy));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while running.stats().acked < 100 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of 100 acked",
+            running.stats().acked
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(running.stats().retries, 100);
+    a.journal().flush().await;
+    let mut redis = server.client();
+    let rows: Vec<String> = ::redis::cmd("KEYS")
+        .arg("{held}:r:*")
+        .query(&mut redis)
+        .unwrap();
+    let due: u64 = ::redis::cmd("ZCARD")
+        .arg("{held}:due")
+        .query(&mut redis)
+        .unwrap();
+    assert!(
+        rows.is_empty() && due == 0,
+        "retries were written: {rows:?}"
+    );
+    running.shutdown(Duration::from_secs(5)).await;
+}
