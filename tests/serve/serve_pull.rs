@@ -18,6 +18,8 @@ struct Center {
     seen: Vec<String>,
     /// How many requests were answered 304.
     not_modified: usize,
+    /// Answer without an ETag (a config center that has none).
+    no_etag: bool,
 }
 
 /// A minimal HTTP/1.1 config center: `GET` → 200 with the set and its ETag, or, when the
@@ -114,6 +116,11 @@ fn answer(stream: TcpStream, state: &(Mutex<Center>, Condvar), hold: Duration) {
             center.not_modified += 1;
             format!("HTTP/1.1 304 Not Modified\r\nETag: {etag}\r\nConnection: close\r\n\r\n")
         }
+        Some((body, _)) if center.no_etag => format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
         Some((body, etag)) => format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nETag: {etag}\r\n\
              Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -124,6 +131,33 @@ fn answer(stream: TcpStream, state: &(Mutex<Center>, Condvar), hold: Duration) {
     let mut stream = stream;
     let _ = stream.write_all(response.as_bytes());
     let _ = stream.flush();
+}
+
+#[test]
+fn without_etags_an_unchanged_rejected_set_is_not_rejected_again() {
+    let center = ConfigCenter::start(Duration::from_millis(10));
+    center.state.0.lock().unwrap().no_etag = true;
+    center.publish(push_body("broken"));
+    let dir = rules_dir_with("slow");
+    let server = Server::start(
+        dir.path(),
+        &["--rules-url", &center.url, "--rules-poll-interval", "100ms"],
+    );
+    // Polled again and again, served the same broken set every time.
+    assert!(eventually(|| center.seen().len() >= 8));
+    let history = server.get_json("/v1/rules/history");
+    let rejected = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["source"] == "pull" && e["result"] == "rejected")
+        .count();
+    assert_eq!(rejected, 1, "rejected once, not on every poll: {history}");
+    let warnings = server.stderr().matches("rule set rejected").count();
+    assert_eq!(warnings, 1, "{}", server.stderr());
+    // A change is still taken.
+    center.publish(json!({ "files": files_of("fast") }));
+    assert!(eventually(|| server.payment_delay_ms() == Some(100)));
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //!
 //! - `ETag`/`If-None-Match`: the client sends back the last `ETag` it saw; a `304 Not
 //!   Modified` means no change. A rejected set is not fetched again until its `ETag`
-//!   changes, so its errors are logged once.
+//!   changes, so its errors are logged once. Without `ETag`s, a set is fetched on every poll,
+//!   and one identical to the last rejected set is not tried (nor logged, nor recorded) again.
 //! - Long polls: the request timeout is generous (default 90 s), so a server may hold the
 //!   request until something changes (Consul's blocking queries, Nacos' and Apollo's long
 //!   polling). The next poll starts `interval` after the previous one *started*: a server
@@ -163,6 +164,7 @@ fn pull_loop(
         }
     };
     let mut etag: Option<String> = None;
+    let mut rejected: Option<BTreeMap<String, String>> = None;
     let mut failures: u32 = 0;
     loop {
         let started = Instant::now();
@@ -174,11 +176,23 @@ fn pull_loop(
             }
             Ok(Polled::Set { files, etag: tag }) => {
                 failures = 0;
-                match reloader.push(files, None, Source::Pull) {
-                    Ok(_)
-                    | Err(PushError::Rejected(_) | PushError::BadName(_) | PushError::Empty) => {
-                        // Accepted, or refused and logged by the pipeline: either way, do
-                        // not fetch this very set again.
+                if rejected.as_ref() == Some(&files) {
+                    tracing::debug!(%url, "the pulled rule set is the one rejected last; not tried again");
+                    etag = tag;
+                    let wait = next_poll(started, options.interval);
+                    if sleep_or_stop(stop, wait) {
+                        return;
+                    }
+                    continue;
+                }
+                match reloader.push(files.clone(), None, Source::Pull) {
+                    Ok(_) => {
+                        rejected = None;
+                        etag = tag;
+                    }
+                    Err(PushError::Rejected(_) | PushError::BadName(_) | PushError::Empty) => {
+                        // Refused and logged by the pipeline: do not try this very set again.
+                        rejected = Some(files);
                         etag = tag;
                     }
                     Err(e) => tracing::warn!(%url, "pulled rule set not applied: {e}"),
