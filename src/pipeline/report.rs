@@ -92,6 +92,44 @@ pub struct NodeShare {
     pub retries_fired: u64,
 }
 
+/// The width the text report keeps to (a terminal's 80 columns).
+const REPORT_WIDTH: usize = 80;
+
+/// `text` in lines of at most `width` characters: a list (`a 1 · b 2`) is broken between its
+/// items, anything else between words; a piece longer than `width` gets a line of its own. At
+/// least one line.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let (pieces, sep): (Vec<&str>, &str) = if text.contains(" · ") {
+        (text.split(" · ").collect(), " · ")
+    } else {
+        (text.split(' ').filter(|w| !w.is_empty()).collect(), " ")
+    };
+    // Room for the ` ·` a continued list line ends with.
+    let room = if sep == " " {
+        width
+    } else {
+        width.saturating_sub(2)
+    };
+    let mut lines = vec![String::new()];
+    for piece in pieces {
+        let last = lines.last_mut().expect("at least one line");
+        let len = last.chars().count();
+        if len > 0 && len + sep.chars().count() + piece.chars().count() > room {
+            // A continued list keeps its separator at the end of the line.
+            if sep != " " {
+                last.push_str(sep.trim_end());
+            }
+            lines.push(piece.to_owned());
+        } else {
+            if len > 0 {
+                last.push_str(sep);
+            }
+            last.push_str(piece);
+        }
+    }
+    lines
+}
+
 /// Quantile `q` of `h`, interpolated linearly inside its bucket (the overflow bucket reports
 /// its lower bound).
 pub fn quantile(h: &Histogram, q: f64, bounds: &[Duration; 16]) -> Option<Duration> {
@@ -315,8 +353,15 @@ impl Report {
                 .join(" · ")
         };
         let mut line = |name: &str, value: String, detail: String| {
-            let text = format!("  {name:<14} {value:>8}   {detail}");
-            let _ = writeln!(out, "{}", text.trim_end());
+            let head = format!("  {name:<14} {value:>8}   ");
+            for (i, part) in wrap(&detail, REPORT_WIDTH - head.len()).iter().enumerate() {
+                let lead = if i == 0 {
+                    head.clone()
+                } else {
+                    " ".repeat(head.len())
+                };
+                let _ = writeln!(out, "{}", format!("{lead}{part}").trim_end());
+            }
         };
         line("emitted", self.emitted.to_string(), String::new());
         line("acked", self.acked.to_string(), String::new());
@@ -387,6 +432,49 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_report_keeps_to_80_columns_and_breaks_between_words() {
+        let mut r = Report {
+            messages: Some(50_000),
+            complete: true,
+            ..Report::default()
+        };
+        for rule in [
+            "payment-processing",
+            "stock-insufficient",
+            "db-lock",
+            "net-timeout",
+            "rate-limited",
+            "message-timeout",
+            "panic",
+        ] {
+            r.retries_by_rule.insert(rule.to_owned(), 12_345);
+        }
+        for code in [
+            "PAY_PROCESSING",
+            "STOCK_INSUFFICIENT",
+            "DB_LOCK_WAIT",
+            "NET_TIMEOUT",
+            "RATE_LIMITED",
+            "TIMEOUT",
+            "PANIC",
+        ] {
+            r.failures_by_code.insert(code.to_owned(), 1_234);
+        }
+        let text = r.text();
+        for line in text.lines().skip(1) {
+            assert!(
+                line.chars().count() <= 80,
+                "{} columns: {line:?}\n{text}",
+                line.chars().count()
+            );
+        }
+        // Every rule's name and count survive whole, on some line.
+        for rule in r.retries_by_rule.keys() {
+            assert!(text.contains(&format!("{rule} 12345")), "{text}");
+        }
+    }
 
     #[test]
     fn quantiles_interpolate_inside_the_bucket() {

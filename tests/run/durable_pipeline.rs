@@ -59,6 +59,18 @@ async fn a_resumed_run_does_not_process_again_what_has_a_fate() {
     );
     drop(handle);
     drop(store);
+    // The data directory is free once the last handle on the first pipeline is gone; on a
+    // loaded machine a task of the first may finish dropping its share a moment later.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while rebound::pipeline::DataDirLock::acquire(dir.path()).is_err() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .is_ok(),
+        "the first pipeline still holds the data directory"
+    );
 
     let second = pipeline::start(options(dir.path(), n, faults))
         .await
