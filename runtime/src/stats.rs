@@ -5,6 +5,7 @@
 //! Spout tasks add up locally and publish once per loop pass, so the hot path does not
 //! contend on these.
 
+use crate::time::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -177,6 +178,8 @@ pub struct Stats {
     dead_letters_by_label: Mutex<BTreeMap<String, u64>>,
     complete_latency: AtomicHistogram,
     retry_delay: AtomicHistogram,
+    /// Each spout task's earliest due retry (wall clock), by task.
+    next_retry_due: Mutex<BTreeMap<usize, Timestamp>>,
 }
 
 /// A copy of the counters at one moment.
@@ -216,6 +219,8 @@ pub struct StatsSnapshot {
     /// The delay of each scheduled retry (the real time it waits), bucketed by
     /// [`RETRY_DELAY_BOUNDS`].
     pub retry_delay: Histogram,
+    /// When the earliest retry waiting in a retry queue is due (wall clock), if one waits.
+    pub next_retry_due: Option<Timestamp>,
 }
 
 /// Counters that start at a snapshot's values (the fuse counts as one open task), e.g. to
@@ -240,6 +245,7 @@ impl From<&StatsSnapshot> for Stats {
             dead_letters_by_label: Mutex::new(s.dead_letters_by_label.clone()),
             complete_latency: AtomicHistogram::from_snapshot(&s.complete_latency),
             retry_delay: AtomicHistogram::from_snapshot(&s.retry_delay),
+            next_retry_due: Mutex::new(s.next_retry_due.map(|t| (0, t)).into_iter().collect()),
         }
     }
 }
@@ -276,7 +282,26 @@ impl Stats {
             dead_letters_by_label: map(&self.dead_letters_by_label),
             complete_latency: self.complete_latency.snapshot(),
             retry_delay: self.retry_delay.snapshot(),
+            next_retry_due: self
+                .next_retry_due
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .min()
+                .copied(),
         }
+    }
+
+    /// Spout task `task`'s earliest due retry is now `due` (`None`: its queue is empty).
+    pub(crate) fn set_next_retry_due(&self, task: usize, due: Option<Timestamp>) {
+        let mut next = self
+            .next_retry_due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match due {
+            Some(due) => next.insert(task, due),
+            None => next.remove(&task),
+        };
     }
 
     pub(crate) fn add_emitted(&self, n: u64) {

@@ -126,6 +126,9 @@ impl PipelineHandle {
                 .durable
                 .as_ref()
                 .map_or(0, |d| d.journal().backlog() as u64),
+            next_retry_in: s
+                .next_retry_due
+                .map(|due| due - rebound_runtime::time::Timestamp::now()),
         }
     }
 

@@ -138,6 +138,7 @@ pub(crate) struct SpoutTask<S: Spout> {
     latency: Histogram,
     published_pending: usize,
     published_queue: usize,
+    published_next_due: Option<Timestamp>,
     published_fuse: bool,
 }
 
@@ -179,6 +180,7 @@ impl<S: Spout> SpoutTask<S> {
             latency: Histogram::default(),
             published_pending: 0,
             published_queue: 0,
+            published_next_due: None,
             published_fuse: false,
             p,
         };
@@ -533,6 +535,21 @@ impl<S: Spout> SpoutTask<S> {
         if queued != self.published_queue {
             stats.add_retry_queue_depth(queued as i64 - self.published_queue as i64);
             self.published_queue = queued;
+        }
+        // When the next retry is due, for a progress view: told again only when it moves by
+        // more than a tenth of a second, or appears or goes.
+        let next = self
+            .p
+            .queue
+            .next_due()
+            .map(|due| self.p.time.wall() + due.saturating_duration_since(now));
+        let moved = match (next, self.published_next_due) {
+            (Some(a), Some(b)) => a.as_millis().abs_diff(b.as_millis()) > 100,
+            (a, b) => a.is_some() != b.is_some(),
+        };
+        if moved {
+            stats.set_next_retry_due(self.p.global as usize, next);
+            self.published_next_due = next;
         }
         let fuse = self.fuse.is_open(now);
         if fuse != self.published_fuse {
