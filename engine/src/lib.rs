@@ -63,6 +63,7 @@ pub mod testing;
 mod types;
 mod yaml_errors;
 mod yaml_seek;
+mod yaml_syntax;
 mod yaml_view;
 
 pub use compile::compile;
