@@ -44,3 +44,29 @@ fn schemas_are_draft07_with_hover_docs() {
     assert_eq!(test["$id"], rebound_engine::schema::RULES_TEST_SCHEMA_ID);
     assert!(test["properties"]["paths"].is_object());
 }
+
+#[test]
+fn schema_print_writes_exactly_the_checked_in_schema_to_stdout() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    for (which, file) in [
+        ("rules", "rules.schema.json"),
+        ("rules-test", "rules-test.schema.json"),
+    ] {
+        let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rebound"))
+            .args(["schema", "--print", which])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let on_disk = std::fs::read(dir.join(file)).unwrap();
+        assert!(
+            out == on_disk,
+            "`rebound schema --print {which}` differs from schemas/{file}"
+        );
+    }
+    assert_cmd::Command::new(env!("CARGO_BIN_EXE_rebound"))
+        .args(["schema", "--print", "rule"])
+        .assert()
+        .code(2);
+}
