@@ -15,7 +15,8 @@
 //! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash;
 //!   [`duration`]: durations as rule files write them (`1.5s`, `2m`).
 //! - `model.rs`: what the YAML says (serde types that reject unknown keys); `positions.rs`
-//!   and `yaml_*.rs`: where each value sits in its file, for diagnostics.
+//!   and `yaml_*.rs`: where each value sits in its file, for diagnostics, and
+//!   (`yaml_syntax.rs`) YAML syntax errors in a rule author's words.
 //! - [`compile()`] (`compile.rs`): every load-time check, then a [`CompiledSet`] (`set.rs`,
 //!   read through views such as [`RuleView`]); [`diag`] holds the diagnostics, `lint/` the
 //!   warnings (one file per lint).
@@ -63,6 +64,7 @@ pub mod testing;
 mod types;
 mod yaml_errors;
 mod yaml_seek;
+mod yaml_syntax;
 mod yaml_view;
 
 pub use compile::compile;

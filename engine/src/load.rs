@@ -5,6 +5,7 @@ use crate::model::RuleFile;
 use crate::types::Version;
 use crate::yaml_errors;
 use crate::yaml_seek;
+use crate::yaml_syntax;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::{fs, io};
@@ -236,6 +237,12 @@ fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnosti
         pos = yaml_errors::second_document(text)
             .or_else(|| yaml_seek::second_document(text))
             .or(pos);
+    }
+    if let Some(at) = pos
+        && let Some((plain, at)) = yaml_syntax::reword(text, at, &message)
+    {
+        message = plain;
+        pos = Some(at);
     }
     let mut diag = Diagnostic::error(path, pos, message.clone());
     if let Some(help) = byte_order_mark_help(text, &message, pos).or(unknown_key_help(&message)) {

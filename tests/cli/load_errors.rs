@@ -55,6 +55,32 @@ fn yaml_syntax_error_is_located() {
 }
 
 #[test]
+fn yaml_syntax_errors_are_said_in_a_rule_authors_words() {
+    assert_error(
+        "yaml-tab",
+        "rules.yaml",
+        6,
+        1,
+        "tabs are not allowed for indentation; use spaces",
+    );
+    assert_error(
+        "yaml-over-indented",
+        "rules.yaml",
+        7,
+        6,
+        "this key is indented deeper than the keys above it: the mapping at line 4 has its \
+         keys at column 5, this one is at column 6; line it up with them",
+    );
+    assert_error(
+        "yaml-unquoted-glob",
+        "rules.yaml",
+        6,
+        13,
+        "a value starting with '*' is a YAML alias: quote the glob, \"*DB_LOCK\"",
+    );
+}
+
+#[test]
 fn unknown_key_is_located_and_the_nearest_key_suggested() {
     assert_error(
         "unknown-key",

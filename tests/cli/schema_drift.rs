@@ -29,11 +29,44 @@ fn schemas_are_draft07_with_hover_docs() {
             .unwrap()
             .contains("Unique id")
     );
-    let scalar = &schema["definitions"]["Scalar"];
-    assert_eq!(scalar["type"], serde_json::json!(["string", "number"]));
-    let one_or_many = &schema["definitions"]["OneOrMany"]["anyOf"];
-    assert_eq!(one_or_many[1]["type"], "array");
+    assert_eq!(schema["$id"], rebound_engine::schema::RULES_SCHEMA_ID);
+    // Editors complete `jitter:` from the enum and the examples.
+    let jitter = &schema["definitions"]["Jitter"];
+    assert_eq!(
+        jitter["anyOf"][0]["enum"],
+        serde_json::json!(["none", "full", "equal", "decorrelated"])
+    );
+    assert!(jitter["examples"].as_array().unwrap().len() >= 4);
+    let names = &schema["definitions"]["Names"]["anyOf"];
+    assert_eq!(names[1]["type"], "array");
     let test = rebound_engine::schema::rules_test_schema();
     assert_eq!(test["$schema"], "http://json-schema.org/draft-07/schema#");
+    assert_eq!(test["$id"], rebound_engine::schema::RULES_TEST_SCHEMA_ID);
     assert!(test["properties"]["paths"].is_object());
+}
+
+#[test]
+fn schema_print_writes_exactly_the_checked_in_schema_to_stdout() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    for (which, file) in [
+        ("rules", "rules.schema.json"),
+        ("rules-test", "rules-test.schema.json"),
+    ] {
+        let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_rebound"))
+            .args(["schema", "--print", which])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let on_disk = std::fs::read(dir.join(file)).unwrap();
+        assert!(
+            out == on_disk,
+            "`rebound schema --print {which}` differs from schemas/{file}"
+        );
+    }
+    assert_cmd::Command::new(env!("CARGO_BIN_EXE_rebound"))
+        .args(["schema", "--print", "rule"])
+        .assert()
+        .code(2);
 }

@@ -89,3 +89,143 @@ fn the_schemas_reject_unknown_keys_and_wrong_shapes() {
     .unwrap();
     assert!(!tests.is_valid(&pair));
 }
+
+/// The errors of validating the YAML `text` against the rule-file schema.
+fn rules_schema_errors(text: &str) -> Vec<String> {
+    let doc: Value = serde_yaml::from_str(text).unwrap();
+    validator("rules.schema.json")
+        .iter_errors(&doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn the_rules_schema_rejects_what_check_rejects() {
+    let rule = |body: &str| format!("version: 1\nrules:\n  - id: a\n{body}");
+    for (what, text) in [
+        (
+            "a duration with a unit of its own",
+            rule("    retry: { max_elapsed: 10sec }\n"),
+        ),
+        (
+            "a misspelt jitter",
+            rule("    retry: { backoff: { fixed: 1s, jitter: ful } }\n"),
+        ),
+        (
+            "a comparison with no operator",
+            rule("    match: { attempt: \"=> 5\" }\n"),
+        ),
+        (
+            "an id in capitals",
+            "version: 1\nrules:\n  - id: DB_Lock\n".to_string(),
+        ),
+        (
+            "retry beside give_up",
+            rule("    retry: { max_retries: 1 }\n    give_up: true\n"),
+        ),
+        (
+            "a question-mark glob",
+            rule("    match: { code: \"PAY?\" }\n"),
+        ),
+        (
+            "the reserved id",
+            "version: 1\nrules:\n  - id: defaults\n".to_string(),
+        ),
+        (
+            "an elapsed without operator",
+            rule("    match: { elapsed: 30s }\n"),
+        ),
+        (
+            "a percentage over 100",
+            rule("    retry: { backoff: { fixed: 1s, jitter: 120% } }\n"),
+        ),
+        (
+            "two backoff kinds",
+            rule("    retry: { backoff: { fixed: 1s, schedule: [1s] } }\n"),
+        ),
+        (
+            "a jitter alone",
+            rule("    retry: { backoff: { jitter: full } }\n"),
+        ),
+        ("an empty label", rule("    dead_letter: \" \"\n")),
+    ] {
+        assert!(
+            !rules_schema_errors(&text).is_empty(),
+            "{what} passes the schema:\n{text}"
+        );
+    }
+    // The values next to them that check accepts, the schema accepts too.
+    for text in [
+        rule("    retry: { max_elapsed: 1h30m, backoff: { fixed: 250, jitter: \"20%\" } }\n"),
+        rule("    retry: { backoff: { schedule: [1.5s, 2m], jitter: 100ms } }\n"),
+        rule("    match: { attempt: [\">= 5\", \"!=7\", 3], elapsed: \"> 30s\" }\n"),
+        rule("    match: { code: \"*DB_LOCK*\", attrs: { region: [EU, \"US*\"] } }\n"),
+        rule("    retry: { max_retries: 1 }\n    give_up: false\n"),
+        "version: 1\nrules:\n  - id: db-lock.v2_x\n    give_up: true\n".to_string(),
+    ] {
+        assert_eq!(rules_schema_errors(&text), Vec::<String>::new(), "{text}");
+    }
+}
+
+#[test]
+fn the_error_fixtures_of_those_values_fail_the_schema() {
+    for name in [
+        "bad-duration",
+        "bad-jitter",
+        "bad-comparison",
+        "bad-id",
+        "retry-and-give-up",
+        "bad-glob",
+        "reserved-id",
+        "two-backoff-kinds",
+        "empty-label",
+    ] {
+        let dir = root().join("tests/fixtures/errors").join(name);
+        let errors: usize = yaml_files(&dir)
+            .iter()
+            .map(|f| rules_schema_errors(&std::fs::read_to_string(f).unwrap()).len())
+            .sum();
+        assert!(errors > 0, "tests/fixtures/errors/{name} passes the schema");
+    }
+}
+
+/// Every directory under `dir` (itself included) that holds rule files.
+fn rule_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut has_yaml = false;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "tests") {
+                rule_dirs(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            has_yaml = true;
+        }
+    }
+    if has_yaml {
+        out.push(dir.to_path_buf());
+    }
+}
+
+#[test]
+fn every_fixture_set_that_loads_is_valid_against_the_rules_schema() {
+    let mut dirs = Vec::new();
+    rule_dirs(&root().join("tests/fixtures"), &mut dirs);
+    let mut valid = 0;
+    for dir in dirs {
+        if rebound_engine::load_dir(&dir).unwrap().is_err() {
+            continue;
+        }
+        valid += 1;
+        for file in yaml_files(&dir) {
+            let errors = rules_schema_errors(&std::fs::read_to_string(&file).unwrap());
+            assert!(
+                errors.is_empty(),
+                "{} loads but is invalid against the schema:\n{}",
+                file.display(),
+                errors.join("\n")
+            );
+        }
+    }
+    assert!(valid >= 5, "only {valid} fixture sets load");
+}
