@@ -170,3 +170,25 @@ fn the_readme_example_passes_strict_and_its_late_rule_retries() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_guard_comparing_a_string_with_a_number_is_a_warning_at_the_operator() {
+    let (code, _, stderr) = rebound(&["check", "--rules", "tests/fixtures/toolkit/guard-types"]);
+    assert_eq!(code, 0, "{stderr}");
+    let file = "tests/fixtures/toolkit/guard-types/rules.yaml";
+    assert!(
+        stderr.contains(&format!("{file}:7:15: warning: the 'if' guard: '>' between code (a string) and 5 (an integer) is always false: rhai never finds a string and a number equal or ordered; compare like with like: quote the number, or convert with parse_int / parse_float / to_string")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{file}:11:15: warning: the 'if' guard: '>' between attempt (an integer) and \"3\" (a string) is always false")),
+        "{stderr}"
+    );
+    let (code, _, _) = rebound(&[
+        "check",
+        "--strict",
+        "--rules",
+        "tests/fixtures/toolkit/guard-types",
+    ]);
+    assert_eq!(code, 1);
+}
