@@ -576,6 +576,10 @@ impl Compiler<'_> {
                 return None;
             }
         };
+        for m in crate::script::mismatches(&expr) {
+            let pos = expr_pos(f, path, source, m.at);
+            self.warn(f, pos, format!("{what}: {}", m.message));
+        }
         let pos = f.positions.value(path);
         match self.scripts.eval(&expr, &FailureContext::sample()) {
             Ok(v) if kind.accepts(&v) => Some(expr),

@@ -25,6 +25,7 @@
 use crate::backoff::{Backoff, BackoffKind, Jitter, RetryPolicy};
 use crate::context::FailureContext;
 use crate::duration::DurationDisplay;
+use crate::pattern::Cmp;
 use crate::rule::{CompiledRule, Outcome};
 use crate::script::ScriptEngine;
 use crate::set::CompiledSet;
@@ -37,6 +38,36 @@ pub(crate) const MAX_ROWS: u32 = 10_000;
 
 /// How the sample context is described to readers of the table.
 pub(crate) const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time. A failure's retry_after makes a delay longer wherever respect_retry_after is on (the default)";
+
+/// Whether a rule with these `attempt` conditions decides attempt `r` (and so retry `r`).
+pub(crate) fn decides_attempt(attempt: &[Cmp<u64>], r: u64) -> bool {
+    attempt.iter().all(|c| c.holds(r))
+}
+
+/// The smallest attempt in `lo..=hi` that the `attempt` conditions let a rule decide.
+///
+/// Each condition changes its answer only next to its value, so the first allowed attempt is
+/// `lo` or a neighbour of some condition's value.
+pub(crate) fn first_decided_attempt(attempt: &[Cmp<u64>], lo: u64, hi: u64) -> Option<u64> {
+    let mut points = vec![lo];
+    for c in attempt {
+        points.extend([
+            c.value.saturating_sub(1),
+            c.value,
+            c.value.saturating_add(1),
+        ]);
+    }
+    points
+        .into_iter()
+        .filter(|p| (lo..=hi).contains(p) && decides_attempt(attempt, *p))
+        .min()
+}
+
+/// `>= 5`, or `>= 2 and != 4`: the attempt conditions as the rule author wrote them.
+pub(crate) fn describe_attempts(attempt: &[Cmp<u64>]) -> String {
+    let list: Vec<String> = attempt.iter().map(ToString::to_string).collect();
+    list.join(" and ")
+}
 
 /// The retry paths of a whole set.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -136,6 +167,7 @@ pub fn retry_paths(set: &CompiledSet) -> PathTable {
         &d.policy,
         d.dead_letter.as_str(),
         set.scripts(),
+        &[],
     );
     if d.file.is_none() {
         defaults
@@ -178,15 +210,18 @@ fn rule_path(rule: &CompiledRule, scripts: &ScriptEngine) -> RetryPath {
             policy,
             rule.dead_letter.as_str(),
             scripts,
+            &rule.conditions.attempt,
         ),
     };
     let c = &rule.conditions;
     if !c.attempt.is_empty() {
-        let list: Vec<String> = c.attempt.iter().map(ToString::to_string).collect();
-        path.notes.push(format!(
-            "decides only attempts {}; other attempts go to later rules or the defaults",
-            list.join(" and ")
-        ));
+        path.notes.insert(
+            0,
+            format!(
+                "decides only attempts {}; other attempts go to later rules or the defaults",
+                describe_attempts(&c.attempt)
+            ),
+        );
     }
     if !c.elapsed.is_empty() {
         let list: Vec<String> = c.elapsed.iter().map(ToString::to_string).collect();
@@ -237,12 +272,16 @@ fn range_at(
     })
 }
 
+/// The path of `policy` for a rule that decides only the attempts `attempt` allows (all of
+/// them when it is empty): retry `r` is decided at attempt `r`, so only those retries appear,
+/// and their totals count this rule's own delays.
 pub(crate) fn policy_path(
     id: &str,
     at: Option<String>,
     policy: &RetryPolicy,
     label: &str,
     scripts: &ScriptEngine,
+    attempt: &[Cmp<u64>],
 ) -> RetryPath {
     let backoff = &policy.backoff;
     let limit = policy.max_elapsed.map(ms);
@@ -262,7 +301,21 @@ pub(crate) fn policy_path(
     if policy.max_retries > MAX_ROWS {
         notes.push(format!("the table stops at {MAX_ROWS} retries"));
     }
+    match first_decided_attempt(attempt, 1, u64::from(cap)) {
+        None if policy.max_retries > 0 && !attempt.is_empty() => notes.push(format!(
+            "no retry can happen: it decides only attempts {} but max_retries is {}, so every failure it decides is dead-lettered (max_retries)",
+            describe_attempts(attempt),
+            policy.max_retries
+        )),
+        Some(first) if first > 1 => notes.push(format!(
+            "retries before {first} are decided by other rules or the defaults: its totals count only its own delays"
+        )),
+        _ => {}
+    }
     for r in 1..=cap {
+        if !decides_attempt(attempt, u64::from(r)) {
+            continue;
+        }
         let ranges = range_at(backoff, r, best, last_best, scripts).and_then(|(lo, _)| {
             range_at(backoff, r, worst, last_worst, scripts).map(|(_, hi)| (lo, hi))
         });
@@ -606,5 +659,43 @@ mod tests {
         let notes = t.paths[0].notes.join("\n");
         assert!(notes.contains("attempts >= 5"), "{notes}");
         assert!(notes.contains("is false on the sample context"), "{notes}");
+    }
+
+    #[test]
+    fn only_the_retries_the_attempt_condition_allows_are_shown() {
+        let t = table(
+            "version: 1\nrules:\n  - id: late\n    match: { attempt: \">= 5\" }\n    retry: { backoff: { schedule: [10s, 30s, 1m, 2m, 5m] } }\n    dead_letter: L2\n",
+        );
+        let p = &t.paths[0];
+        assert!(p.retries.is_empty(), "{:?}", p.retries);
+        assert_eq!((p.end.reason, p.end.retries), ("max_retries", 0));
+        let notes = p.notes.join("\n");
+        assert!(
+            notes.contains("no retry can happen: it decides only attempts >= 5 but max_retries is 3, so every failure it decides is dead-lettered (max_retries)"),
+            "{notes}"
+        );
+        let t = table(
+            "version: 1\nrules:\n  - id: late\n    match: { attempt: \">= 5\" }\n    retry: { max_retries: 7, backoff: { schedule: [10s, 30s, 1m, 2m, 5m] } }\n",
+        );
+        let p = &t.paths[0];
+        let shown: Vec<(u32, u64, u64)> = p
+            .retries
+            .iter()
+            .map(|r| (r.retry, r.delay_max_ms, r.total_worst_ms))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (5, 300_000, 300_000),
+                (6, 300_000, 600_000),
+                (7, 300_000, 900_000)
+            ]
+        );
+        assert_eq!(p.end.retries, 3);
+        assert!(
+            p.notes
+                .join("\n")
+                .contains("retries before 5 are decided by other rules")
+        );
     }
 }

@@ -34,6 +34,11 @@ pub fn run(args: Args) -> Outcome {
         Ok(set) => (set.warnings().to_vec(), Some(set)),
         Err(rejected) => (rejected.0, None),
     };
+    if let Some(set) = &set
+        && let Some(d) = nothing_to_decide(&args.rules, set)
+    {
+        diags.push(d);
+    }
     if args.strict {
         for d in &mut diags {
             d.severity = Severity::Error;
@@ -70,4 +75,27 @@ pub fn run(args: Args) -> Outcome {
         eprintln!("{errors} error(s), {warnings} warning(s): the set is rejected");
     }
     if ok { Outcome::Ok } else { Outcome::Wrong }
+}
+
+/// A warning when no file of the set says anything: every decision would then come from the
+/// built-in defaults, which usually means `--rules` names the wrong directory.
+fn nothing_to_decide(
+    dir: &std::path::Path,
+    set: &rebound_engine::CompiledSet,
+) -> Option<rebound_engine::Diagnostic> {
+    if set.rules().len() > 0 || set.defaults().file.is_some() {
+        return None;
+    }
+    let what = if set.files().is_empty() {
+        "has no rule files (*.yaml or *.yml directly inside it)"
+    } else {
+        "declares no rules and no defaults"
+    };
+    Some(rebound_engine::Diagnostic::warning(
+        dir.display().to_string(),
+        None,
+        format!(
+            "the rule set {what}: every decision would come from the built-in defaults (3 retries, exponential backoff from 1s with full jitter, dead letter 'default'); is --rules the right directory?"
+        ),
+    ))
 }

@@ -4,7 +4,8 @@
 //! families into the one [`Registry`]: the rule-set group (`rebound_rules_reloads_total{result}`,
 //! `rebound_rules_version_info{version}`) and the runtime group ([`runtime`]: messages,
 //! failures, retries, dead letters, pending, queue depth, fuse, latencies), which reads the
-//! topology's live counters at each scrape.
+//! topology's live counters at each scrape, and the rule-error group ([`rule_errors`]:
+//! `rebound_rule_errors_total{rule}`), which reads the set in force at each scrape.
 //!
 //! `GET /metrics` serves the OpenMetrics text to a scraper that asks for it, and the classic
 //! Prometheus text format (0.0.4) otherwise; see [`Metrics::encode`].
@@ -18,8 +19,10 @@ use rebound_engine::reload::{HistoryEntry, Outcome};
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub mod fleet;
+pub mod rule_errors;
 pub mod runtime;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
+pub use rule_errors::RuleErrorMetrics;
 pub use runtime::RuntimeMetrics;
 
 /// Every metric of the process.
@@ -32,6 +35,8 @@ pub struct Metrics {
     pub runtime: Arc<RuntimeMetrics>,
     /// A shared store's metrics; attach a fleet node's gauges to fill them.
     pub fleet: Arc<FleetMetrics>,
+    /// Guard and script errors per rule; attach the live rules' handle to fill them.
+    pub rule_errors: Arc<RuleErrorMetrics>,
 }
 
 impl Default for Metrics {
@@ -49,11 +54,14 @@ impl Metrics {
         registry.register_collector(Box::new(runtime.clone()));
         let fleet = Arc::new(FleetMetrics::default());
         registry.register_collector(Box::new(fleet.clone()));
+        let rule_errors = Arc::new(RuleErrorMetrics::default());
+        registry.register_collector(Box::new(rule_errors.clone()));
         Metrics {
             registry,
             rules,
             runtime,
             fleet,
+            rule_errors,
         }
     }
 

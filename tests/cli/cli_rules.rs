@@ -309,3 +309,51 @@ fn every_listed_subcommand_has_help_with_an_example() {
             .stdout(predicate::str::contains("Example"));
     }
 }
+
+#[test]
+fn check_warns_on_an_empty_rule_set_and_strict_rejects_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let warning = "warning: the rule set has no rule files (*.yaml or *.yml directly inside it): every decision would come from the built-in defaults (3 retries, exponential backoff from 1s with full jitter, dead letter 'default'); is --rules the right directory?";
+    rebound()
+        .args(["check", "--rules"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::starts_with("ok: 0 files, 0 rules, version ")
+                .and(predicate::str::ends_with(", 1 warning\n")),
+        )
+        .stderr(predicate::str::contains(format!(
+            "{}: {warning}",
+            dir.path().display()
+        )));
+    rebound()
+        .args(["check", "--strict", "--rules"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "error: the rule set has no rule files",
+        ));
+    // A file that declares nothing says as little.
+    std::fs::write(dir.path().join("a.yaml"), "version: 1\n").unwrap();
+    rebound()
+        .args(["check", "--rules"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning: the rule set declares no rules and no defaults: every decision",
+        ));
+    // Defaults alone are a deliberate choice.
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        "version: 1\ndefaults: { dead_letter: L1 }\n",
+    )
+    .unwrap();
+    rebound()
+        .args(["check", "--strict", "--rules"])
+        .arg(dir.path())
+        .assert()
+        .success();
+}

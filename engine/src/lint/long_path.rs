@@ -23,14 +23,14 @@ impl LintRule for LongPath {
             if Arc::ptr_eq(policy, defaults) {
                 continue;
             }
-            let path = policy_path(rule.id.as_str(), None, policy, "", cx.scripts);
+            let path = policy_path(rule.id.as_str(), None, policy, "", cx.scripts, &[]);
             if let Some(msg) = too_long(&path) {
                 let text = format!("rule '{}': {msg}", rule.id);
                 out.push(Diagnostic::warning(&*rule.file, rule.pos, text));
             }
         }
         let d = cx.defaults;
-        let path = policy_path("defaults", None, &d.policy, "", cx.scripts);
+        let path = policy_path("defaults", None, &d.policy, "", cx.scripts, &[]);
         if let Some(msg) = too_long(&path) {
             let file = d.file.as_deref().unwrap_or("(built-in defaults)");
             out.push(Diagnostic::warning(

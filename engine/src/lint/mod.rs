@@ -1,6 +1,7 @@
 //! Static checks over a compiled set: problems that do not make it wrong, but that a rule
 //! author wants to hear about. One file per lint, each a [`LintRule`].
 
+mod impossible_retry;
 mod long_delay;
 mod long_path;
 mod shadowed;
@@ -39,8 +40,9 @@ pub(crate) fn run(
         defaults,
         scripts,
     };
-    let lints: [&dyn LintRule; 4] = [
+    let lints: [&dyn LintRule; 5] = [
         &shadowed::Shadowed,
+        &impossible_retry::ImpossibleRetry,
         &long_delay::LongDelay,
         &long_path::LongPath,
         &unused_schedule::UnusedSchedule,

@@ -7,8 +7,10 @@
 //! Integer overflow is an error (rhai's checked arithmetic), never a wrap.
 
 mod sandbox;
+mod types;
 
 pub(crate) use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
+pub(crate) use types::mismatches;
 
 use crate::context::{FailureContext, SignalView};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
