@@ -149,7 +149,9 @@ fn live_rules(
     if let Some(store) = shared {
         options = options.record(Arc::new(shared_rules::StoreRecord(store.clone())));
     }
-    (Arc::new(Reloader::new(dir, set, options)), metrics)
+    let reloader = Arc::new(Reloader::new(dir, set, options));
+    metrics.rule_errors.attach(reloader.handle().clone());
+    (reloader, metrics)
 }
 
 /// The async runtime: two workers, one per core of the target machine.

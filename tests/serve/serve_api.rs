@@ -396,6 +396,11 @@ fn health_metrics_and_unknown_routes() {
         )),
         "{text}"
     );
+    // Guard and script errors per rule of the set in force, from the start.
+    assert!(
+        text.contains("rebound_rule_errors_total{rule=\"defaults\"} 0"),
+        "{text}"
+    );
 
     let r = server.get("/v1/nothing-here").send().unwrap();
     let (status, body) = status_and_json(r);
