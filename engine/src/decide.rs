@@ -3,7 +3,7 @@
 //! conditions hold and whose guard passes decides through its policy's pacing (steps 3–7,
 //! in `backoff.rs`); when none does, the defaults decide.
 
-use crate::backoff::{Backoff, Paced, RetryPolicy};
+use crate::backoff::{Backoff, PaceRecorder, Paced, Pacing, RetryPolicy};
 use crate::context::FailureContext;
 use crate::index::Candidate;
 use crate::rule::{CompiledRule, Outcome};
@@ -36,27 +36,55 @@ pub struct Explanation {
     pub trace: Vec<TraceStep>,
     /// Set when the defaults' own delay script failed and the built-in backoff was used.
     pub defaults_note: Option<String>,
+    /// How the deciding policy came to its delay (steps 3–7), or `None` for `give_up`.
+    pub pacing: Option<Pacing>,
 }
 
 /// How the decision loop reports its steps; `()` reports nothing.
 trait Tracer {
+    /// Where pacing writes its arithmetic.
+    type Pace: PaceRecorder;
     fn step(&mut self, rule: &CompiledRule, result: &'static str, detail: impl FnOnce() -> String);
+    fn pace(&mut self) -> &mut Self::Pace;
 }
 
 impl Tracer for () {
+    type Pace = ();
     #[inline]
     fn step(&mut self, _: &CompiledRule, _: &'static str, _: impl FnOnce() -> String) {}
+    #[inline]
+    fn pace(&mut self) -> &mut () {
+        self
+    }
 }
 
-impl Tracer for Vec<TraceStep> {
+/// What `explain` records: the rules considered, and the arithmetic of the last pacing.
+#[derive(Default)]
+struct Recording {
+    steps: Vec<TraceStep>,
+    pacing: Option<Pacing>,
+}
+
+impl Tracer for Recording {
+    type Pace = Option<Pacing>;
+
     fn step(&mut self, rule: &CompiledRule, result: &'static str, detail: impl FnOnce() -> String) {
+        // Only the deciding rule's pacing explains the delay; a rule passed over (a delay
+        // script that failed) leaves none behind.
+        if result != "matched" {
+            self.pacing = None;
+        }
         let detail = detail();
-        self.push(TraceStep {
+        self.steps.push(TraceStep {
             rule: rule.id.to_string(),
             at: rule.at(),
             result,
             detail: (!detail.is_empty()).then_some(detail),
         });
+    }
+
+    fn pace(&mut self) -> &mut Option<Pacing> {
+        &mut self.pacing
     }
 }
 
@@ -92,13 +120,14 @@ impl CompiledSet {
         ctx: &FailureContext<'_>,
         rng: &mut R,
     ) -> Explanation {
-        let mut trace = Vec::new();
+        let mut rec = Recording::default();
         let (decided, defaults_note) =
-            self.decide_among(every_rule(self.rules.len()), ctx, rng, &mut trace);
+            self.decide_among(every_rule(self.rules.len()), ctx, rng, &mut rec);
         Explanation {
             decided,
-            trace,
+            trace: rec.steps,
             defaults_note,
+            pacing: rec.pacing,
         }
     }
 
@@ -141,7 +170,8 @@ impl CompiledSet {
             let by = RuleRef::Rule(rule.id);
             let decision = match &rule.outcome {
                 Outcome::GiveUp => Paced::Stop(GiveUpReason::GiveUp),
-                Outcome::Retry(policy) => match policy.pace(ctx, rng, &self.scripts) {
+                Outcome::Retry(policy) => match policy.pace(ctx, rng, &self.scripts, tracer.pace())
+                {
                     Ok(paced) => paced,
                     Err(e) => {
                         rule.count_error();
@@ -154,7 +184,7 @@ impl CompiledSet {
             return (self.decided(decision, by, &rule.dead_letter), None);
         }
         let defaults = &self.defaults;
-        let (paced, note) = match defaults.policy.pace(ctx, rng, &self.scripts) {
+        let (paced, note) = match defaults.policy.pace(ctx, rng, &self.scripts, tracer.pace()) {
             Ok(paced) => (paced, None),
             Err(e) => {
                 // The defaults cannot be skipped: fall back to the built-in backoff.
@@ -164,7 +194,7 @@ impl CompiledSet {
                     ..(*defaults.policy).clone()
                 };
                 let paced = builtin
-                    .pace(ctx, rng, &self.scripts)
+                    .pace(ctx, rng, &self.scripts, tracer.pace())
                     .unwrap_or(Paced::Stop(GiveUpReason::MaxRetries));
                 (
                     paced,

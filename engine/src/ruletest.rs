@@ -4,8 +4,11 @@
 //! - `model.rs`: what a test file says (serde types; the source of the JSON Schema).
 //! - `read_test_files` / `load_suite`: `tests/*.yaml` → a validated `Suite`, with
 //!   file:line:col diagnostics like rule files (feature `testing`).
+//! - `load_suite_each`: the same, file by file: a broken file is reported and the others run.
 //! - `run_suite`: each case and path under many seeds, searched with proptest
-//!   (feature `testing`).
+//!   (feature `testing`), optionally filtered by name.
+//! - `coverage.rs`: which rules and outcomes (retry, each dead-letter reason) the tests
+//!   exercised.
 //!
 //! ```
 //! # #[cfg(feature = "testing")] {
@@ -31,6 +34,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "testing")]
+mod coverage;
 pub(crate) mod model;
 #[cfg(feature = "testing")]
 mod run;
@@ -38,9 +43,14 @@ mod run;
 mod suite;
 
 #[cfg(feature = "testing")]
-pub use run::{Failure, MIN_SEEDS, Report, RunOptions, StepReport, TestResult, run_suite};
+pub use coverage::{Coverage, Outcome, RuleCoverage};
+#[cfg(feature = "testing")]
+pub use run::{
+    BrokenFileReport, Exercised, Failure, MIN_SEEDS, Report, RunOptions, StepReport, TestResult,
+    run_suite,
+};
 #[cfg(feature = "testing")]
 pub use suite::{
-    Action, CaseExpect, CaseTest, Given, PathExpect, PathTest, RuleTest, Suite, TestKind,
-    load_suite, read_test_files,
+    Action, BrokenFile, CaseExpect, CaseTest, Given, PathExpect, PathTest, RuleTest, Suite,
+    TestKind, load_suite, load_suite_each, read_test_files,
 };

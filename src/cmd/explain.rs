@@ -1,13 +1,19 @@
-//! `rebound explain`: the decision plus the trace of every rule considered.
+//! `rebound explain`: the decision plus the trace of every rule considered, and the
+//! arithmetic of its delay.
 
 use super::failure::FailureArgs;
 use crate::Outcome;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use rebound_engine::PolicyHandle;
 
-/// Print the decision and why each rule did or did not decide.
+/// Print the decision, why each rule did or did not decide, and how the delay came about.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Example:\n  rebound explain --code NET_TIMEOUT --attempt 5 --signal fail_rate=0.7"
+    after_help = "Example:\n  rebound explain --code NET_TIMEOUT --attempt 5 --signal fail_rate=0.7\n\n\
+The arithmetic lines show the backoff step, the value before jitter, the jitter range and\n\
+the value drawn, the clamp, Retry-After and the max_elapsed check. Without --seed a seed is\n\
+drawn and printed; 'rebound decide' with that --seed gives the same delay."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -22,12 +28,16 @@ pub fn run(args: Args) -> Outcome {
     };
     let handle = PolicyHandle::new(set);
     let failure = f.failure();
-    let explained = handle.explain(&failure.context(), &mut f.rng());
+    // Seeded as `decide --seed` seeds, so the seed printed replays the same draw there.
+    let seed = f.seed.unwrap_or_else(rand::random);
+    let explained = handle.explain(&failure.context(), &mut StdRng::seed_from_u64(seed));
     if f.json {
         let doc = serde_json::json!({
             "decision": explained.decided.report(f.attempt),
             "trace": explained.trace,
             "note": explained.defaults_note,
+            "seed": seed,
+            "pacing": explained.pacing,
         });
         println!("{doc}");
         return Outcome::Ok;
@@ -61,6 +71,20 @@ pub fn run(args: Args) -> Outcome {
     }
     if let Some(note) = &explained.defaults_note {
         println!("  note: {note}");
+    }
+    if let Some(pacing) = &explained.pacing {
+        let given = if f.seed.is_some() {
+            String::new()
+        } else {
+            format!(", drawn at random; --seed {seed} replays it")
+        };
+        println!(
+            "arithmetic ({}, seed {seed}{given}):",
+            explained.decided.decision.rule()
+        );
+        for line in pacing.to_string().lines() {
+            println!("  {line}");
+        }
     }
     Outcome::Ok
 }

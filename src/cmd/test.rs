@@ -1,15 +1,20 @@
 //! `rebound test`: run the set's rule tests (`tests/*.yaml`), cases and paths.
 
 use crate::Outcome;
-use rebound_engine::ruletest::{MIN_SEEDS, RunOptions, load_suite, read_test_files, run_suite};
+use rebound_engine::ruletest::{
+    MIN_SEEDS, RunOptions, load_suite_each, read_test_files, run_suite,
+};
 use std::path::PathBuf;
 
 /// Run the rule set's tests (tests/*.yaml): cases decide once, paths replay a failure until
 /// it is dead-lettered; both must hold under every RNG seed tried.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  rebound test --rules rules\n\n\
+#[command(after_help = "Example:\n  rebound test --rules rules\n  \
+rebound test --rules rules -v --filter payment --coverage\n\n\
 A failure prints the case or path, its file and line, the seed that shows it and the whole\n\
-path; add 'seed: N' to its 'given' to replay it. The last line is 'N passed, M failed'.\n\
+path; add 'seed: N' to its 'given' to replay it. A test file that does not load is reported\n\
+as one failure (FILE:LINE:COL) and the other files still run. The last line is\n\
+'N passed, M failed'.\n\
 Exit status: 0 all passed, 1 a test failed or a rule or test file is invalid, 2 I/O error.")]
 pub struct Args {
     /// The rule set directory (its tests are in DIR/tests).
@@ -22,6 +27,16 @@ pub struct Args {
     /// Print one JSON document instead of text.
     #[arg(long)]
     json: bool,
+    /// Print every case and path with its result and the rules and outcomes it exercised.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Run only the cases and paths whose name contains NAME (case-sensitive).
+    #[arg(long, value_name = "NAME")]
+    filter: Option<String>,
+    /// Show which rules and outcomes (retry, each dead-letter reason) the tests exercised,
+    /// and which they never did (with --json: a "coverage" key).
+    #[arg(long)]
+    coverage: bool,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -39,19 +54,18 @@ pub fn run(args: Args) -> Outcome {
             return Outcome::Trouble;
         }
     };
-    let suite = match load_suite(&set, &files) {
-        Ok(suite) => suite,
-        Err(diags) => {
-            crate::diagnostics::print(&diags, &files);
-            let n = diags.iter().filter(|d| d.is_error()).count();
-            eprintln!("{n} error(s) in the test files: no test was run");
-            if args.json {
-                println!("{}", serde_json::json!({ "errors": diags }));
-            }
-            return Outcome::Wrong;
-        }
-    };
-    if suite.tests.is_empty() {
+    // A broken file is reported (its diagnostics here, one failure in the report); the
+    // tests of the other files still run.
+    let suite = load_suite_each(&set, &files);
+    for broken in &suite.broken {
+        crate::diagnostics::print(&broken.diagnostics, &files);
+        eprintln!(
+            "{} error(s) in {}: none of its tests was run",
+            broken.diagnostics.len(),
+            broken.file
+        );
+    }
+    if suite.tests.is_empty() && suite.broken.is_empty() {
         eprintln!(
             "note: no tests found in {}",
             args.rules.join("tests").display()
@@ -63,12 +77,14 @@ pub fn run(args: Args) -> Outcome {
         RunOptions {
             seeds: args.seeds,
             rules: Some(args.rules.display().to_string()),
+            filter: args.filter,
+            coverage: args.coverage,
         },
     );
     if args.json {
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
-        print!("{report}");
+        print!("{}", report.render(args.verbose));
     }
     if report.ok() {
         Outcome::Ok

@@ -280,6 +280,128 @@ fn explain_json_carries_decision_and_trace() {
     assert_eq!(doc["trace"][0]["result"], "matched");
 }
 
+#[test]
+fn explain_shows_the_arithmetic_of_the_delay_after_the_trace() {
+    let out = rebound()
+        .args([
+            "explain",
+            "--code",
+            "DB_LOCK_WAIT",
+            "--attempt",
+            "3",
+            "--elapsed",
+            "1m50s",
+            "--seed",
+            "5",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The existing lines come first, unchanged in form.
+    assert!(lines[0].starts_with("decision: retry after "), "{text}");
+    let at = lines
+        .iter()
+        .position(|l| *l == "arithmetic (db-lock, seed 5):")
+        .expect("an arithmetic header");
+    assert!(lines[at - 1].contains("db-lock") && lines[at - 1].ends_with("matched"));
+    let arithmetic = &lines[at + 1..];
+    assert_eq!(arithmetic[0], "  retry 3 of max_retries 5");
+    assert_eq!(
+        arithmetic[1],
+        "  backoff exponential { base: 1s, factor: 2, max: 30s }: base · factor^(r−1) = 1s · 2^2 = 4s"
+    );
+    assert!(
+        arithmetic[2].starts_with("  jitter equal: uniform in [d/2, d] = [2s, 4s], drew "),
+        "{text}"
+    );
+    assert!(arithmetic[3].starts_with("  clamp [0, 30s]: "), "{text}");
+    assert_eq!(arithmetic[4], "  retry_after: none asked");
+    assert!(
+        arithmetic[5].starts_with("  max_elapsed: elapsed 1m50s + ")
+            && arithmetic[5].ends_with(" <= 2m: retry"),
+        "{text}"
+    );
+    // The value drawn is the delay decided.
+    let drawn = arithmetic[2].rsplit("drew ").next().unwrap();
+    assert!(
+        lines[0].starts_with(&format!("decision: retry after {drawn} ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn explain_shows_retry_after_and_a_max_elapsed_dead_letter() {
+    let explain = |extra: &[&str]| {
+        let out = rebound()
+            .args(["explain", "--code", "DB_LOCK_WAIT", "--seed", "5"])
+            .args(extra)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let text = explain(&["--attempt", "2", "--retry-after", "20s"]);
+    assert!(
+        text.contains("  retry_after: max(") && text.contains(", 20s asked) = 20s\n"),
+        "{text}"
+    );
+    let text = explain(&["--attempt", "3", "--elapsed", "1m59s"]);
+    assert!(
+        text.starts_with("decision: dead_letter L2, reason max_elapsed"),
+        "{text}"
+    );
+    assert!(text.contains(" > 2m: dead letter\n"), "{text}");
+    let text = explain(&["--attempt", "6"]);
+    assert!(
+        text.contains("  retry 6 of max_retries 5: past max_retries, dead letter\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn explain_json_adds_seed_and_pacing_and_decides_as_decide_does() {
+    let run = |cmd: &str, seed: Option<u64>| {
+        let mut c = rebound();
+        c.args([
+            cmd,
+            "--code",
+            "NET_TIMEOUT",
+            "--attempt",
+            "3",
+            "--last-delay",
+            "2s",
+            "--json",
+        ]);
+        if let Some(seed) = seed {
+            c.args(["--seed", &seed.to_string()]);
+        }
+        json(&c.assert().success().get_output().stdout)
+    };
+    for seed in 0..6 {
+        let explained = run("explain", Some(seed));
+        let decided = run("decide", Some(seed));
+        assert_eq!(explained["seed"], seed);
+        assert_eq!(explained["decision"], decided, "seed {seed}");
+        let pacing = &explained["pacing"];
+        assert_eq!(pacing["delay_ms"], decided["delay_ms"], "{pacing}");
+        assert_eq!(pacing["jitter"], "decorrelated");
+        assert_eq!(pacing["before_jitter_ms"], 2_000);
+        assert_eq!(pacing["jitter_range_ms"], serde_json::json!([500, 6_000]));
+        // The existing keys are still there.
+        assert!(explained["trace"].is_array() && explained.get("note").is_some());
+    }
+    // Without --seed, the seed drawn is reported and replays the same delay in decide.
+    let explained = run("explain", None);
+    let seed = explained["seed"].as_u64().expect("the seed used");
+    assert_eq!(run("decide", Some(seed)), explained["decision"]);
+}
+
 /// Every subcommand that `rebound --help` lists answers `--help` with an example, and so does
 /// `rebound --help` itself.
 #[test]

@@ -121,7 +121,138 @@ fn an_invalid_test_file_is_reported_with_file_line_and_column() {
     );
     assert!(stderr.contains(&at), "{stderr}");
     assert!(stderr.contains("did you mean 'expect'?"), "{stderr}");
-    assert!(stdout.is_empty(), "no test runs: {stdout}");
+    // The broken file counts as one failure; it was the only file, so nothing else ran.
+    assert_eq!(
+        stdout.lines().last(),
+        Some("0 passed, 1 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_broken_test_file_is_one_failure_and_the_other_files_still_run() {
+    let dir = fixture("partly-broken");
+    let (code, stdout, stderr) = rebound_test(&dir, &[]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let at = format!("{}:8:5", dir.join("tests/20-broken.yaml").display());
+    assert!(
+        stdout.contains(&format!(
+            "FAIL file {at}: unknown field 'expekt', expected one of 'name', 'given', 'expect'; none of its tests ran"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("{at}: error: unknown field 'expekt'")),
+        "{stderr}"
+    );
+    // Both good files ran: a case and a path.
+    assert_eq!(
+        stdout.lines().last(),
+        Some("2 passed, 1 failed"),
+        "{stdout}"
+    );
+
+    let (code, stdout, _) = rebound_test(&dir, &["--json"]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(
+        (doc["passed"].as_u64(), doc["failed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(doc["results"].as_array().map(Vec::len), Some(2));
+    assert_eq!(doc["broken_files"][0]["at"], at.as_str());
+    assert_eq!(doc["errors"][0]["line"], 8);
+    assert_eq!(doc["errors"][0]["column"], 5);
+}
+
+#[test]
+fn verbose_lists_every_case_and_path_with_its_result() {
+    let dir = fixture("wrong-expectation");
+    let (code, stdout, _) = rebound_test(&dir, &["-v"]);
+    assert_eq!(code, 1, "{stdout}");
+    let checks = dir.join("tests/checks.yaml").display().to_string();
+    for line in [
+        format!(
+            "ok   case 'payment polls wait 100ms' ({checks}:3:5) under 256 seed(s); decided payment-processing: retry"
+        ),
+        format!("FAIL case 'payment polls wait 200ms' ({checks}:6:5) with seed "),
+        format!(
+            "ok   case 'lock delays stay in range' ({checks}:9:5) under 256 seed(s); decided db-lock: retry"
+        ),
+        format!(
+            "ok   path 'a payment that keeps failing ends in L1' ({checks}:13:5) under 256 seed(s); decided payment-processing: retry, max_retries"
+        ),
+    ] {
+        assert!(stdout.contains(&line), "{line}\nnot in\n{stdout}");
+    }
+    assert_eq!(stdout.lines().last(), Some("3 passed, 1 failed"));
+    // Without -v, passing tests say nothing.
+    let (_, quiet, _) = rebound_test(&dir, &[]);
+    assert!(!quiet.contains("ok   "), "{quiet}");
+}
+
+#[test]
+fn filter_runs_only_matching_names_and_says_how_many_were_left_out() {
+    let dir = fixture("wrong-expectation");
+    let (code, stdout, _) = rebound_test(&dir, &["--filter", "payment"]);
+    // The failing case's name contains "payment" too.
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.ends_with("1 filtered out\n2 passed, 1 failed\n"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = rebound_test(&dir, &["--filter", "lock"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.ends_with("3 filtered out\n1 passed, 0 failed\n"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = rebound_test(&dir, &["--filter", "lock", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["filtered_out"], 3);
+    assert_eq!(doc["results"][0]["name"], "lock delays stay in range");
+}
+
+#[test]
+fn coverage_shows_per_rule_outcomes_seen_and_never_exercised() {
+    let dir = fixture("coverage");
+    let (code, stdout, _) = rebound_test(&dir, &["--coverage"]);
+    assert_eq!(code, 0, "{stdout}");
+    let rules = dir.join("10-rules.yaml").display().to_string();
+    for line in [
+        "coverage: 3/8 outcomes (37.5%)".to_string(),
+        format!("  bad-json      exercised: give_up  ({rules}:8:5)"),
+        format!(
+            "  db-lock       exercised: retry, max_elapsed; not exercised: max_retries  ({rules}:12:5)"
+        ),
+        format!("  never-tested  never decided; not exercised: retry, max_retries  ({rules}:19:5)"),
+        format!("  defaults      never decided; not exercised: retry, max_retries  ({rules}:4:1)"),
+    ] {
+        assert!(stdout.contains(&line), "{line}\nnot in\n{stdout}");
+    }
+    assert_eq!(stdout.lines().last(), Some("3 passed, 0 failed"));
+
+    let (_, stdout, _) = rebound_test(&dir, &["--coverage", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let cov = &doc["coverage"];
+    assert_eq!(
+        (cov["covered"].as_u64(), cov["total"].as_u64()),
+        (Some(3), Some(8))
+    );
+    assert_eq!(cov["rules"][1]["rule"], "db-lock");
+    assert_eq!(
+        cov["rules"][1]["seen"],
+        serde_json::json!(["retry", "max_elapsed"])
+    );
+    assert_eq!(
+        cov["rules"][1]["not_seen"],
+        serde_json::json!(["max_retries"])
+    );
+    assert_eq!(cov["rules"][3]["rule"], "defaults");
+    // Without --coverage the JSON has no coverage key.
+    let (_, stdout, _) = rebound_test(&dir, &["--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(doc.get("coverage").is_none(), "{doc}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Running a [`Suite`]: each case and path under many RNG seeds, searched with proptest so a
 //! failure shrinks to a small seed that reproduces it.
 
+use super::coverage::{self, Coverage, Outcome, Seen};
 use super::suite::{Action, CaseExpect, Given, PathExpect, RuleTest, Suite, TestKind};
+use crate::diag::Diagnostic;
 use crate::duration::DurationDisplay;
 use crate::set::CompiledSet;
 use crate::testing::{MAX_PATH_ATTEMPTS, Path, simulate_path};
@@ -9,6 +11,7 @@ use crate::types::{Decision, GiveUpReason};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::fmt;
 use std::time::Duration;
 
@@ -23,6 +26,10 @@ pub struct RunOptions {
     /// The rules directory as the user named it: a failure's `rebound decide` command passes
     /// it as `--rules`, so that it decides on the same set from where the user ran the tests.
     pub rules: Option<String>,
+    /// Run only the cases and paths whose name contains this.
+    pub filter: Option<String>,
+    /// Work out which rules and outcomes the tests exercised ([`Report::coverage`]).
+    pub coverage: bool,
 }
 
 impl Default for RunOptions {
@@ -30,6 +37,8 @@ impl Default for RunOptions {
         RunOptions {
             seeds: 256,
             rules: None,
+            filter: None,
+            coverage: false,
         }
     }
 }
@@ -39,10 +48,43 @@ impl Default for RunOptions {
 pub struct Report {
     /// Cases and paths that held under every seed.
     pub passed: usize,
-    /// Cases and paths that failed under some seed.
+    /// Cases and paths that failed under some seed, and test files that did not load.
     pub failed: usize,
-    /// One result per case and path, in suite order.
+    /// One result per case and path run, in suite order.
     pub results: Vec<TestResult>,
+    /// Cases and paths left out by [`RunOptions::filter`].
+    pub filtered_out: usize,
+    /// Test files that did not load (each counted once in `failed`; their tests did not run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub broken_files: Vec<BrokenFileReport>,
+    /// Every error of those files, in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<Diagnostic>,
+    /// Which rules and outcomes the tests exercised, when [`RunOptions::coverage`] asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// A test file that did not load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokenFileReport {
+    /// The file.
+    pub file: String,
+    /// Its first error, as `FILE:LINE:COL`.
+    pub at: String,
+    /// That error's message.
+    pub message: String,
+    /// How many errors it has.
+    pub errors: usize,
+}
+
+/// A rule that decided while a test ran, and what it decided.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Exercised {
+    /// The deciding rule, or `defaults`.
+    pub rule: String,
+    /// What the decision came to.
+    pub outcome: Outcome,
 }
 
 /// The outcome of one case or path.
@@ -61,6 +103,8 @@ pub struct TestResult {
     /// Why it failed, with the seed that shows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// Every (rule, outcome) its decisions came to, under all seeds tried, sorted.
+    pub outcomes: Vec<Exercised>,
 }
 
 /// A failing seed and what it did.
@@ -113,19 +157,52 @@ impl Report {
 }
 
 /// Runs every test of `suite` against `set`.
+///
+/// A test's search seed comes from its place in the whole suite, so `filter` leaves the
+/// seeds of the tests it keeps as they were.
 pub fn run_suite(set: &CompiledSet, suite: &Suite, options: RunOptions) -> Report {
     let seeds = options.seeds.max(MIN_SEEDS);
-    let results: Vec<TestResult> = suite
-        .tests
-        .iter()
-        .enumerate()
-        .map(|(i, t)| run_test(set, t, seeds, i as u64, options.rules.as_deref()))
-        .collect();
+    let mut seen = Seen::new();
+    let mut filtered_out = 0;
+    let mut results = Vec::new();
+    for (i, t) in suite.tests.iter().enumerate() {
+        if let Some(want) = &options.filter
+            && !t.name.contains(want.as_str())
+        {
+            filtered_out += 1;
+            continue;
+        }
+        let (result, test_seen) = run_test(set, t, seeds, i as u64, options.rules.as_deref());
+        seen.extend(test_seen);
+        results.push(result);
+    }
     let passed = results.iter().filter(|r| r.passed).count();
+    let broken_files: Vec<BrokenFileReport> = suite
+        .broken
+        .iter()
+        .map(|b| BrokenFileReport {
+            file: b.file.clone(),
+            at: b.at(),
+            message: b
+                .diagnostics
+                .first()
+                .map(|d| d.message.clone())
+                .unwrap_or_default(),
+            errors: b.diagnostics.len(),
+        })
+        .collect();
     Report {
-        failed: results.len() - passed,
+        failed: results.len() - passed + broken_files.len(),
         passed,
         results,
+        filtered_out,
+        broken_files,
+        errors: suite
+            .broken
+            .iter()
+            .flat_map(|b| b.diagnostics.iter().cloned())
+            .collect(),
+        coverage: options.coverage.then(|| coverage::coverage(set, &seen)),
     }
 }
 
@@ -150,12 +227,21 @@ fn run_test(
     seeds: u32,
     index: u64,
     rules: Option<&str>,
-) -> TestResult {
+) -> (TestResult, Seen) {
+    // Every decision made under every seed tried, shrinking included.
+    let seen = RefCell::new(Seen::new());
+    let record = |path: &Path| {
+        coverage::record(
+            &mut seen.borrow_mut(),
+            path.steps.iter().map(|s| &s.decision),
+        );
+    };
     let (kind, outcome, tried) = match &test.kind {
         TestKind::Case(case) => {
             let ctx = case.given.context();
             let check = |seed: u64| {
                 let path = one_decision(set, ctx, seed);
+                record(&path);
                 case_problems(&case.expect, &path)
             };
             match case.given.seed {
@@ -168,6 +254,7 @@ fn run_test(
             let ctx = p.given.context();
             let check = |seed: u64| {
                 let path = simulate_path(set, ctx, p.processing, seed);
+                record(&path);
                 path_problems(&p.expect, &path)
             };
             let pinned = p
@@ -203,14 +290,25 @@ fn run_test(
             reproduce,
         }
     });
-    TestResult {
+    let seen = seen.into_inner();
+    let mut outcomes: Vec<Exercised> = seen
+        .iter()
+        .map(|(rule, outcome)| Exercised {
+            rule: rule.to_string(),
+            outcome: *outcome,
+        })
+        .collect();
+    outcomes.sort();
+    let result = TestResult {
         kind,
         name: test.name.clone(),
         at: test.at(),
         passed: failure.is_none(),
         seeds: tried,
         failure,
-    }
+        outcomes,
+    };
+    (result, seen)
 }
 
 /// The problems under `seed`, or `None` when everything held.
@@ -449,11 +547,73 @@ fn reason_str(r: GiveUpReason) -> &'static str {
     r.as_str()
 }
 
-/// The failures for people, then the closing `N passed, M failed` line.
+impl Report {
+    /// The report for people: with `verbose`, every case and path with its result and the
+    /// rules and outcomes it exercised; else the failures alone. Then the files that did not
+    /// load, the coverage when it was asked for, and the closing `N passed, M failed` line.
+    pub fn render(&self, verbose: bool) -> String {
+        Text {
+            report: self,
+            verbose,
+        }
+        .to_string()
+    }
+}
+
+/// A report as text; [`Report::render`].
+struct Text<'a> {
+    report: &'a Report,
+    verbose: bool,
+}
+
+/// `payment-processing: retry, max_retries; defaults: max_retries`.
+fn exercised(outcomes: &[Exercised]) -> String {
+    let mut out = String::new();
+    let mut last: Option<&str> = None;
+    for e in outcomes {
+        if last == Some(e.rule.as_str()) {
+            out += ", ";
+        } else {
+            if last.is_some() {
+                out += "; ";
+            }
+            out += &format!("{}: ", e.rule);
+            last = Some(&e.rule);
+        }
+        out += e.outcome.as_str();
+    }
+    out
+}
+
+/// The failures (or, verbose, every result), then the closing `N passed, M failed` line.
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for r in self.results.iter() {
-            let Some(fail) = &r.failure else { continue };
+        Text {
+            report: self,
+            verbose: false,
+        }
+        .fmt(f)
+    }
+}
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let report = self.report;
+        for r in report.results.iter() {
+            let Some(fail) = &r.failure else {
+                if self.verbose {
+                    writeln!(
+                        f,
+                        "ok   {} '{}' ({}) under {} seed(s); decided {}",
+                        r.kind,
+                        r.name,
+                        r.at,
+                        r.seeds,
+                        exercised(&r.outcomes)
+                    )?;
+                }
+                continue;
+            };
             writeln!(
                 f,
                 "FAIL {} '{}' ({}) with seed {}",
@@ -465,8 +625,29 @@ impl fmt::Display for Report {
             for line in fail.table.lines() {
                 writeln!(f, "  {line}")?;
             }
+            if self.verbose {
+                writeln!(f, "  decided: {}", exercised(&r.outcomes))?;
+            }
             writeln!(f, "  reproduce: {}\n", fail.reproduce)?;
         }
-        writeln!(f, "{} passed, {} failed", self.passed, self.failed)
+        for b in &report.broken_files {
+            writeln!(
+                f,
+                "FAIL file {}: {}{}; none of its tests ran\n",
+                b.at,
+                b.message,
+                match b.errors {
+                    1 => String::new(),
+                    n => format!(" (and {} more error(s))", n - 1),
+                }
+            )?;
+        }
+        if let Some(coverage) = &report.coverage {
+            writeln!(f, "{coverage}")?;
+        }
+        if report.filtered_out > 0 {
+            writeln!(f, "{} filtered out", report.filtered_out)?;
+        }
+        writeln!(f, "{} passed, {} failed", report.passed, report.failed)
     }
 }

@@ -20,6 +20,35 @@ use std::time::Duration;
 pub struct Suite {
     /// The tests.
     pub tests: Vec<RuleTest>,
+    /// Test files that did not load ([`load_suite_each`] only): none of their tests is in
+    /// `tests`, and each counts as one failure.
+    pub broken: Vec<BrokenFile>,
+}
+
+/// A test file that did not load, with every problem found in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokenFile {
+    /// The file, as the user named it.
+    pub file: String,
+    /// Its errors, in file order (at least one).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl BrokenFile {
+    /// `FILE:LINE:COL` of its first error, or the file alone when that has no place.
+    pub fn at(&self) -> String {
+        match self.diagnostics.first() {
+            Some(Diagnostic {
+                line: Some(line),
+                column,
+                ..
+            }) => match column {
+                Some(col) => format!("{}:{line}:{col}", self.file),
+                None => format!("{}:{line}", self.file),
+            },
+            _ => self.file.clone(),
+        }
+    }
 }
 
 /// One case or path, with where it is written.
@@ -142,21 +171,59 @@ pub fn read_test_files(set_dir: &Path) -> io::Result<Vec<SourceFile>> {
 ///
 /// All-or-nothing like a rule set: any error returns every diagnostic found.
 pub fn load_suite(set: &CompiledSet, files: &[SourceFile]) -> Result<Suite, Vec<Diagnostic>> {
+    let suite = load_suite_each(set, files);
+    if suite.broken.is_empty() {
+        Ok(suite)
+    } else {
+        Err(suite
+            .broken
+            .into_iter()
+            .flat_map(|b| b.diagnostics)
+            .collect())
+    }
+}
+
+/// Parses and validates each test file on its own: a file with an error lands in
+/// [`Suite::broken`] and the tests of the others still run (`rebound test`).
+///
+/// ```
+/// # #[cfg(feature = "testing")] {
+/// use rebound_engine::ruletest::load_suite_each;
+/// use rebound_engine::{SourceFile, compile};
+///
+/// let rules = "version: 1\nrules:\n  - id: fast\n    retry: { backoff: { fixed: 100ms } }\n";
+/// let set = compile(vec![SourceFile::new("r.yaml", "r.yaml", rules)]).unwrap();
+/// let good = "version: 1\ncases:\n  - name: a\n    expect: { rule: fast }\n";
+/// let bad = "version: 1\ncases:\n  - name: b\n    expekt: { rule: fast }\n";
+/// let suite = load_suite_each(
+///     &set,
+///     &[SourceFile::new("a.yaml", "tests/a.yaml", good), SourceFile::new("b.yaml", "tests/b.yaml", bad)],
+/// );
+/// assert_eq!(suite.tests.len(), 1);
+/// assert_eq!(suite.broken[0].at(), "tests/b.yaml:4:5");
+/// # }
+/// ```
+pub fn load_suite_each(set: &CompiledSet, files: &[SourceFile]) -> Suite {
     let mut ids: Vec<&str> = set.rules().map(|r| r.id().as_str()).collect();
     ids.push("defaults");
-    let mut cx = Loader {
-        ids,
-        diags: Vec::new(),
-        tests: Vec::new(),
-    };
+    let mut suite = Suite::default();
     for file in files {
+        let mut cx = Loader {
+            ids: ids.clone(),
+            diags: Vec::new(),
+            tests: Vec::new(),
+        };
         cx.file(file);
+        if cx.diags.is_empty() {
+            suite.tests.extend(cx.tests);
+        } else {
+            suite.broken.push(BrokenFile {
+                file: file.path.clone(),
+                diagnostics: cx.diags,
+            });
+        }
     }
-    if cx.diags.is_empty() {
-        Ok(Suite { tests: cx.tests })
-    } else {
-        Err(cx.diags)
-    }
+    suite
 }
 
 struct Loader<'a> {

@@ -449,6 +449,67 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `explain` records the arithmetic without changing the decision: under the same seed
+    /// it decides what `decide` decides, and its numbers add up to that delay.
+    #[test]
+    fn explain_decides_as_decide_does_and_its_arithmetic_adds_up(
+        k in kind(),
+        j in jit(),
+        r in prop_oneof![1..20u32, 1..u32::MAX],
+        last in prop_oneof![Just(0u64), 0..1_000_000u64],
+        retry_after in prop::option::of(0..200_000u64),
+        max_elapsed in prop::option::of(0..300_000u64),
+        elapsed in 0..400_000u64,
+        seed in any::<u64>(),
+    ) {
+        let mut yaml = format!(
+            "version: 1\nrules:\n  - id: r\n    retry:\n      max_retries: 10\n      backoff: {}\n",
+            backoff_yaml(&k, j)
+        );
+        if let Some(m) = max_elapsed {
+            writeln!(yaml, "      max_elapsed: {m}").unwrap();
+        }
+        let handle = PolicyHandle::new(compile(vec![SourceFile::new("r.yaml", "r.yaml", yaml)]).unwrap());
+        let ctx = FailureContext {
+            elapsed: Duration::from_millis(elapsed),
+            retry_after: retry_after.map(Duration::from_millis),
+            last_delay: Duration::from_millis(last),
+            ..FailureContext::new("B", "C", r)
+        };
+        let decided = handle.decide(&ctx, &mut StdRng::seed_from_u64(seed));
+        let explained = handle.explain(&ctx, &mut StdRng::seed_from_u64(seed));
+        prop_assert_eq!(&explained.decided.decision, &decided.decision);
+        let p = explained.pacing.expect("a retry rule explains its pacing");
+        prop_assert_eq!((p.retry, p.max_retries), (r, 10));
+        if r > 10 {
+            prop_assert_eq!(p.stopped, Some("max_retries"));
+            prop_assert!(p.drawn_ms.is_none());
+            return Ok(());
+        }
+        let (lo, hi) = p.jitter_range_ms.unwrap();
+        let drawn = p.drawn_ms.unwrap();
+        prop_assert!(lo <= drawn && drawn <= hi.max(lo));
+        let clamped = p.clamped_ms.unwrap();
+        prop_assert_eq!(clamped, p.max_ms.map_or(drawn, |m| drawn.min(m)));
+        let delay = p.delay_ms.unwrap();
+        prop_assert_eq!(delay, clamped.max(retry_after.unwrap_or(0)));
+        match decided.decision {
+            Decision::Retry { delay: d, .. } => {
+                prop_assert_eq!(d, Duration::from_millis(delay));
+                prop_assert!(p.stopped.is_none());
+            }
+            Decision::DeadLetter { reason, .. } => {
+                prop_assert_eq!(reason.as_str(), "max_elapsed");
+                prop_assert_eq!(p.stopped, Some("max_elapsed"));
+                prop_assert!(elapsed + delay > max_elapsed.unwrap());
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // No input makes a decision panic.
 
