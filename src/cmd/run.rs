@@ -13,7 +13,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(after_help = "Example:\n  \
     rebound run                                   # 50,000 orders at 100× speed, then the report\n  \
-    rebound run --messages 20000 --json           # one JSON document on stdout\n  \
+    rebound run --messages 20000 --data /tmp/r20k --json   # a run of its own, one JSON document on stdout\n  \
     rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n\n\
     The run lives in --data: stopped (Ctrl-C, SIGTERM) or killed (even kill -9), the same\n\
     command continues it, and the report covers every message. Run again once finished, it\n\
