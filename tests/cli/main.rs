@@ -2,12 +2,14 @@
 //! `explain` and `--json` (`cli_rules`), what a broken rule file reports (`load_errors`),
 //! `paths` (`paths_lints`, `paths_shipped`), `test` (`ruletest_cli`, `ruletest_seed_search`),
 //! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
-//! (`shipped_rules_props`). Fixtures are in `tests/fixtures/`.
+//! (`shipped_rules_props`), and the README's examples run as written (`readme_examples`).
+//! Fixtures are in `tests/fixtures/`.
 
 mod cli_rules;
 mod load_errors;
 mod paths_lints;
 mod paths_shipped;
+mod readme_examples;
 mod ruletest_cli;
 mod ruletest_seed_search;
 mod schema_drift;

@@ -1,0 +1,179 @@
+//! The README's examples, run as written, so that the README cannot drift from the binary:
+//!
+//! - every ```yaml block parses; a rule file passes `check --strict`, a test file passes
+//!   `rebound test` beside the shipped rules;
+//! - every `$ rebound …` line of a ```console block runs from the repository's root and prints
+//!   the lines under it (in order; other lines, such as a summary, may come between);
+//! - every `cargo run --release -- SUBCOMMAND …` named in the text runs (as `rebound …`) and
+//!   exits as a good set should, except `run` and `serve`, whose own tests run them.
+//!
+//! (The long-running examples, `rebound run`, `serve` with its `curl`s, and the Redis fleet,
+//! are covered by the run, serve and fleet tests.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(root().join("README.md")).expect("README.md")
+}
+
+/// The fenced blocks of `lang`, with the line each starts at.
+fn blocks(text: &str, lang: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(usize, String, usize)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match &mut current {
+            None => {
+                if trimmed == format!("```{lang}") {
+                    let indent = line.len() - trimmed.len();
+                    current = Some((i + 1, String::new(), indent));
+                }
+            }
+            Some((start, body, indent)) => {
+                if trimmed == "```" {
+                    out.push((*start, std::mem::take(body)));
+                    current = None;
+                } else {
+                    let cut = line.len().min(*indent);
+                    body.push_str(&line[cut..]);
+                    body.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rebound(args: &[String], dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rebound"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run rebound")
+}
+
+#[test]
+fn every_yaml_example_is_a_valid_rule_or_test_file() {
+    let text = readme();
+    let yaml = blocks(&text, "yaml");
+    assert!(yaml.len() >= 2, "the README has its rule and test examples");
+    for (line, body) in yaml {
+        let value: serde_yaml::Value = serde_yaml::from_str(&body)
+            .unwrap_or_else(|e| panic!("README.md:{line}: not YAML: {e}\n{body}"));
+        let dir = tempfile::tempdir().unwrap();
+        let rules = dir.path().join("rules");
+        std::fs::create_dir_all(rules.join("tests")).unwrap();
+        let is_test = value.get("cases").is_some() || value.get("paths").is_some();
+        let args: Vec<String> = if is_test {
+            for entry in std::fs::read_dir(root().join("rules")).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|x| x == "yaml") {
+                    std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
+                }
+            }
+            std::fs::write(rules.join("tests/readme.yaml"), &body).unwrap();
+            vec!["test".into(), "--rules".into(), "rules".into()]
+        } else {
+            std::fs::write(rules.join("readme.yaml"), &body).unwrap();
+            vec![
+                "check".into(),
+                "--strict".into(),
+                "--rules".into(),
+                "rules".into(),
+            ]
+        };
+        let out = rebound(&args, dir.path());
+        assert!(
+            out.status.success(),
+            "README.md:{line}: `rebound {}` fails on this example:\n{body}\nstdout:\n{}\nstderr:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn every_console_example_prints_what_the_readme_shows() {
+    let text = readme();
+    let mut ran = 0;
+    for (line, body) in blocks(&text, "console") {
+        let mut lines = body.lines().peekable();
+        while let Some(l) = lines.next() {
+            let Some(command) = l.strip_prefix("$ rebound ") else {
+                continue;
+            };
+            let mut expected = Vec::new();
+            while let Some(next) = lines.peek() {
+                if next.starts_with("$ ") {
+                    break;
+                }
+                expected.push(lines.next().unwrap().to_owned());
+            }
+            let args: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+            let out = rebound(&args, &root());
+            let printed = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut seen = printed.lines();
+            for want in &expected {
+                assert!(
+                    seen.any(|got| got == want),
+                    "README.md:{line}: `rebound {command}` does not print {want:?} (in order); it printed:\n{printed}"
+                );
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran >= 3, "the README's console examples ran ({ran})");
+}
+
+#[test]
+fn every_cargo_run_example_of_the_authoring_steps_runs() {
+    let text = readme();
+    let mut ran = 0;
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("`cargo run --release -- ") {
+            let after = &rest[at + "`cargo run --release -- ".len()..];
+            let Some(end) = after.find('`') else { break };
+            let command = &after[..end];
+            rest = &after[end..];
+            let args: Vec<String> = command
+                .split(" > ")
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+            match args.first().map(String::as_str) {
+                None | Some("run" | "serve") => continue,
+                // Writing the schemas is checked without writing them.
+                Some("schema") => {
+                    let out = rebound(&["schema".into(), "--check".into()], &root());
+                    assert!(out.status.success(), "README.md:{}: schema --check", i + 1);
+                }
+                Some(_) => {
+                    let out = rebound(&args, &root());
+                    assert!(
+                        out.status.success(),
+                        "README.md:{}: `rebound {command}` failed:\n{}{}",
+                        i + 1,
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran >= 4, "the README's authoring commands ran ({ran})");
+}
