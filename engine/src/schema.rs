@@ -6,7 +6,7 @@
 //! The model keeps durations, globs, comparisons and jitter as plain scalars, which the
 //! compiler checks with their positions. The rule-file schema says as much of that as a
 //! schema can, so that an editor flags `10sec`, `jitter: ful`, `"=> 5"`, an id `DB_Lock` or
-//! `retry` beside `give_up: true` as it is typed: [`constrain_rules`] narrows the generated
+//! `retry` beside `give_up: true` as it is typed: `constrain_rules` narrows the generated
 //! schema with patterns, enums and `not`, each mirroring a check of `compile.rs`. Every
 //! schema carries a stable `$id` ([`RULES_SCHEMA_ID`]) that editors can be pointed at.
 //!
