@@ -1,4 +1,5 @@
-//! `rebound fmt`: a messy set is found and fixed, and a formatted set checks, tests and formats as it did.
+//! `rebound fmt`: the shipped rules are formatted, a messy set is found and fixed, and a
+//! formatted set checks, tests and formats as it did.
 
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -31,6 +32,15 @@ fn comments(text: &str) -> Vec<String> {
         .collect();
     c.sort();
     c
+}
+
+#[test]
+fn fmt_check_accepts_the_shipped_rules_and_their_tests() {
+    rebound()
+        .args(["fmt", "--check", "--rules", "rules"])
+        .assert()
+        .success()
+        .stdout("");
 }
 
 #[test]
