@@ -129,3 +129,31 @@ fn strings(v: &Value, out: &mut BTreeSet<String>) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SourceFile, compile};
+
+    fn set(yaml: &str) -> CompiledSet {
+        compile(vec![SourceFile::new("a.yaml", "a.yaml", yaml)]).unwrap()
+    }
+
+    #[test]
+    fn same_decisions_sees_a_changed_delay_label_or_order_but_not_key_order() {
+        let a = set(
+            "version: 1\nrules:\n  - id: a\n    match: { code: \"DB_*\" }\n    retry: { backoff: { fixed: 1s } }\n  - id: b\n    match: { attrs: { tier: gold } }\n    give_up: true\n",
+        );
+        let same = set(
+            "version: 1\nrules:\n  - match: { code: \"DB_*\" }\n    retry: { backoff: { fixed: 1s } }\n    id: a\n  - give_up: true\n    id: b\n    match: { attrs: { tier: gold } }\n",
+        );
+        assert_eq!(same_decisions(&a, &same), Ok(()));
+        for other in [
+            "version: 1\nrules:\n  - id: a\n    match: { code: \"DB_*\" }\n    retry: { backoff: { fixed: 2s } }\n  - id: b\n    match: { attrs: { tier: gold } }\n    give_up: true\n",
+            "version: 1\nrules:\n  - id: a\n    match: { code: \"DB_*\" }\n    retry: { backoff: { fixed: 1s } }\n  - id: b\n    match: { attrs: { tier: gold } }\n    give_up: true\n    dead_letter: L9\n",
+            "version: 1\nrules:\n  - id: b\n    match: { attrs: { tier: gold } }\n    give_up: true\n  - id: a\n    match: { code: \"DB_*\" }\n    retry: { backoff: { fixed: 1s } }\n",
+        ] {
+            assert!(same_decisions(&a, &set(other)).is_err(), "{other}");
+        }
+    }
+}

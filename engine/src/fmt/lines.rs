@@ -56,6 +56,10 @@ pub(super) fn format(text: &str, kind: FileKind) -> Result<String, FmtError> {
         }
         current = next;
     }
+    // Every edit was checked; this is the last line of defence should one slip through.
+    if parse(&current).is_none_or(|v| v != original) {
+        return Ok(text.to_string());
+    }
     Ok(current)
 }
 
@@ -82,28 +86,46 @@ fn join(lines: &[String]) -> String {
 
 /// One round of every edit, each kept only when the meaning holds.
 fn round(text: &str, kind: FileKind, original: &Value) -> String {
-    let mut lines: Vec<String> = text
-        .replace("\r\n", "\n")
-        .split('\n')
-        .map(str::to_string)
-        .collect();
-    if lines.last().is_some_and(String::is_empty) {
-        lines.pop();
-    }
+    let mut lines = split(&text.replace("\r\n", "\n"));
     if !same_value(&lines, original) {
-        lines = text.split('\n').map(str::to_string).collect();
-        lines.pop();
+        lines = split(text);
     }
-    try_edit(&mut lines, original, |l| {
-        l.iter().map(|s| s.trim_end().to_string()).collect()
-    });
-    try_edit(&mut lines, original, |l| {
-        l.iter().map(|s| one_space_after_colon(s)).collect()
-    });
+    try_lines(&mut lines, original, |s| s.trim_end().to_string());
+    try_lines(&mut lines, original, one_space_after_colon);
     try_edit(&mut lines, original, blank_lines);
     reorder_all(&mut lines, kind, original);
     flow_maps(&mut lines, original);
     join(&lines)
+}
+
+/// The lines of `text`, without the newline that ends the last one.
+fn split(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    if lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    lines
+}
+
+/// Applies `edit` to every line at once, or, when that changes the meaning (a line of a
+/// block scalar), to each line on its own.
+fn try_lines(lines: &mut Vec<String>, original: &Value, edit: impl Fn(&str) -> String) {
+    let next: Vec<String> = lines.iter().map(|l| edit(l)).collect();
+    if next == *lines {
+        return;
+    }
+    if same_value(&next, original) {
+        *lines = next;
+        return;
+    }
+    for (i, line) in next.into_iter().enumerate() {
+        if line != lines[i] {
+            let old = std::mem::replace(&mut lines[i], line);
+            if !same_value(lines, original) {
+                lines[i] = old;
+            }
+        }
+    }
 }
 
 fn try_edit(
@@ -365,8 +387,8 @@ fn reorder(range: &[String], t: &Target) -> Option<Vec<String>> {
             continue;
         }
         if let Some(key) = key_of(line, k) {
-            if t.item && j > 0 && indent(line) != k {
-                return None; // a second `- ` inside one item
+            if indent(line) != k && !(t.item && j == 0) {
+                return None; // a `- ` that does not start this item
             }
             let rank = t.order.iter().position(|o| *o == key)?;
             keys.push((j, rank));
@@ -374,7 +396,7 @@ fn reorder(range: &[String], t: &Target) -> Option<Vec<String>> {
             return None;
         }
     }
-    if keys.is_empty() || keys[0].0 != 0 && t.item {
+    if keys.is_empty() || (t.item && keys[0].0 != 0) {
         return None;
     }
     if keys.windows(2).all(|w| w[0].1 < w[1].1) {
@@ -574,6 +596,19 @@ mod tests {
         let messy = "version: 1\ncases:\n  - expect: { action: retry }\n    name: n\n    given:\n      code: X\n      attempt: 2\n";
         let want = "version: 1\ncases:\n  - name: n\n    given: { code: X, attempt: 2 }\n    expect: { action: retry }\n";
         assert_eq!(format(messy, FileKind::Tests).unwrap(), want);
+    }
+
+    #[test]
+    fn fmt_trims_other_lines_when_a_block_scalar_keeps_its_spaces() {
+        let text = "version: 1\nrules:\n  - id:   a   \n    description: |\n      two  \n";
+        let want = "version: 1\nrules:\n  - id: a\n    description: |\n      two  \n";
+        assert_eq!(fmt(text), want);
+    }
+
+    #[test]
+    fn fmt_reads_crlf_and_a_missing_final_newline() {
+        let text = "rules:\r\n  - id: a\r\nversion: 1";
+        assert_eq!(fmt(text), "version: 1\nrules:\n  - id: a\n");
     }
 
     #[test]
