@@ -44,6 +44,7 @@ mod context;
 mod decide;
 pub mod diag;
 pub mod duration;
+pub mod fmt;
 mod handle;
 mod index;
 mod lint;

@@ -4,6 +4,7 @@ pub mod check;
 pub mod decide;
 pub mod explain;
 mod failure;
+pub mod fmt;
 pub mod paths;
 pub mod run;
 pub mod schema;

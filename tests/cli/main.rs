@@ -6,6 +6,7 @@
 //! Fixtures are in `tests/fixtures/`.
 
 mod cli_rules;
+mod fmt;
 mod load_errors;
 mod paths_lints;
 mod paths_shipped;
