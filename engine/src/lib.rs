@@ -30,6 +30,8 @@
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
+//! - [`fmt`]: `rebound fmt`: rule and test files in the spec's key order, comments kept, and
+//!   refused unless the formatted set decides as the original does.
 //! - `testing/` (feature `testing`): `simulate_path`, proptest strategies and property
 //!   checks for users' own test suites.
 //! - [`reload`]: new sets while deciding: the reloader (validate → swap → history,
