@@ -1,6 +1,7 @@
 //! What is particular to the shared store on Redis: the conformance suite's factory (a
 //! namespace per directory on one redis-server of this test binary), a model test against
-//! SQLite, the claims, a claim race across processes, lost replies, and a timing.
+//! SQLite, the claims, a claim race across processes, and lost replies (the timing against
+//! SQLite is the pipeline bench's: `runtime/benches/pipeline/redis.rs`).
 //!
 //! Every case uses a `redis-server` started by [`TestServer`] (never the machine's own
 //! Redis) and a namespace of its own. A missing `redis-server` fails the cases, naming it.
@@ -14,7 +15,6 @@ use rebound_runtime::store::Store;
 use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 
 mod batches;
-mod bench;
 mod claim_race;
 mod claims;
 mod lost_replies;
