@@ -47,12 +47,7 @@ impl LintRule for ImpossibleRetry {
 
 #[cfg(test)]
 mod tests {
-    use crate::{SourceFile, compile};
-
-    fn warnings(yaml: &str) -> Vec<String> {
-        let set = compile(vec![SourceFile::new("a.yaml", "a.yaml", yaml)]).unwrap();
-        set.warnings().iter().map(ToString::to_string).collect()
-    }
+    use super::super::tests::warnings;
 
     #[test]
     fn an_attempt_bound_past_max_retries_is_reported_with_the_rule() {

@@ -57,12 +57,7 @@ fn too_long(path: &crate::paths::RetryPath) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{SourceFile, compile};
-
-    fn warnings(yaml: &str) -> Vec<String> {
-        let set = compile(vec![SourceFile::new("a.yaml", "a.yaml", yaml)]).unwrap();
-        set.warnings().iter().map(ToString::to_string).collect()
-    }
+    use super::super::tests::warnings;
 
     #[test]
     fn a_path_over_one_day_is_reported_at_its_rule() {

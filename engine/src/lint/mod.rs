@@ -53,3 +53,14 @@ pub(crate) fn run(
     }
     out
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use crate::{SourceFile, compile};
+
+    /// The warnings of a one-file set, as `check` prints them.
+    pub(crate) fn warnings(yaml: &str) -> Vec<String> {
+        let set = compile(vec![SourceFile::new("a.yaml", "a.yaml", yaml)]).unwrap();
+        set.warnings().iter().map(ToString::to_string).collect()
+    }
+}

@@ -94,12 +94,7 @@ fn unused(policy: &RetryPolicy, attempt: &[Cmp<u64>]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{SourceFile, compile};
-
-    fn warnings(yaml: &str) -> Vec<String> {
-        let set = compile(vec![SourceFile::new("a.yaml", "a.yaml", yaml)]).unwrap();
-        set.warnings().iter().map(ToString::to_string).collect()
-    }
+    use super::super::tests::warnings;
 
     #[test]
     fn extra_schedule_entries_are_reported_with_the_rule() {
