@@ -40,28 +40,44 @@ impl DeferredBolt for Careless {
     }
 }
 
-async fn run_careless(keep: bool, timeout: Duration) -> (Vec<DeadLetter>, Duration) {
-    let log = new_log();
-    let mut b = TopologyBuilder::new("careless");
+/// `messages` messages from a counting spout into a [`Careless`] bolt that keeps (or drops)
+/// every handle, with this timeout and, if given, this `max_spout_pending`.
+fn careless_topology(
+    name: &str,
+    max_pending: Option<usize>,
+    timeout: Duration,
+    messages: u64,
+    keep: bool,
+    log: &SharedLog,
+) -> Topology {
+    let mut b = TopologyBuilder::new(name);
+    let defaults = Config::default();
     b.config(Config {
+        max_spout_pending: max_pending.unwrap_or(defaults.max_spout_pending),
         message_timeout: timeout,
-        ..Config::default()
+        ..defaults
     });
     let spout_log = log.clone();
     b.spout("source", 1, move |_| {
-        CountingSpout::new("m", 10, spout_log.clone())
+        CountingSpout::new("m", messages, spout_log.clone())
     });
     b.deferred_bolt("careless", 1, move |_| Careless {
         keep,
         kept: Vec::new(),
     })
     .shuffle("source");
+    b.build().unwrap()
+}
+
+async fn run_careless(keep: bool, timeout: Duration) -> (Vec<DeadLetter>, Duration) {
+    let log = new_log();
+    let topology = careless_topology("careless", None, timeout, 10, keep, &log);
     let letters = MemoryDeadLetters::new();
     let seams = Seams::in_memory()
         .with_policy(give_up_on(&[codes::UNACKED, codes::TIMEOUT]))
         .with_dead_letters(letters.clone());
     let start = Instant::now();
-    let running = b.build().unwrap().start(seams);
+    let running = topology.start(seams);
     running.wait_quiescent().await;
     let took = start.elapsed();
     running.shutdown(Duration::from_secs(1)).await;
@@ -412,24 +428,10 @@ impl DeferredBolt for SlowAcker {
 fn a_spout_whose_every_slot_waits_for_the_timeout_reports_a_stall_until_they_time_out() {
     paused_runtime().block_on(async {
         let log = new_log();
-        let mut b = TopologyBuilder::new("stall");
-        b.config(Config {
-            max_spout_pending: 4,
-            message_timeout: Duration::from_secs(30),
-            ..Config::default()
-        });
-        let spout_log = log.clone();
-        b.spout("source", 1, move |_| {
-            CountingSpout::new("m", 8, spout_log.clone())
-        });
-        b.deferred_bolt("careless", 1, |_| Careless {
-            keep: true,
-            kept: Vec::new(),
-        })
-        .shuffle("source");
+        let topology = careless_topology("stall", Some(4), Duration::from_secs(30), 8, true, &log);
         let seams = Seams::in_memory().with_policy(give_up_on(&[codes::TIMEOUT]));
         let start = Instant::now();
-        let running = b.build().unwrap().start(seams);
+        let running = topology.start(seams);
         tokio::time::sleep(Duration::from_millis(500)).await;
         let s = running.stats();
         assert_eq!(
@@ -514,22 +516,9 @@ fn shutdown_stops_the_spouts_and_lets_trees_in_flight_finish() {
 fn shutdown_gives_up_on_trees_that_outlast_the_drain_timeout() {
     paused_runtime().block_on(async {
         let log = new_log();
-        let mut b = TopologyBuilder::new("stuck");
-        b.config(Config {
-            max_spout_pending: 7,
-            message_timeout: Duration::from_secs(3600),
-            ..Config::default()
-        });
-        let spout_log = log.clone();
-        b.spout("source", 1, move |_| {
-            CountingSpout::new("m", 100, spout_log.clone())
-        });
-        b.deferred_bolt("careless", 1, |_| Careless {
-            keep: true,
-            kept: Vec::new(),
-        })
-        .shuffle("source");
-        let running = b.build().unwrap().start(Seams::in_memory());
+        let topology =
+            careless_topology("stuck", Some(7), Duration::from_secs(3600), 100, true, &log);
+        let running = topology.start(Seams::in_memory());
         tokio::time::sleep(Duration::from_millis(100)).await;
         let report = running.shutdown(Duration::from_secs(2)).await;
         assert!(!report.drained);
