@@ -161,10 +161,13 @@ pub enum GiveUpReason {
     /// poison message that kills every node it lands on), so it is kept as a dead letter
     /// instead of being claimed once more. `decide` never returns it.
     CrashLoop,
+    /// The runtime's own: an operator killed the scheduled retry (`POST /v1/retries/{id}/kill`),
+    /// so it was dead-lettered at once with its rule's label. `decide` never returns it.
+    Killed,
 }
 
 impl GiveUpReason {
-    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error` or `crash_loop`.
+    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error`, `crash_loop` or `killed`.
     pub fn as_str(self) -> &'static str {
         match self {
             GiveUpReason::GiveUp => "give_up",
@@ -172,6 +175,7 @@ impl GiveUpReason {
             GiveUpReason::MaxElapsed => "max_elapsed",
             GiveUpReason::PolicyError => "policy_error",
             GiveUpReason::CrashLoop => "crash_loop",
+            GiveUpReason::Killed => "killed",
         }
     }
 }

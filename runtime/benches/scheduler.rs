@@ -33,7 +33,7 @@ use rebound_runtime::store::{
     WriteOp,
 };
 use rebound_runtime::time::Timestamp;
-use rebound_runtime::topology::{Failure, LastFailure};
+use rebound_runtime::topology::{Failure, FailureRecord};
 
 // ---- a counting allocator, for bytes per entry -------------------------------------------
 
@@ -374,14 +374,16 @@ fn retry() -> WriteOp {
     let mut message = message("ORDER");
     message.retry.attempt = 2;
     message.retry.first_delivery = Some(Timestamp::from_millis(BASE_MS));
-    message.retry.last_failure = Some(Box::new(LastFailure {
+    message.retry.failures.push(FailureRecord {
+        attempt: 2,
         code: "DB_LOCK_WAIT".into(),
         message: "lock wait timeout exceeded".into(),
+        attrs: Default::default(),
         at: Timestamp::from_millis(BASE_MS + 28_000),
-        delay: Duration::from_secs(2),
+        delay: Some(Duration::from_secs(2)),
         rule: RuleRef::Rule("db-lock".into()),
         version: version(),
-    }));
+    });
     WriteOp::Schedule(ScheduledRetry::new(
         message,
         Timestamp::from_millis(BASE_MS + 30_000),

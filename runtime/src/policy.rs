@@ -92,7 +92,7 @@ impl FailurePolicy for RulePolicy {
 mod tests {
     use super::*;
     use crate::fate::{GiveUpReason, RuleRef, Signals};
-    use crate::topology::{Failure, LastFailure, Message};
+    use crate::topology::{Failure, FailureRecord, Message};
     use rebound_engine::{SourceFile, compile};
     use std::time::Duration;
 
@@ -236,14 +236,16 @@ rules:
     fn signals_and_last_delay_reach_the_rules() {
         let p = policy(10.0);
         let mut m = msg(2);
-        m.retry.last_failure = Some(Box::new(LastFailure {
+        m.retry.failures.push(FailureRecord {
+            attempt: 1,
             code: "HOT".into(),
             message: String::new(),
+            attrs: Default::default(),
             at: crate::time::Timestamp::ZERO,
-            delay: Duration::from_secs(2), // 20 s of rule time at 10×
+            delay: Some(Duration::from_secs(2)), // 20 s of rule time at 10×
             rule: RuleRef::Defaults,
             version: rebound_engine::Version::from_hash(0),
-        }));
+        });
         let hot = Signals {
             fail_rate: 0.9,
             ..Signals::default()

@@ -75,14 +75,14 @@ fn a_delay_edited_mid_run_is_used_by_the_retries_that_follow() {
             .map(|(id, _)| id)
             .collect();
         for r in store.retries(&ids).unwrap() {
-            let Some(last) = r.message.retry.last_failure.as_deref() else {
+            let Some(last) = r.message.retry.last_failure() else {
                 continue;
             };
             if last.rule.as_str() == "payment-processing" {
                 *seen
                     .entry(last.version.to_string())
                     .or_default()
-                    .entry(last.delay.as_millis())
+                    .entry(last.delay.unwrap_or_default().as_millis())
                     .or_default() += 1;
             }
         }

@@ -438,8 +438,8 @@ impl Worker {
 
 /// The dead letter of a retry whose claims ran out more than `max_reaps` times.
 fn crash_loop(retry: ScheduledRetry, max_reaps: u32, at: crate::time::Timestamp) -> DeadLetter {
-    let mut message = retry.message;
-    let last = message.retry.last_failure.take();
+    let message = retry.message;
+    let last = message.retry.last_failure().cloned();
     DeadLetter {
         failure: Failure {
             code: "CRASH_LOOP".into(),

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use super::{HeldClaims, Journal};
+use std::sync::OnceLock;
+
+use super::{DeadLetterObserver, HeldClaims, Journal};
 use crate::fate::{BoxFuture, DeadLetter, DeadLetterSink, SinkError};
 use crate::store::{Applied, Fate, WriteOp};
 
@@ -12,16 +14,34 @@ use crate::store::{Applied, Fate, WriteOp};
 ///
 /// A letter for a message whose fate is already known is refused by the store (first fate
 /// wins); that is logged and counts as stored, since the message is final either way.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct DurableDeadLetters {
     journal: Journal,
     /// On a shared store: the node's claims, settled by a letter's commit.
     held: Option<Arc<HeldClaims>>,
+    /// Told of the letters stored.
+    observer: Arc<OnceLock<DeadLetterObserver>>,
+}
+
+impl std::fmt::Debug for DurableDeadLetters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableDeadLetters")
+            .field("journal", &self.journal)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DurableDeadLetters {
-    pub(crate) fn new(journal: Journal, held: Option<Arc<HeldClaims>>) -> DurableDeadLetters {
-        DurableDeadLetters { journal, held }
+    pub(crate) fn new(
+        journal: Journal,
+        held: Option<Arc<HeldClaims>>,
+        observer: Arc<OnceLock<DeadLetterObserver>>,
+    ) -> DurableDeadLetters {
+        DurableDeadLetters {
+            journal,
+            held,
+            observer,
+        }
     }
 }
 
@@ -37,9 +57,13 @@ impl DeadLetterSink for DurableDeadLetters {
                 .commit(ops)
                 .await
                 .map_err(|e| SinkError(e.to_string()))?;
+            let mut stored = Vec::new();
             for (letter, applied) in batch.iter().zip(applied) {
                 if let Some(held) = &self.held {
                     held.settle(letter.id());
+                }
+                if applied == Applied::Done {
+                    stored.push(letter);
                 }
                 if let Applied::FateAlreadyKnown(fate) = applied {
                     let fate = match fate {
@@ -47,6 +71,14 @@ impl DeadLetterSink for DurableDeadLetters {
                         Fate::DeadLettered => "dead-lettered",
                     };
                     tracing::warn!(id = %letter.id(), fate, "dead letter not stored: the message already has a fate");
+                }
+            }
+            if let Some(f) = self.observer.get() {
+                if stored.len() == batch.len() {
+                    f(batch);
+                } else {
+                    let stored: Vec<DeadLetter> = stored.into_iter().cloned().collect();
+                    f(&stored);
                 }
             }
             Ok(())

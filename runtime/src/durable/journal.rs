@@ -395,7 +395,7 @@ impl Batch {
         };
         let settled = ledger.held.settle(id);
         self.moot += usize::from(settled.moot);
-        if let WriteOp::Schedule(_) | WriteOp::Replay(_) = op {
+        if let WriteOp::Schedule(_) | WriteOp::Replay(_) | WriteOp::Redrive(_) = op {
             // Written now, not held: it leaves a row.
             ledger.held.has_row(id);
         }

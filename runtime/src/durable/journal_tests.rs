@@ -4,7 +4,7 @@ use super::*;
 use crate::fate::{DeadLetter, GiveUpReason, Label, RuleRef, Version};
 use crate::store::{Fate, Offset, SqliteStore};
 use crate::time::Timestamp;
-use crate::topology::{Failure, LastFailure, Message};
+use crate::topology::{Failure, FailureRecord, Message};
 
 fn message(id: &str) -> Message {
     Message::new(id, "ORDER", "{}")
@@ -14,14 +14,16 @@ fn schedule(id: &str, attempt: u32) -> WriteOp {
     let mut message = message(id);
     message.retry.attempt = attempt;
     message.retry.first_delivery = Some(Timestamp::from_millis(1));
-    message.retry.last_failure = Some(Box::new(LastFailure {
+    message.retry.failures.push(FailureRecord {
+        attempt,
         code: "DB_LOCK_WAIT".into(),
         message: "locked".into(),
+        attrs: Default::default(),
         at: Timestamp::from_millis(900 * u64::from(attempt)),
-        delay: Duration::from_millis(100),
+        delay: Some(Duration::from_millis(100)),
         rule: RuleRef::Rule("db-lock".into()),
         version: "0123456789abcdef".parse().unwrap(),
-    }));
+    });
     WriteOp::Schedule(ScheduledRetry::new(
         message,
         Timestamp::from_millis(1_000 * u64::from(attempt)),
@@ -127,6 +129,10 @@ fn kinds(ops: &[WriteOp]) -> Vec<String> {
             WriteOp::Position { position, .. } => format!("position {position}"),
             WriteOp::Replay(a) => format!("replay {}", a.id),
             WriteOp::Skip(a) => format!("skip {}", a.id),
+            WriteOp::Redrive(a) => format!("redrive {}", a.id),
+            WriteOp::Expire(a) => format!("expire {}", a.id),
+            WriteOp::RetryNow(a) => format!("retry now {}", a.id),
+            WriteOp::Audit(kind, a) => format!("audit {} {}", kind.as_str(), a.id),
         })
         .collect()
 }

@@ -49,6 +49,7 @@ mod give_up;
 mod held;
 mod held_acks;
 pub mod journal;
+mod operator;
 mod queue;
 mod shared_queue;
 mod source;
@@ -57,6 +58,7 @@ pub use claimer::{ClaimStats, HeldClaims, SharedOptions};
 pub use dead_letters::DurableDeadLetters;
 pub use give_up::JournalFailure;
 pub use journal::{Journal, JournalOptions, JournalStats};
+pub use operator::RUNTIME_OPERATOR;
 pub use queue::{DurableRetryQueue, Inbox};
 pub use shared_queue::SharedRetryQueue;
 pub use source::SourcePosition;
@@ -67,7 +69,7 @@ use tokio::time::Instant;
 
 use claimer::{Claimer, Inboxes};
 
-use crate::fate::{AckedFates, FailurePolicy, RetryQueue, Seams};
+use crate::fate::{AckedFates, DeadLetter, FailurePolicy, RetryQueue, Seams};
 use crate::store::{
     Applied, ClaimQueue, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store,
     StoreError, StoredDeadLetter, WriteOp,
@@ -99,7 +101,12 @@ struct Shared {
     claimer: Option<Claimer>,
     /// On a shared store: how soon a retry must be due to be fired from memory, unwritten.
     local_hold: OnceLock<std::time::Duration>,
+    /// Told of every dead letter once it is stored (see [`Durable::on_dead_letters`]).
+    observer: Arc<OnceLock<DeadLetterObserver>>,
 }
+
+/// What [`Durable::on_dead_letters`] calls with each batch of newly stored dead letters.
+pub type DeadLetterObserver = Box<dyn Fn(&[DeadLetter]) + Send + Sync>;
 
 /// How a message's [`offset`](Message::offset) names its source's position (see
 /// [`Durable::name_offsets`]).
@@ -193,6 +200,7 @@ impl Durable {
                 inboxes,
                 claimer,
                 local_hold: OnceLock::new(),
+                observer: Arc::default(),
             }),
         }
     }
@@ -290,7 +298,7 @@ impl Durable {
     pub fn seams(&self, policy: impl FailurePolicy) -> Seams {
         let s = self.shared.clone();
         let held = s.claimer.as_ref().map(|c| c.held().clone());
-        let sink = DurableDeadLetters::new(s.journal.clone(), held);
+        let sink = DurableDeadLetters::new(s.journal.clone(), held, s.observer.clone());
         Seams::in_memory()
             .with_policy(policy)
             .with_dead_letters(sink)
@@ -334,6 +342,19 @@ impl Durable {
             })
     }
 
+    /// Calls `f` with every batch of dead letters once they are stored (the runtime's, and
+    /// the operators' kills; not those whose message already had a fate). `f` runs on the
+    /// storing task: it must not block (queue the work elsewhere). Only the first call counts.
+    pub fn on_dead_letters(&self, f: impl Fn(&[DeadLetter]) + Send + Sync + 'static) {
+        let _ = self.shared.observer.set(Box::new(f));
+    }
+
+    fn announce(&self, letters: &[DeadLetter]) {
+        if let Some(f) = self.shared.observer.get() {
+            f(letters);
+        }
+    }
+
     /// The journal (to flush it, or to queue other writes in order with the runtime's).
     pub fn journal(&self) -> &Journal {
         &self.shared.journal
@@ -351,25 +372,38 @@ impl Durable {
     ///
     /// Blocking (waits for the commit): call it from `spawn_blocking` in async code.
     pub fn replay(&self, id: &str, operator: &str, reason: &str) -> Result<ScheduledRetry> {
-        let s = &self.shared;
         let id = MessageId::from(id);
-        let action = OperatorAction::new(id.clone(), operator, reason, s.time.wall())?;
-        let retry = self.act(WriteOp::Replay(action))?.into_replayed(&id)?;
+        let action = OperatorAction::new(id.clone(), operator, reason, self.shared.time.wall())?;
+        self.replay_op(WriteOp::Replay(action), id)
+    }
+
+    /// Commits a replay or a redrive of `id`'s letter and hands the fresh delivery to its
+    /// spout task's live queue.
+    fn replay_op(&self, op: WriteOp, id: MessageId) -> Result<ScheduledRetry> {
+        let s = &self.shared;
+        let retry = self.act(op)?.into_replayed(&id)?;
         if s.claimer.is_some() {
             // Due now in the shared store: whichever node claims it first delivers it.
             return Ok(retry);
         }
-        let inbox = {
-            let inboxes = s.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
-            match inboxes.len() {
-                0 => None,
-                n => inboxes[partition(id.as_str(), n)].clone(),
-            }
-        };
-        if let Some(inbox) = inbox {
+        if let Some(inbox) = self.inbox_of(&id) {
             inbox.push(retry.message.clone());
         }
         Ok(retry)
+    }
+
+    /// The live queue's inbox of the spout task that owns `id`, if a topology runs on a store
+    /// of its own.
+    fn inbox_of(&self, id: &MessageId) -> Option<Arc<Inbox>> {
+        let inboxes = self
+            .shared
+            .inboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match inboxes.len() {
+            0 => None,
+            n => inboxes[partition(id.as_str(), n)].clone(),
+        }
     }
 
     /// Marks a dead letter `skipped` (handled), audited, through the journal. Blocking.

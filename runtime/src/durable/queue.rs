@@ -15,14 +15,28 @@ use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, Timestamp};
 use crate::topology::{Message, MessageId};
 
-/// Messages put into a queue from outside its spout task (operators' replays); the task is
-/// woken through the [`Notify`] and moves them into its scheduler, due at once.
+/// Messages put into a queue from outside its spout task (operators' replays), and operators'
+/// commands on the retries it holds; the task is woken through the [`Notify`], moves the
+/// messages into its scheduler, due at once, and carries out the commands.
 #[derive(Debug, Default)]
 pub struct Inbox {
     messages: Mutex<Vec<Message>>,
+    commands: Mutex<Vec<(MessageId, Command, Reply)>>,
     len: AtomicUsize,
     notify: Arc<Notify>,
 }
+
+/// An operator's command on one scheduled retry, carried out by the spout task that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Make it due now (its attempt kept); answered with the message.
+    Now,
+    /// Take it out of the queue (to be dead-lettered); answered with the message.
+    Take,
+}
+
+/// Where a command's answer goes: the message, or `None` if this queue does not hold it.
+pub(crate) type Reply = std::sync::mpsc::SyncSender<Option<Message>>;
 
 impl Inbox {
     /// Adds a message, to be delivered as soon as the spout task can, and wakes the task.
@@ -31,6 +45,16 @@ impl Inbox {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(message);
+        self.len.fetch_add(1, Relaxed);
+        self.notify.notify_one();
+    }
+
+    /// Asks the spout task to carry out `command` on `id`'s retry, and wakes it.
+    pub(crate) fn command(&self, id: MessageId, command: Command, reply: Reply) {
+        self.commands
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, command, reply));
         self.len.fetch_add(1, Relaxed);
         self.notify.notify_one();
     }
@@ -46,6 +70,13 @@ impl Inbox {
     pub(crate) fn take(&self) -> Vec<Message> {
         let taken =
             std::mem::take(&mut *self.messages.lock().unwrap_or_else(PoisonError::into_inner));
+        self.len.fetch_sub(taken.len(), Relaxed);
+        taken
+    }
+
+    pub(crate) fn take_commands(&self) -> Vec<(MessageId, Command, Reply)> {
+        let taken =
+            std::mem::take(&mut *self.commands.lock().unwrap_or_else(PoisonError::into_inner));
         self.len.fetch_sub(taken.len(), Relaxed);
         taken
     }
@@ -111,6 +142,21 @@ impl DurableRetryQueue {
         let now = self.map.now_timestamp(now);
         for message in self.inbox.take() {
             self.insert(now, message);
+        }
+        for (id, command, reply) in self.inbox.take_commands() {
+            let answer = match command {
+                Command::Now if self.scheduler.reschedule(&id, now) => {
+                    self.messages.get(&id).cloned().inspect(|m| {
+                        // The store's row is due now too, so a crash does not undo it.
+                        self.journal
+                            .write_behind(WriteOp::Schedule(ScheduledRetry::new(m.clone(), now)));
+                    })
+                }
+                Command::Take if self.scheduler.cancel(&id).is_some() => self.messages.remove(&id),
+                Command::Now | Command::Take => None,
+            };
+            // The asker may have given up waiting; the answer is then moot.
+            let _ = reply.try_send(answer);
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::fate::{
 use crate::stats::{Histogram, Stats};
 use crate::time::{TimeSource, Timestamp};
 use crate::topology::{
-    Config, Failure, LastFailure, Message, MessageId, NextMessage, Spout, Value, Values, codes,
+    Config, Failure, FailureRecord, Message, MessageId, NextMessage, Spout, Value, Values, codes,
 };
 
 use super::outbox::Outbox;
@@ -464,14 +464,16 @@ impl<S: Spout> SpoutTask<S> {
                 tracing::debug!("retry scheduled");
                 self.p.stats.retry(rule.as_str());
                 self.p.stats.retry_delay(delay);
-                msg.retry.last_failure = Some(Box::new(LastFailure {
+                msg.retry.failures.push(FailureRecord {
+                    attempt: msg.retry.attempt,
+                    at: wall,
                     code: failure.code,
                     message: failure.message,
-                    at: wall,
-                    delay,
+                    attrs: failure.attrs,
                     rule,
                     version,
-                }));
+                    delay: Some(delay),
+                });
                 // An Instant that cannot reach that far (not Linux's) waits a century instead.
                 let due = now
                     .checked_add(delay)

@@ -140,6 +140,23 @@ impl DeadLetter {
     pub fn first_at(&self) -> Timestamp {
         self.message.retry.first_delivery.unwrap_or(self.at)
     }
+
+    /// Every failure of the message's life, in order: those it was retried for (its
+    /// history) and the one that ended it (no delay), the first 16 and the last 16 beyond 32.
+    pub fn failures(&self) -> crate::topology::Failures {
+        let mut all = self.message.retry.failures.clone();
+        all.push(crate::topology::FailureRecord {
+            attempt: self.message.retry.attempt,
+            at: self.at,
+            code: self.failure.code.clone(),
+            message: self.failure.message.clone(),
+            attrs: self.failure.attrs.clone(),
+            rule: self.rule.clone(),
+            version: self.version,
+            delay: None,
+        });
+        all
+    }
 }
 
 /// A dead-letter store failed to store a batch; the runtime retries the batch.

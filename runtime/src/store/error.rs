@@ -89,6 +89,9 @@ pub enum StoreError {
     /// No dead letter for this message.
     #[error("no dead letter for message {0}")]
     DeadLetterNotFound(MessageId),
+    /// No scheduled retry for this message (none, or it is being delivered).
+    #[error("no scheduled retry for message {0}")]
+    RetryNotFound(MessageId),
     /// The message's dead letter was already replayed or skipped.
     #[error("the dead letter for message {id} is already {status}; nothing to do")]
     AlreadyHandled {

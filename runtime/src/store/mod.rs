@@ -40,6 +40,7 @@ pub use crate::topology::{Message, MessageId};
 
 mod claims;
 mod error;
+mod failures;
 mod records;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -50,9 +51,10 @@ mod writes;
 
 pub use claims::{ClaimQueue, ClaimToken, Claimed, Reaped};
 pub use error::StoreError;
+pub use failures::record_json;
 pub use records::{
-    AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterStatus, Fate, MAX_PAGE, Page,
-    StoredDeadLetter,
+    AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterStatus, Fate, MAX_PAGE,
+    OpenLetters, Page, RetryCursor, RetryFilter, StoredDeadLetter,
 };
 pub use sqlite::{DB_FILE, DEFAULT_DATA_DIR, SqliteOptions, SqliteStore, Synchronous};
 
@@ -197,10 +199,21 @@ pub enum WriteOp {
         /// When.
         at: Timestamp,
     },
-    /// Replay the message's open dead letter ([`Applied::Replayed`]).
+    /// Replay the message's open (or expired) dead letter ([`Applied::Replayed`]).
     Replay(OperatorAction),
-    /// Skip (mark handled) the message's open dead letter ([`Applied::Skipped`]).
+    /// Replay the message's open dead letter for its label's `redrive` (the runtime's own
+    /// replay, audited as a replay): the fresh delivery counts one more redrive.
+    Redrive(OperatorAction),
+    /// Skip (mark handled) the message's open (or expired) dead letter ([`Applied::Skipped`]).
     Skip(OperatorAction),
+    /// Mark the message's open dead letter `expired` (audited).
+    Expire(OperatorAction),
+    /// Fire the message's scheduled retry now (due at the action's time, attempt kept),
+    /// audited; refused ([`Applied::NoRetry`]) unless it is scheduled and not in flight.
+    RetryNow(OperatorAction),
+    /// Write an audit line only (an action whose effect other ops carry, in the same batch:
+    /// a kill is this and the dead letter).
+    Audit(AuditAction, OperatorAction),
 }
 
 impl WriteOp {
@@ -210,8 +223,13 @@ impl WriteOp {
             WriteOp::Schedule(s) => Some(&s.message.id),
             WriteOp::Acked { id, .. } => Some(id),
             WriteOp::DeadLetter(d) => Some(d.id()),
-            WriteOp::Replay(a) => Some(&a.id),
-            WriteOp::Position { .. } | WriteOp::Skip(_) => None,
+            WriteOp::Replay(a) | WriteOp::Redrive(a) => Some(&a.id),
+            // Moves a row, and must find it: a retry held back from the store is not moot.
+            WriteOp::Position { .. }
+            | WriteOp::RetryNow(_)
+            | WriteOp::Skip(_)
+            | WriteOp::Expire(_)
+            | WriteOp::Audit(..) => None,
         }
     }
 }
@@ -229,8 +247,11 @@ pub enum Applied {
     Skipped(Box<StoredDeadLetter>),
     /// Not written: the message has no dead letter.
     NoDeadLetter,
-    /// Not written: the message's latest dead letter is already replayed or skipped.
+    /// Not written: the message's latest dead letter is already replayed or skipped (or, for
+    /// a redrive or an expiry, not open).
     AlreadyHandled(DeadLetterStatus),
+    /// Not written: the message has no scheduled retry that is not in flight.
+    NoRetry,
     /// Not written (a shared store only): the op was made under a claim ([`ClaimToken`]) that
     /// is no longer this node's: its lease ran out and the retry was reaped, and perhaps
     /// claimed by another node. The fleet goes on with what it did meanwhile.
@@ -256,9 +277,18 @@ impl Applied {
         }
     }
 
+    /// The answer to an op that answers [`Applied::Done`] when written, as a result.
+    pub fn into_done(self, id: &MessageId) -> Result<()> {
+        match self {
+            Applied::Done => Ok(()),
+            other => Err(other.refusal(id)),
+        }
+    }
+
     fn refusal(self, id: &MessageId) -> StoreError {
         match self {
             Applied::NoDeadLetter => StoreError::DeadLetterNotFound(id.clone()),
+            Applied::NoRetry => StoreError::RetryNotFound(id.clone()),
             Applied::AlreadyHandled(status) => StoreError::AlreadyHandled {
                 id: id.clone(),
                 status,
@@ -303,6 +333,17 @@ pub trait Store: Send + Sync {
 
     /// The latest dead letter of a message (any status), if there is one.
     fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>>;
+
+    /// How many dead letters pass `filter` (its paging aside).
+    fn dead_letter_count(&self, filter: &DeadLetterFilter) -> Result<u64>;
+
+    /// The open (`dead`) letters by label: how many, how many are older than the label's
+    /// cutoff in `overdue_before` (labels without one count none), and the oldest.
+    fn open_letters(&self, overdue_before: &[(String, Timestamp)]) -> Result<Vec<OpenLetters>>;
+
+    /// Scheduled retries (rows not in flight on a shared store), soonest first, filtered and
+    /// paged; `next` is the cursor of the page's last retry if there may be more.
+    fn scheduled_retries(&self, filter: &RetryFilter) -> Result<Page<ScheduledRetry, RetryCursor>>;
 
     /// Lists the audit log, newest first.
     fn audit_log(&self, filter: &AuditFilter) -> Result<Page<AuditEntry, i64>>;

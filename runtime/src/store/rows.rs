@@ -11,18 +11,19 @@ use std::time::Duration;
 
 use rebound_engine::{GiveUpReason, Label, RuleRef, Version};
 
+use super::failures::{failures_from_sql, failures_to_sql};
 use super::{
     DeadLetter, DeadLetterId, DeadLetterStatus, Message, MessageId, Result, ScheduledRetry,
     StoreError, StoredDeadLetter,
 };
 use crate::time::Timestamp;
-use crate::topology::{Failure, Headers, LastFailure, RetryMeta};
+use crate::topology::{Failure, FailureRecord, Headers, RetryMeta};
 
 /// The columns of a retry row, in the order rows are written and read.
 macro_rules! retry_columns {
     () => {
         "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, last_code, \
-         last_message, last_delay_ms, rule, rule_set_version, offset"
+         last_message, last_delay_ms, rule, rule_set_version, offset, failures, redrives"
     };
 }
 pub(super) use retry_columns;
@@ -30,12 +31,12 @@ pub(super) use retry_columns;
 /// The columns of a dead-letter row, in the order rows are read.
 pub(super) const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, \
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
-     rule_set_version, attrs";
+     rule_set_version, attrs, failures, redrives";
 
 /// The fields of a retry row in a shared store: [`retry_columns`], one hash field each (a
 /// retry without an offset has no `offset` field).
 #[cfg(feature = "redis")]
-pub(super) const RETRY_FIELDS: [&str; 13] = [
+pub(super) const RETRY_FIELDS: [&str; 15] = [
     "message_id",
     "biz",
     "payload",
@@ -49,12 +50,14 @@ pub(super) const RETRY_FIELDS: [&str; 13] = [
     "rule",
     "rule_set_version",
     "offset",
+    "failures",
+    "redrives",
 ];
 
 /// The fields of a dead letter in a shared store: [`DEAD_LETTER_COLUMNS`] but the row id (the
 /// letter's key holds it) and the status (the store's to set).
 #[cfg(feature = "redis")]
-pub(super) const DEAD_LETTER_FIELDS: [&str; 14] = [
+pub(super) const DEAD_LETTER_FIELDS: [&str; 16] = [
     "message_id",
     "biz",
     "payload",
@@ -69,6 +72,8 @@ pub(super) const DEAD_LETTER_FIELDS: [&str; 14] = [
     "rule",
     "rule_set_version",
     "attrs",
+    "failures",
+    "redrives",
 ];
 
 /// The message's content, encoded alike in a retry row and a dead letter: a replay on a shared
@@ -77,10 +82,15 @@ pub(super) const DEAD_LETTER_FIELDS: [&str; 14] = [
 pub(super) const MESSAGE_FIELDS: [&str; 3] = ["biz", "payload", "headers"];
 
 /// The fresh delivery a replay of `message`'s dead letter schedules: due at `at`, attempt 0,
-/// no last failure, first delivered at `at`.
-pub(super) fn replayed_delivery(mut message: Message, at: Timestamp) -> ScheduledRetry {
+/// no failures, first delivered at `at`; its redrives kept, one more for a `redrive`.
+pub(super) fn replayed_delivery(
+    mut message: Message,
+    at: Timestamp,
+    redrive: bool,
+) -> ScheduledRetry {
     message.retry = RetryMeta {
         first_delivery: Some(at),
+        redrives: message.retry.redrives + u32::from(redrive),
         ..RetryMeta::default()
     };
     ScheduledRetry::new(message, at)
@@ -101,6 +111,8 @@ pub(super) struct RetryRow<'a> {
     pub(super) rule: &'a str,
     pub(super) version: String,
     pub(super) offset: Option<i64>,
+    pub(super) failures: String,
+    pub(super) redrives: u32,
 }
 
 impl<'a> RetryRow<'a> {
@@ -108,7 +120,7 @@ impl<'a> RetryRow<'a> {
     /// failure, so its failure columns are empty.
     pub(super) fn encode(retry: &'a ScheduledRetry) -> Result<RetryRow<'a>> {
         let m = &retry.message;
-        let last = m.retry.last_failure.as_deref();
+        let last = m.retry.last_failure();
         Ok(RetryRow {
             id: m.id.as_str(),
             biz: &m.biz,
@@ -119,10 +131,12 @@ impl<'a> RetryRow<'a> {
             first_seen: ts_to_sql("first_seen", m.retry.first_delivery.unwrap_or(retry.due))?,
             last_code: last.map_or("", |l| &l.code),
             last_message: last.map_or("", |l| &l.message),
-            last_delay: duration_to_sql("last_delay", last.map_or(Duration::ZERO, |l| l.delay))?,
+            last_delay: duration_to_sql("last_delay", m.retry.last_delay())?,
             rule: last.map_or("", |l| l.rule.as_str()),
             version: last.map(|l| l.version.to_string()).unwrap_or_default(),
             offset: offset_to_sql(m.offset)?,
+            failures: failures_to_sql(&m.retry.failures)?,
+            redrives: m.retry.redrives,
         })
     }
 
@@ -143,6 +157,8 @@ impl<'a> RetryRow<'a> {
             rule,
             version,
             offset,
+            failures,
+            redrives,
         ] = RETRY_FIELDS;
         put(id, self.id.as_bytes());
         put(biz, self.biz.as_bytes());
@@ -159,6 +175,8 @@ impl<'a> RetryRow<'a> {
         if let Some(o) = self.offset {
             put(offset, o.to_string().as_bytes());
         }
+        put(failures, self.failures.as_bytes());
+        put(redrives, self.redrives.to_string().as_bytes());
     }
 }
 
@@ -178,11 +196,13 @@ pub(super) struct DeadLetterRow<'a> {
     pub(super) rule: &'a str,
     pub(super) version: String,
     pub(super) attrs: String,
+    pub(super) failures: String,
+    pub(super) redrives: u32,
 }
 
 impl<'a> DeadLetterRow<'a> {
-    /// The row of `dl`: its message (without the offset and the last retried failure, which
-    /// no operator needs), the failure that ended it with its attrs, and the decision.
+    /// The row of `dl`: its message (without the offset) with its failures before the last,
+    /// the failure that ended it with its attrs, and the decision.
     pub(super) fn encode(dl: &'a DeadLetter) -> Result<DeadLetterRow<'a>> {
         let m = &dl.message;
         Ok(DeadLetterRow {
@@ -200,6 +220,8 @@ impl<'a> DeadLetterRow<'a> {
             rule: dl.rule.as_str(),
             version: dl.version.to_string(),
             attrs: attrs_to_sql(&dl.failure.attrs)?,
+            failures: failures_to_sql(&m.retry.failures)?,
+            redrives: m.retry.redrives,
         })
     }
 
@@ -221,6 +243,8 @@ impl<'a> DeadLetterRow<'a> {
             rule,
             version,
             attrs,
+            failures,
+            redrives,
         ] = DEAD_LETTER_FIELDS;
         put(id, self.id.as_bytes());
         put(biz, self.biz.as_bytes());
@@ -236,6 +260,8 @@ impl<'a> DeadLetterRow<'a> {
         put(rule, self.rule.as_bytes());
         put(version, self.version.as_bytes());
         put(attrs, self.attrs.as_bytes());
+        put(failures, self.failures.as_bytes());
+        put(redrives, self.redrives.to_string().as_bytes());
     }
 }
 
@@ -254,6 +280,8 @@ pub(super) struct RawRetry {
     rule: String,
     version: String,
     offset: Option<i64>,
+    failures: String,
+    redrives: i64,
 }
 
 impl RawRetry {
@@ -272,6 +300,8 @@ impl RawRetry {
             rule: r.get(10)?,
             version: r.get(11)?,
             offset: r.get(12)?,
+            failures: r.get(13)?,
+            redrives: r.get(14)?,
         })
     }
 
@@ -295,6 +325,8 @@ impl RawRetry {
             rule,
             version,
             offset,
+            failures,
+            redrives,
         ] = RETRY_FIELDS;
         Ok(RawRetry {
             id: text(id)?,
@@ -312,11 +344,21 @@ impl RawRetry {
             rule: text(rule)?,
             version: text(version)?,
             offset: get(offset).map(|_| int(offset)).transpose()?,
+            // Rows written before the failures were kept have neither field.
+            failures: get(failures)
+                .map(|_| text(failures))
+                .transpose()?
+                .unwrap_or_default(),
+            redrives: get(redrives)
+                .map(|_| int(redrives))
+                .transpose()?
+                .unwrap_or(0),
         })
     }
 
     /// The message as it was scheduled. A replayed dead letter (attempt 0) comes back as a
-    /// fresh delivery: no last failure, first delivery at the replay.
+    /// fresh delivery: no failures, first delivery at the replay. A row written before the
+    /// failures were kept gives its last failure alone.
     pub(super) fn decode(self) -> Result<ScheduledRetry> {
         const T: &str = "retries";
         let due = ts_from_sql(T, "due_ms", self.due)?;
@@ -326,18 +368,19 @@ impl RawRetry {
             u64::try_from(self.last_delay)
                 .map_err(|_| corrupt(T, "last_delay_ms", self.last_delay))?,
         );
-        let last_failure = if attempt > 0 {
-            Some(Box::new(LastFailure {
+        let mut failures = failures_from_sql(T, &self.failures)?;
+        if failures.is_empty() && attempt > 0 {
+            failures.push(FailureRecord {
+                attempt,
+                at: due.saturating_sub(delay),
                 code: self.last_code,
                 message: self.last_message,
-                at: due.saturating_sub(delay),
-                delay,
+                attrs: BTreeMap::new(),
                 rule: rule_from_sql(&self.rule),
                 version: version_from_sql(T, &self.version)?,
-            }))
-        } else {
-            None
-        };
+                delay: Some(delay),
+            });
+        }
         Ok(ScheduledRetry {
             message: Message {
                 id: MessageId::from(self.id),
@@ -348,7 +391,8 @@ impl RawRetry {
                 retry: RetryMeta {
                     attempt,
                     first_delivery: Some(ts_from_sql(T, "first_seen_ms", self.first_seen)?),
-                    last_failure,
+                    failures,
+                    redrives: count_from_sql(T, "redrives", self.redrives)?,
                 },
             },
             due,
@@ -375,6 +419,8 @@ pub(super) struct RawDeadLetter {
     rule: String,
     version: String,
     attrs: String,
+    failures: String,
+    redrives: i64,
 }
 
 impl RawDeadLetter {
@@ -396,6 +442,8 @@ impl RawDeadLetter {
             rule: r.get(13)?,
             version: r.get(14)?,
             attrs: r.get(15)?,
+            failures: r.get(16)?,
+            redrives: r.get(17)?,
         })
     }
 
@@ -421,6 +469,8 @@ impl RawDeadLetter {
             rule,
             version,
             attrs,
+            failures,
+            redrives,
         ] = DEAD_LETTER_FIELDS;
         Ok(RawDeadLetter {
             id,
@@ -441,11 +491,19 @@ impl RawDeadLetter {
             rule: text(rule)?,
             version: text(version)?,
             attrs: text(attrs)?,
+            failures: get(failures)
+                .map(|_| text(failures))
+                .transpose()?
+                .unwrap_or_default(),
+            redrives: get(redrives)
+                .map(|_| int(redrives))
+                .transpose()?
+                .unwrap_or(0),
         })
     }
 
-    /// The letter as it was written. (The message's last *retried* failure is not kept: the
-    /// failure that ended it is the letter's `failure`.)
+    /// The letter as it was written: the message with its failures before the last, and the
+    /// failure that ended it.
     pub(super) fn decode(self) -> Result<StoredDeadLetter> {
         const T: &str = "dead_letters";
         let status = DeadLetterStatus::parse(&self.status)
@@ -465,7 +523,8 @@ impl RawDeadLetter {
                     retry: RetryMeta {
                         attempt: attempts,
                         first_delivery: Some(ts_from_sql(T, "first_ms", self.first)?),
-                        last_failure: None,
+                        failures: failures_from_sql(T, &self.failures)?,
+                        redrives: count_from_sql(T, "redrives", self.redrives)?,
                     },
                 },
                 failure: Failure {
@@ -517,6 +576,10 @@ pub(super) fn corrupt(
         what,
         detail: detail.to_string(),
     }
+}
+
+fn count_from_sql(table: &'static str, what: &'static str, n: i64) -> Result<u32> {
+    u32::try_from(n).map_err(|_| corrupt(table, what, n))
 }
 
 fn out_of_range(what: &'static str, value: u128) -> StoreError {
@@ -591,14 +654,14 @@ fn map_to_sql(what: &'static str, map: &BTreeMap<String, String>) -> Result<Stri
 }
 
 /// A rule as stored: its id, or `defaults`.
-fn rule_from_sql(rule: &str) -> RuleRef {
+pub(super) fn rule_from_sql(rule: &str) -> RuleRef {
     match rule {
         "defaults" => RuleRef::Defaults,
         id => RuleRef::Rule(id.into()),
     }
 }
 
-fn version_from_sql(table: &'static str, version: &str) -> Result<Version> {
+pub(super) fn version_from_sql(table: &'static str, version: &str) -> Result<Version> {
     version
         .parse()
         .map_err(|e: String| corrupt(table, "rule_set_version", e))
@@ -611,6 +674,7 @@ fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveUpReason> {
         "max_elapsed" => GiveUpReason::MaxElapsed,
         "policy_error" => GiveUpReason::PolicyError,
         "crash_loop" => GiveUpReason::CrashLoop,
+        "killed" => GiveUpReason::Killed,
         other => return Err(corrupt(table, "reason", other)),
     })
 }

@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes and understands.
-pub const CURRENT_VERSION: u32 = 2;
+pub const CURRENT_VERSION: u32 = 3;
 
 /// `PRAGMA application_id` of a Rebound database ("RBND").
 pub const APPLICATION_ID: i32 = 0x5242_4e44;
@@ -94,6 +94,62 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE fates ADD COLUMN source TEXT;
     ALTER TABLE fates ADD COLUMN position INTEGER;
     CREATE INDEX fates_by_position ON fates (source, position) WHERE source IS NOT NULL;
+    "#,
+    // 2 → 3: a retry and a dead letter keep every failure of the message (`failures`, JSON) and
+    // how often it was redriven; a letter can be `expired`; the audit log keeps the runtime's
+    // own actions too (expire, retry now, kill), which need not name a letter. SQLite cannot
+    // change a CHECK, so the two tables are rebuilt.
+    r#"
+    ALTER TABLE retries ADD COLUMN failures TEXT NOT NULL DEFAULT '';
+    ALTER TABLE retries ADD COLUMN redrives INTEGER NOT NULL DEFAULT 0;
+
+    CREATE TABLE audit_log_v3 (
+        id               INTEGER PRIMARY KEY,
+        at_ms            INTEGER NOT NULL,
+        action           TEXT NOT NULL
+                         CHECK (action IN ('replay', 'skip', 'expire', 'retry_now', 'kill')),
+        message_id       TEXT NOT NULL,
+        dead_letter_id   INTEGER,
+        operator         TEXT NOT NULL,
+        reason           TEXT NOT NULL
+    );
+    INSERT INTO audit_log_v3 SELECT id, at_ms, action, message_id, dead_letter_id, operator, reason
+        FROM audit_log;
+    DROP TABLE audit_log;
+    ALTER TABLE audit_log_v3 RENAME TO audit_log;
+    CREATE INDEX audit_log_message ON audit_log (message_id, id);
+
+    CREATE TABLE dead_letters_v3 (
+        id               INTEGER PRIMARY KEY,
+        message_id       TEXT NOT NULL,
+        biz              TEXT NOT NULL,
+        payload          BLOB NOT NULL,
+        headers          TEXT NOT NULL,
+        label            TEXT NOT NULL,
+        reason           TEXT NOT NULL,
+        last_code        TEXT NOT NULL,
+        last_message     TEXT NOT NULL,
+        attempts         INTEGER NOT NULL,
+        first_ms         INTEGER NOT NULL,
+        last_ms          INTEGER NOT NULL,
+        rule             TEXT NOT NULL,
+        rule_set_version TEXT NOT NULL,
+        status           TEXT NOT NULL DEFAULT 'dead'
+                         CHECK (status IN ('dead', 'replayed', 'skipped', 'expired')),
+        attrs            TEXT NOT NULL DEFAULT '{}',
+        failures         TEXT NOT NULL DEFAULT '',
+        redrives         INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO dead_letters_v3 (id, message_id, biz, payload, headers, label, reason, last_code,
+        last_message, attempts, first_ms, last_ms, rule, rule_set_version, status, attrs)
+        SELECT id, message_id, biz, payload, headers, label, reason, last_code, last_message,
+        attempts, first_ms, last_ms, rule, rule_set_version, status, attrs FROM dead_letters;
+    DROP TABLE dead_letters;
+    ALTER TABLE dead_letters_v3 RENAME TO dead_letters;
+    CREATE UNIQUE INDEX dead_letters_open ON dead_letters (message_id) WHERE status = 'dead';
+    CREATE INDEX dead_letters_message ON dead_letters (message_id, id);
+    CREATE INDEX dead_letters_label ON dead_letters (label, id);
+    CREATE INDEX dead_letters_by_status ON dead_letters (status, label, last_ms);
     "#,
 ];
 

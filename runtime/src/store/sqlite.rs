@@ -23,7 +23,8 @@ use super::schema;
 use super::writes::{Writes, fate_in, latest_dead_letter};
 use super::{
     Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId, Fate, MAX_PAGE,
-    MessageId, Page, Result, ScheduledRetry, Store, StoreError, StoredDeadLetter, WriteOp,
+    MessageId, OpenLetters, Page, Result, RetryCursor, RetryFilter, ScheduledRetry, Store,
+    StoreError, StoredDeadLetter, WriteOp,
 };
 use crate::time::Timestamp;
 
@@ -165,8 +166,12 @@ impl Store for SqliteStore {
                     } => w
                         .put_position(source, *position, *at)
                         .map(|()| Applied::Done),
-                    WriteOp::Replay(action) => w.replay(action),
+                    WriteOp::Replay(action) => w.replay(action, false),
+                    WriteOp::Redrive(action) => w.replay(action, true),
                     WriteOp::Skip(action) => w.skip(action),
+                    WriteOp::Expire(action) => w.expire(action),
+                    WriteOp::RetryNow(action) => w.retry_now(action),
+                    WriteOp::Audit(kind, action) => w.audit(*kind, action),
                 })
                 .collect()
         })
@@ -217,26 +222,7 @@ impl Store for SqliteStore {
 
     fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Page<StoredDeadLetter, DeadLetterId>> {
         let limit = f.limit.clamp(1, MAX_PAGE);
-        let mut sql = format!("SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters WHERE 1 = 1");
-        let mut args: Vec<Value> = Vec::new();
-        let mut text = |sql: &mut String, col: &str, v: &Option<String>| {
-            if let Some(v) = v {
-                sql.push_str(&format!(" AND {col} = ?"));
-                args.push(Value::Text(v.clone()));
-            }
-        };
-        text(&mut sql, "label", &f.label);
-        text(&mut sql, "biz", &f.biz);
-        text(&mut sql, "last_code", &f.code);
-        text(&mut sql, "status", &f.status.map(|s| s.as_str().to_owned()));
-        if let Some(since) = f.since {
-            sql.push_str(" AND last_ms >= ?");
-            args.push(Value::Integer(ts_to_sql("since", since)?));
-        }
-        if let Some(until) = f.until {
-            sql.push_str(" AND last_ms < ?");
-            args.push(Value::Integer(ts_to_sql("until", until)?));
-        }
+        let (mut sql, mut args) = dead_letter_where(f, &format!("SELECT {DEAD_LETTER_COLUMNS}"))?;
         if let Some(before) = f.before {
             sql.push_str(" AND id < ?");
             args.push(Value::Integer(before.0));
@@ -253,6 +239,81 @@ impl Store for SqliteStore {
         Ok(Page::from_one_more(items, limit, |d| d.id))
     }
 
+    fn dead_letter_count(&self, f: &DeadLetterFilter) -> Result<u64> {
+        let (sql, args) = dead_letter_where(f, "SELECT count(*)")?;
+        let conn = self.conn();
+        let n: i64 = conn.query_row(&sql, rusqlite::params_from_iter(args), |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn open_letters(&self, overdue_before: &[(String, Timestamp)]) -> Result<Vec<OpenLetters>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT label, count(*), min(last_ms) FROM dead_letters WHERE status = 'dead'
+             GROUP BY label ORDER BY label",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (label, open, oldest) = row?;
+            let overdue = match overdue_before.iter().find(|(l, _)| *l == label) {
+                None => 0,
+                Some((_, cutoff)) => conn
+                    .prepare_cached(
+                        "SELECT count(*) FROM dead_letters
+                         WHERE status = 'dead' AND label = ?1 AND last_ms < ?2",
+                    )?
+                    .query_row(params![label, ts_to_sql("cutoff", *cutoff)?], |r| {
+                        r.get::<_, i64>(0)
+                    })?,
+            };
+            out.push(OpenLetters {
+                label,
+                open: u64::try_from(open).unwrap_or(0),
+                overdue: u64::try_from(overdue).unwrap_or(0),
+                oldest: ts_from_sql("dead_letters", "last_ms", oldest)?,
+            });
+        }
+        Ok(out)
+    }
+
+    fn scheduled_retries(&self, f: &RetryFilter) -> Result<Page<ScheduledRetry, RetryCursor>> {
+        let limit = f.limit.clamp(1, MAX_PAGE);
+        let mut sql = concat!("SELECT ", retry_columns!(), " FROM retries WHERE 1 = 1").to_owned();
+        let mut args: Vec<Value> = Vec::new();
+        for (col, v) in [("biz", &f.biz), ("last_code", &f.code), ("rule", &f.rule)] {
+            if let Some(v) = v {
+                sql.push_str(&format!(" AND {col} = ?"));
+                args.push(Value::Text(v.clone()));
+            }
+        }
+        if let Some(after) = &f.after {
+            sql.push_str(" AND (due_ms > ? OR (due_ms = ? AND message_id > ?))");
+            let due = ts_to_sql("after", after.due)?;
+            args.push(Value::Integer(due));
+            args.push(Value::Integer(due));
+            args.push(Value::Text(after.id.as_str().to_owned()));
+        }
+        sql.push_str(" ORDER BY due_ms, message_id LIMIT ?");
+        args.push(Value::Integer(limit as i64 + 1));
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args), RawRetry::from_row)?;
+        let items = rows
+            .map(|r| r.map_err(StoreError::from).and_then(RawRetry::decode))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::from_one_more(items, limit, |r| RetryCursor {
+            due: r.due,
+            id: r.message.id.clone(),
+        }))
+    }
+
     fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
         let conn = self.conn();
         latest_dead_letter(&conn, id)
@@ -264,13 +325,21 @@ impl Store for SqliteStore {
         let mut stmt = conn.prepare_cached(
             "SELECT id, at_ms, action, message_id, dead_letter_id, operator, reason FROM audit_log
              WHERE (?1 IS NULL OR message_id = ?1) AND (?2 IS NULL OR id < ?2)
+               AND (?4 IS NULL OR operator = ?4) AND (?5 IS NULL OR action = ?5)
+               AND (?6 IS NULL OR at_ms >= ?6) AND (?7 IS NULL OR at_ms < ?7)
              ORDER BY id DESC LIMIT ?3",
         )?;
+        let since = f.since.map(|t| ts_to_sql("since", t)).transpose()?;
+        let until = f.until.map(|t| ts_to_sql("until", t)).transpose()?;
         let rows = stmt.query_map(
             params![
                 f.message_id.as_ref().map(MessageId::as_str),
                 f.before,
-                limit as i64 + 1
+                limit as i64 + 1,
+                f.operator,
+                f.action.map(AuditAction::as_str),
+                since,
+                until,
             ],
             |r| {
                 Ok((
@@ -278,7 +347,7 @@ impl Store for SqliteStore {
                     r.get::<_, i64>(1)?,
                     r.get::<_, String>(2)?,
                     r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<i64>>(4)?,
                     r.get::<_, String>(5)?,
                     r.get::<_, String>(6)?,
                 ))
@@ -287,17 +356,14 @@ impl Store for SqliteStore {
         let mut items = Vec::new();
         for row in rows {
             let (id, at, action, message_id, dl, operator, reason) = row?;
-            let action = match action.as_str() {
-                "replay" => AuditAction::Replay,
-                "skip" => AuditAction::Skip,
-                other => return Err(corrupt("audit_log", "action", other)),
-            };
+            let action = AuditAction::parse(&action)
+                .ok_or_else(|| corrupt("audit_log", "action", &action))?;
             items.push(AuditEntry {
                 id,
                 at: ts_from_sql("audit_log", "at_ms", at)?,
                 action,
                 message_id: MessageId::from(message_id),
-                dead_letter: DeadLetterId(dl),
+                dead_letter: dl.map(DeadLetterId),
                 operator,
                 reason,
             });
@@ -317,4 +383,50 @@ impl Store for SqliteStore {
         pos.map(|p| u64::try_from(p).map_err(|_| corrupt("positions", "position", p)))
             .transpose()
     }
+}
+
+/// `select` from the dead letters that pass `f` (its paging aside): the SQL, ending in a
+/// `WHERE` clause more conditions can be added to, and its arguments.
+fn dead_letter_where(f: &DeadLetterFilter, select: &str) -> Result<(String, Vec<Value>)> {
+    let mut sql = format!("{select} FROM dead_letters WHERE 1 = 1");
+    let mut args: Vec<Value> = Vec::new();
+    let status = f.status.map(|s| s.as_str().to_owned());
+    let message_id = f.message_id.as_ref().map(|m| m.as_str().to_owned());
+    for (col, v) in [
+        ("label", &f.label),
+        ("biz", &f.biz),
+        ("last_code", &f.code),
+        ("rule", &f.rule),
+        ("message_id", &message_id),
+        ("status", &status),
+    ] {
+        if let Some(v) = v {
+            sql.push_str(&format!(" AND {col} = ?"));
+            args.push(Value::Text(v.clone()));
+        }
+    }
+    if let Some(since) = f.since {
+        sql.push_str(" AND last_ms >= ?");
+        args.push(Value::Integer(ts_to_sql("since", since)?));
+    }
+    if let Some(until) = f.until {
+        sql.push_str(" AND last_ms < ?");
+        args.push(Value::Integer(ts_to_sql("until", until)?));
+    }
+    if let Some(slas) = &f.overdue {
+        sql.push_str(" AND status = 'dead' AND (0 = 1");
+        for (label, cutoff) in slas {
+            sql.push_str(" OR (label = ? AND last_ms < ?)");
+            args.push(Value::Text(label.clone()));
+            args.push(Value::Integer(ts_to_sql("overdue", *cutoff)?));
+        }
+        sql.push(')');
+    }
+    if let Some(q) = &f.q {
+        // instr, not LIKE: the text is matched as it is, `%` and `_` included.
+        sql.push_str(" AND (instr(message_id, ?) > 0 OR instr(last_message, ?) > 0)");
+        args.push(Value::Text(q.clone()));
+        args.push(Value::Text(q.clone()));
+    }
+    Ok((sql, args))
 }

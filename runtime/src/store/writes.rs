@@ -17,7 +17,7 @@ use crate::time::Timestamp;
 const PUT_RETRY_UNLESS_FINAL: &str = concat!(
     "INSERT OR REPLACE INTO retries (",
     retry_columns!(),
-    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \
+    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 \
      WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)"
 );
 const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms, source, position) \
@@ -25,8 +25,8 @@ const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms, so
 const DELETE_RETRY: &str = "DELETE FROM retries WHERE message_id = ?1";
 const PUT_DEAD_LETTER: &str = "INSERT INTO dead_letters (message_id, biz, payload, headers, \
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
-     rule_set_version, attrs, status) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'dead')";
+     rule_set_version, attrs, failures, redrives, status) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'dead')";
 const PUT_POSITION: &str = "INSERT INTO positions (source, position, at_ms) VALUES (?1, ?2, ?3)
      ON CONFLICT (source) DO UPDATE SET position = excluded.position, at_ms = excluded.at_ms
      WHERE excluded.position > positions.position";
@@ -82,6 +82,8 @@ impl<'t, 'c> Writes<'t, 'c> {
                 row.rule,
                 row.version,
                 row.offset,
+                row.failures,
+                row.redrives,
             ])?;
         if written == 1 {
             return Ok(Applied::Done);
@@ -150,6 +152,8 @@ impl<'t, 'c> Writes<'t, 'c> {
             row.rule,
             row.version,
             row.attrs,
+            row.failures,
+            row.redrives,
         ])?;
         Ok(Applied::Done)
     }
@@ -178,9 +182,11 @@ impl<'t, 'c> Writes<'t, 'c> {
     }
 
     /// Replays the message's open dead letter: marked `replayed`, its fate cleared, the message
-    /// scheduled as a fresh delivery due at once, the audit log written.
-    pub(super) fn replay(&mut self, a: &OperatorAction) -> Result<Applied> {
-        let dl = match open_dead_letter(self.tx, &a.id)? {
+    /// scheduled as a fresh delivery due at once, the audit log written. A `redrive` replays
+    /// only an open (`dead`) letter and counts one more redrive; an operator's replay also
+    /// takes an expired one.
+    pub(super) fn replay(&mut self, a: &OperatorAction, redrive: bool) -> Result<Applied> {
+        let dl = match open_dead_letter(self.tx, &a.id, !redrive)? {
             Ok(dl) => dl,
             Err(refused) => return Ok(refused),
         };
@@ -191,15 +197,15 @@ impl<'t, 'c> Writes<'t, 'c> {
         // The new fate replaces the old one.
         self.tx
             .execute("DELETE FROM fates WHERE message_id = ?1", [a.id.as_str()])?;
-        let retry = replayed_delivery(dl.letter.message, a.at);
+        let retry = replayed_delivery(dl.letter.message, a.at, redrive);
         self.put_retry_unless_final(&retry)?; // its fate was just deleted: written
-        put_audit(self.tx, AuditAction::Replay, a, dl.id)?;
+        put_audit(self.tx, AuditAction::Replay, a, Some(dl.id))?;
         Ok(Applied::Replayed(Box::new(retry)))
     }
 
     /// Marks the message's open dead letter `skipped` and writes the audit log.
     pub(super) fn skip(&mut self, a: &OperatorAction) -> Result<Applied> {
-        let mut dl = match open_dead_letter(self.tx, &a.id)? {
+        let mut dl = match open_dead_letter(self.tx, &a.id, true)? {
             Ok(dl) => dl,
             Err(refused) => return Ok(refused),
         };
@@ -207,9 +213,43 @@ impl<'t, 'c> Writes<'t, 'c> {
             "UPDATE dead_letters SET status = 'skipped' WHERE id = ?1",
             [dl.id.0],
         )?;
-        put_audit(self.tx, AuditAction::Skip, a, dl.id)?;
+        put_audit(self.tx, AuditAction::Skip, a, Some(dl.id))?;
         dl.status = DeadLetterStatus::Skipped;
         Ok(Applied::Skipped(Box::new(dl)))
+    }
+
+    /// Marks the message's open dead letter `expired` and writes the audit log.
+    pub(super) fn expire(&mut self, a: &OperatorAction) -> Result<Applied> {
+        let dl = match open_dead_letter(self.tx, &a.id, false)? {
+            Ok(dl) => dl,
+            Err(refused) => return Ok(refused),
+        };
+        self.tx.execute(
+            "UPDATE dead_letters SET status = 'expired' WHERE id = ?1",
+            [dl.id.0],
+        )?;
+        put_audit(self.tx, AuditAction::Expire, a, Some(dl.id))?;
+        Ok(Applied::Done)
+    }
+
+    /// Moves the message's scheduled retry to the action's time and writes the audit log.
+    pub(super) fn retry_now(&mut self, a: &OperatorAction) -> Result<Applied> {
+        let moved = self.tx.execute(
+            "UPDATE retries SET due_ms = ?2 WHERE message_id = ?1",
+            params![a.id.as_str(), ts_to_sql("now", a.at)?],
+        )?;
+        if moved == 0 {
+            return Ok(Applied::NoRetry);
+        }
+        put_audit(self.tx, AuditAction::RetryNow, a, None)?;
+        Ok(Applied::Done)
+    }
+
+    /// Writes an audit line naming the message's latest dead letter, if it has one.
+    pub(super) fn audit(&mut self, action: AuditAction, a: &OperatorAction) -> Result<Applied> {
+        let dl = latest_dead_letter(self.tx, &a.id)?.map(|d| d.id);
+        put_audit(self.tx, action, a, dl)?;
+        Ok(Applied::Done)
     }
 }
 
@@ -217,7 +257,7 @@ fn put_audit(
     tx: &Transaction<'_>,
     action: AuditAction,
     a: &OperatorAction,
-    dl: super::DeadLetterId,
+    dl: Option<super::DeadLetterId>,
 ) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO audit_log (at_ms, action, message_id, dead_letter_id, operator, reason)
@@ -227,7 +267,7 @@ fn put_audit(
         ts_to_sql("now", a.at)?,
         action.as_str(),
         a.id.as_str(),
-        dl.0,
+        dl.map(|d| d.0),
         a.operator,
         a.reason
     ])?;
@@ -263,14 +303,16 @@ pub(super) fn latest_dead_letter(
     .transpose()
 }
 
-/// The message's open (`dead`) dead letter, or the refusal that says why there is none.
+/// The message's open (`dead`, or with `or_expired` also `expired`) dead letter, or the
+/// refusal that says why there is none.
 fn open_dead_letter(
     tx: &Transaction<'_>,
     id: &MessageId,
+    or_expired: bool,
 ) -> Result<std::result::Result<StoredDeadLetter, Applied>> {
     Ok(match latest_dead_letter(tx, id)? {
         None => Err(Applied::NoDeadLetter),
-        Some(dl) if dl.status != DeadLetterStatus::Dead => Err(Applied::AlreadyHandled(dl.status)),
-        Some(dl) => Ok(dl),
+        Some(dl) if dl.status.is_actionable(or_expired) => Ok(dl),
+        Some(dl) => Err(Applied::AlreadyHandled(dl.status)),
     })
 }

@@ -6,11 +6,10 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use rebound_engine::{RuleRef, Version};
-
+use super::history::{FailureRecord, Failures};
 use super::tuple::Headers;
 use crate::time::Timestamp;
+use bytes::Bytes;
 
 /// A message's stable id, given by its source (an offset, an order number…).
 ///
@@ -66,8 +65,11 @@ pub struct RetryMeta {
     pub attempt: u32,
     /// When the first delivery began (wall clock, so it survives a restart).
     pub first_delivery: Option<Timestamp>,
-    /// The last failure and the retry decided for it; `None` before the first retry.
-    pub last_failure: Option<Box<LastFailure>>,
+    /// Every failure so far, each with the retry decided for it (see [`Failures`]).
+    pub failures: Failures,
+    /// How many times the message was redriven from a dead letter by its label's `redrive`
+    /// (kept across the redrive, which starts attempts and elapsed again).
+    pub redrives: u32,
 }
 
 /// The fencing token of one claim of a due retry in a shared store: unique within a
@@ -91,27 +93,15 @@ impl ClaimToken {
 impl RetryMeta {
     /// The delay chosen after the last failure (zero before the first retry).
     pub fn last_delay(&self) -> Duration {
-        self.last_failure
-            .as_ref()
-            .map_or(Duration::ZERO, |f| f.delay)
+        self.last_failure()
+            .and_then(|f| f.delay)
+            .unwrap_or(Duration::ZERO)
     }
-}
 
-/// The last failure of a message and the retry decision it got.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LastFailure {
-    /// The failure's code.
-    pub code: String,
-    /// The failure's message.
-    pub message: String,
-    /// When it was handled (wall clock).
-    pub at: Timestamp,
-    /// The delay chosen.
-    pub delay: Duration,
-    /// The rule that decided the retry.
-    pub rule: RuleRef,
-    /// The rule-set version that decided it.
-    pub version: Version,
+    /// The last failure and the retry decided for it; `None` before the first retry.
+    pub fn last_failure(&self) -> Option<&FailureRecord> {
+        self.failures.last()
+    }
 }
 
 /// A message from a spout.

@@ -15,6 +15,7 @@ pub mod builder;
 pub mod config;
 pub mod failure;
 pub mod grouping;
+pub mod history;
 pub mod message;
 pub mod spout;
 pub mod tuple;
@@ -24,7 +25,8 @@ pub use builder::{BoltDeclarer, BuildError, Topology, TopologyBuilder};
 pub use config::{Config, FuseConfig, RetryMix};
 pub use failure::{Failure, codes};
 pub use grouping::Grouping;
-pub use message::{ClaimToken, LastFailure, Message, MessageId, ROOT_FIELDS, RetryMeta};
+pub use history::{FailureRecord, Failures};
+pub use message::{ClaimToken, Message, MessageId, ROOT_FIELDS, RetryMeta};
 pub use spout::{NextMessage, Spout};
 pub use tuple::{Fields, Headers, Tuple, Value, Values};
 

@@ -17,7 +17,7 @@ use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
 use rebound_runtime::scheduler::RetryScheduler;
 use rebound_runtime::store::*;
 use rebound_runtime::time::Timestamp;
-use rebound_runtime::topology::{Failure, LastFailure};
+use rebound_runtime::topology::{Failure, FailureRecord};
 
 const ENV_DIR: &str = "REBOUND_CRASH_WRITER_DIR";
 const BATCHES: u64 = 100;
@@ -51,15 +51,16 @@ fn retry(i: u64) -> ScheduledRetry {
         .with_offset(i + 1);
     message.retry.attempt = (i % 5) as u32 + 1;
     message.retry.first_delivery = Some(Timestamp::from_millis(1_699_999_000_000 + i));
-    message.retry.last_failure = Some(Box::new(LastFailure {
+    message.retry.failures.push(FailureRecord {
+        attempt: message.retry.attempt,
         code: "DB_LOCK_WAIT".into(),
         message: format!("lock wait #{i}"),
-        // A store keeps the time the retry was decided as `due - delay`.
+        attrs: Default::default(),
         at: due.saturating_sub(delay),
-        delay,
+        delay: Some(delay),
         rule: RuleRef::Rule("db-lock".into()),
         version: version(),
-    }));
+    });
     ScheduledRetry::new(message, due)
 }
 

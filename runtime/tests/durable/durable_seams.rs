@@ -76,14 +76,16 @@ pub(crate) fn failed(id: &str, attempt: u32, delay: Duration) -> Message {
         Message::new(id, "PAYMENT", format!("{{\"order\":\"{id}\"}}")).with_header("trace", id);
     m.retry.attempt = attempt;
     m.retry.first_delivery = Some(Timestamp::from_millis(1_700_000_000_123));
-    m.retry.last_failure = Some(Box::new(LastFailure {
+    m.retry.failures.push(FailureRecord {
+        attempt,
         code: "PAY_PROCESSING".into(),
         message: "still processing".into(),
+        attrs: Default::default(),
         at: Timestamp::now(),
-        delay,
+        delay: Some(delay),
         rule: RuleRef::Rule("payment-processing".into()),
         version: version(),
-    }));
+    });
     m
 }
 
@@ -94,7 +96,7 @@ fn version() -> Version {
 fn same_but_at(a: &Message, b: &Message) {
     let (mut a, mut b) = (a.clone(), b.clone());
     for m in [&mut a, &mut b] {
-        if let Some(l) = m.retry.last_failure.as_mut() {
+        if let Some(l) = m.retry.failures.last_mut() {
             l.at = Timestamp::ZERO;
         }
     }
@@ -153,7 +155,7 @@ async fn scheduled_retries_survive_a_restart_with_their_due_times_and_metadata()
     let row = &store.retries(&[MessageId::from("order-2")]).unwrap()[0];
     same_but_at(&row.message, &later);
     assert_eq!(row.message.retry.attempt, 4);
-    let last = row.message.retry.last_failure.as_deref().unwrap();
+    let last = row.message.retry.last_failure().unwrap();
     assert_eq!(last.rule.as_str(), "payment-processing");
     assert_eq!(last.version, version());
     assert_eq!(row.message.retry.last_delay(), Duration::from_secs(3600));

@@ -70,7 +70,7 @@ async fn the_journal_commits_concurrent_writes_and_isolates_a_bad_one() {
     let journal = Journal::spawn(store.clone(), JournalOptions::default());
     let retry = |i: u64| {
         let mut m = failed(&format!("m{i:03}"), 1, Duration::from_millis(10));
-        m.retry.last_failure.as_mut().unwrap().at = Timestamp::from_millis(990 + i);
+        m.retry.failures.last_mut().unwrap().at = Timestamp::from_millis(990 + i);
         ScheduledRetry::new(m, Timestamp::from_millis(1_000 + i))
     };
     let mut tasks = Vec::new();

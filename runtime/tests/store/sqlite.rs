@@ -174,13 +174,13 @@ fn a_schema_1_file_is_migrated_and_its_rows_read_back() {
     assert_eq!(retry.message.headers.get("trace"), Some("t-r1"));
     assert_eq!(retry.message.retry.attempt, 2);
     assert_eq!(retry.message.retry.first_delivery, Some(ts(1000)));
-    let last = retry.message.retry.last_failure.as_deref().unwrap();
+    let last = retry.message.retry.last_failure().unwrap();
     assert_eq!(
         (last.code.as_str(), last.rule.as_str()),
         ("DB_LOCK_WAIT", "db-lock")
     );
     assert_eq!(last.version.as_str(), "00112233aabbccdd");
-    assert_eq!(last.delay, std::time::Duration::from_millis(2000));
+    assert_eq!(last.delay, Some(std::time::Duration::from_millis(2000)));
 
     let letter = store.dead_letter(&id("d1")).unwrap().unwrap();
     assert_eq!(letter.status, DeadLetterStatus::Dead);

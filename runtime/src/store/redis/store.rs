@@ -22,8 +22,9 @@ use super::RedisStore;
 use super::wire::{self, Args, Fields, OPS_PER_CALL};
 use crate::store::rows::{corrupt, field_int, field_text, ts_from_sql};
 use crate::store::{
-    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId, Fate, MAX_PAGE,
-    MessageId, Page, Result, ScheduledRetry, Store, StoredDeadLetter, WriteOp,
+    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId,
+    DeadLetterStatus, Fate, MAX_PAGE, MessageId, OpenLetters, Page, Result, RetryCursor,
+    RetryFilter, ScheduledRetry, Store, StoredDeadLetter, WriteOp,
 };
 use crate::time::Timestamp;
 
@@ -86,6 +87,27 @@ impl RedisStore {
                 .query_async(&mut c)
                 .await
         })
+    }
+
+    /// Every dead letter, newest first, a chunk at a time, handed to `each` until it says
+    /// stop (false).
+    fn scan_letters(&self, mut each: impl FnMut(StoredDeadLetter) -> bool) -> Result<()> {
+        let mut before = None;
+        loop {
+            let ids = self.newest("dead letters", self.keys.dead_letters(), before, READ_CHUNK)?;
+            let Some(&last) = ids.last() else {
+                return Ok(());
+            };
+            for d in self.letters(&ids)? {
+                if !each(d) {
+                    return Ok(());
+                }
+            }
+            if ids.len() < READ_CHUNK {
+                return Ok(());
+            }
+            before = Some(last);
+        }
     }
 
     /// Dead letters `ids`, decoded; an id in the index without its hash is corrupt.
@@ -203,15 +225,7 @@ impl Store for RedisStore {
 
     fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Page<StoredDeadLetter, DeadLetterId>> {
         let limit = f.limit.clamp(1, MAX_PAGE);
-        let matches = |d: &StoredDeadLetter| {
-            let l = &d.letter;
-            f.label.as_deref().is_none_or(|v| l.label.as_str() == v)
-                && f.biz.as_deref().is_none_or(|v| *l.message.biz == *v)
-                && f.code.as_deref().is_none_or(|v| l.failure.code == v)
-                && f.status.is_none_or(|v| d.status == v)
-                && f.since.is_none_or(|v| l.at >= v)
-                && f.until.is_none_or(|v| l.at < v)
-        };
+        let matches = |d: &StoredDeadLetter| f.matches(d);
         // Newest first through the index, a chunk at a time, until a page and one more match.
         let chunk = (limit + 1).max(100);
         let mut before = f.before.map(|b| b.0);
@@ -226,6 +240,80 @@ impl Store for RedisStore {
             }
         }
         Ok(Page::from_one_more(items, limit, |d| d.id))
+    }
+
+    fn dead_letter_count(&self, f: &DeadLetterFilter) -> Result<u64> {
+        let mut n = 0;
+        self.scan_letters(|d| {
+            n += u64::from(f.matches(&d));
+            true
+        })?;
+        Ok(n)
+    }
+
+    fn open_letters(&self, overdue_before: &[(String, Timestamp)]) -> Result<Vec<OpenLetters>> {
+        let mut by_label: std::collections::BTreeMap<String, OpenLetters> = Default::default();
+        self.scan_letters(|d| {
+            if d.status == DeadLetterStatus::Dead {
+                let label = d.letter.label.as_str();
+                let cutoff = overdue_before.iter().find(|(l, _)| l == label);
+                let e = by_label
+                    .entry(label.to_owned())
+                    .or_insert_with(|| OpenLetters {
+                        label: label.to_owned(),
+                        open: 0,
+                        overdue: 0,
+                        oldest: d.letter.at,
+                    });
+                e.open += 1;
+                e.overdue += u64::from(cutoff.is_some_and(|(_, c)| d.letter.at < *c));
+                e.oldest = e.oldest.min(d.letter.at);
+            }
+            true
+        })?;
+        Ok(by_label.into_values().collect())
+    }
+
+    fn scheduled_retries(&self, f: &RetryFilter) -> Result<Page<ScheduledRetry, RetryCursor>> {
+        let limit = f.limit.clamp(1, MAX_PAGE);
+        let key = self.keys.due();
+        let from = f.after.as_ref().map_or(0, |a| a.due.as_millis());
+        // The ids and due times from the cursor's due time on (no payloads), in the page's
+        // order (due, then id); then the rows a chunk at a time until a page and one more.
+        let entries: Vec<(String, f64)> =
+            self.io.run("scheduled retries", move |mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(key)
+                    .arg(from)
+                    .arg("+inf")
+                    .arg("BYSCORE")
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+            })?;
+        let mut order: Vec<RetryCursor> = entries
+            .into_iter()
+            .map(|(id, due)| RetryCursor {
+                due: Timestamp::from_millis(due as u64),
+                id: MessageId::from(id),
+            })
+            .filter(|c| f.after.as_ref().is_none_or(|a| c > a))
+            .collect();
+        order.sort_unstable();
+        let mut items = Vec::new();
+        for chunk in order.chunks(READ_CHUNK) {
+            let ids: Vec<MessageId> = chunk.iter().map(|c| c.id.clone()).collect();
+            let mut rows = self.retries(&ids)?;
+            rows.sort_by(|a, b| (a.due, &a.message.id).cmp(&(b.due, &b.message.id)));
+            items.extend(rows.into_iter().filter(|r| f.matches(r)));
+            if items.len() > limit {
+                break;
+            }
+        }
+        Ok(Page::from_one_more(items, limit, |r| RetryCursor {
+            due: r.due,
+            id: r.message.id.clone(),
+        }))
     }
 
     fn dead_letter(&self, id: &MessageId) -> Result<Option<StoredDeadLetter>> {
@@ -244,14 +332,26 @@ impl Store for RedisStore {
         let index = self
             .keys
             .audit(f.message_id.as_ref().map(MessageId::as_str));
-        let ids = self.newest("audit log", index, f.before, limit + 1)?;
-        let keys = ids.iter().map(|n| self.keys.audit_line(*n)).collect();
-        let replies = self.each("audit log", "HGETALL", keys)?;
-        let items = ids
-            .iter()
-            .zip(replies)
-            .map(|(n, reply)| audit_entry(*n, &Fields::from_value(reply)?))
-            .collect::<Result<Vec<_>>>()?;
+        // Newest first through the index, a chunk at a time, until a page and one more match.
+        let chunk = (limit + 1).max(100);
+        let mut before = f.before;
+        let mut items = Vec::new();
+        while items.len() <= limit {
+            let ids = self.newest("audit log", index.clone(), before, chunk)?;
+            let Some(&last) = ids.last() else { break };
+            let keys = ids.iter().map(|n| self.keys.audit_line(*n)).collect();
+            let replies = self.each("audit log", "HGETALL", keys)?;
+            for (n, reply) in ids.iter().zip(replies) {
+                let entry = audit_entry(*n, &Fields::from_value(reply)?)?;
+                if f.matches(&entry) {
+                    items.push(entry);
+                }
+            }
+            before = Some(last);
+            if ids.len() < chunk {
+                break;
+            }
+        }
         Ok(Page::from_one_more(items, limit, |e| e.id))
     }
 
@@ -276,17 +376,17 @@ fn audit_entry(n: i64, fields: &Fields) -> Result<AuditEntry> {
     const T: &str = "audit_log";
     let text = |name| field_text(T, name, fields.get(name));
     let int = |name| field_int(T, name, fields.get(name));
-    let action = match text("action")?.as_str() {
-        "replay" => AuditAction::Replay,
-        "skip" => AuditAction::Skip,
-        other => return Err(corrupt(T, "action", other)),
-    };
+    let action = text("action")?;
+    let action = AuditAction::parse(&action).ok_or_else(|| corrupt(T, "action", &action))?;
     Ok(AuditEntry {
         id: n,
         at: ts_from_sql(T, "at_ms", int("at_ms")?)?,
         action,
         message_id: MessageId::from(text("message_id")?),
-        dead_letter: DeadLetterId(int("dead_letter_id")?),
+        dead_letter: match fields.get("dead_letter_id") {
+            None => None,
+            Some(_) => Some(DeadLetterId(int("dead_letter_id")?)),
+        },
         operator: text("operator")?,
         reason: text("reason")?,
     })

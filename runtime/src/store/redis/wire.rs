@@ -73,14 +73,22 @@ pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
             push(source.as_bytes());
             push(exact_int("position", *position)?.as_bytes());
         }
-        WriteOp::Replay(action) => {
-            // The fresh row but the message's content, which the script copies from the letter.
-            let template = replayed_delivery(Message::new(action.id.clone(), "", ""), action.at);
+        WriteOp::Replay(action) | WriteOp::Redrive(action) => {
+            // The fresh row but the message's content and its redrives, which the script
+            // copies from the letter (a redrive adds one).
+            let redrive = matches!(op, WriteOp::Redrive(_));
+            let template =
+                replayed_delivery(Message::new(action.id.clone(), "", ""), action.at, false);
             let row = RetryRow::encode(&template)?;
             action_args(b"R", action, args)?;
+            args.push(if redrive {
+                b"1".to_vec()
+            } else {
+                b"0".to_vec()
+            });
             pairs(args, |put| {
                 row.for_each_field(|field, value| {
-                    if !MESSAGE_FIELDS.contains(&field) {
+                    if !MESSAGE_FIELDS.contains(&field) && field != "redrives" {
                         put(field, value)
                     }
                 })
@@ -89,6 +97,12 @@ pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
             args.extend(MESSAGE_FIELDS.iter().map(|f| f.as_bytes().to_vec()));
         }
         WriteOp::Skip(action) => action_args(b"K", action, args)?,
+        WriteOp::Expire(action) => action_args(b"E", action, args)?,
+        WriteOp::RetryNow(action) => action_args(b"N", action, args)?,
+        WriteOp::Audit(kind, action) => {
+            action_args(b"U", action, args)?;
+            args.push(kind.as_str().as_bytes().to_vec());
+        }
     }
     Ok(())
 }
@@ -143,6 +157,7 @@ pub(super) fn applied(answer: Value) -> Result<Applied> {
         "stale" => Applied::Stale,
         "known" => Applied::FateAlreadyKnown(fate(items.next())?),
         "nodl" => Applied::NoDeadLetter,
+        "noretry" => Applied::NoRetry,
         "handled" => {
             let status = text(items.next())?;
             Applied::AlreadyHandled(

@@ -73,7 +73,7 @@ pub fn a_dead_letter_keeps_its_failures_attrs(s: &dyn Store) {
         .with_attr("note", "ünïcode, \"quotes\" and {braces}")
         .with_retry_after(Duration::from_secs(30));
     written.message = written.message.with_offset(17);
-    written.message.retry.last_failure = retry("m", 900).message.retry.last_failure;
+    written.message.retry.failures = retry("m", 900).message.retry.failures;
     written.reason = GiveUpReason::GiveUp;
     written.rule = RuleRef::Defaults;
     apply_done(s, [dead(written.clone())]);
@@ -94,7 +94,6 @@ pub fn a_dead_letter_keeps_its_failures_attrs(s: &dyn Store) {
     assert_eq!(stored.letter.failure.attrs, attrs);
     let mut expected = written;
     expected.message.offset = None;
-    expected.message.retry.last_failure = None;
     expected.failure.retry_after = None;
     assert_eq!(stored.letter, expected);
     // Listed the same way, and a letter without attrs reads back without.
@@ -113,7 +112,7 @@ pub fn replay_makes_a_fresh_delivery_keeps_history_and_is_audited(s: &dyn Store)
     assert_eq!(fresh.due, ms(2_000_000));
     assert_eq!(fresh.message.retry.attempt, 0);
     assert_eq!(fresh.message.retry.first_delivery, Some(ms(2_000_000)));
-    assert_eq!(fresh.message.retry.last_failure, None);
+    assert!(fresh.message.retry.failures.is_empty());
     // It is scheduled (so a restart would still deliver it) and no longer has a fate.
     assert_eq!(scheduled_ids(s), [(mid("p1"), ms(2_000_000))]);
     assert_eq!(retries(s, &[mid("p1")]), std::slice::from_ref(&fresh));
@@ -130,7 +129,7 @@ pub fn replay_makes_a_fresh_delivery_keeps_history_and_is_audited(s: &dyn Store)
     let entry = &audit.items[0];
     assert_eq!(entry.action, AuditAction::Replay);
     assert_eq!(entry.message_id, mid("p1"));
-    assert_eq!(entry.dead_letter, dl.id);
+    assert_eq!(entry.dead_letter, Some(dl.id));
     assert_eq!(
         (entry.operator.as_str(), entry.reason.as_str()),
         ("alice", "gateway fixed")

@@ -25,10 +25,12 @@ use std::path::Path;
 use rebound_runtime::store::Store;
 
 mod dead_letters;
+mod operations;
 pub mod records;
 mod retries;
 
 pub use dead_letters::*;
+pub use operations::*;
 pub use retries::*;
 
 /// Opens (creating if missing) a store whose data lives in the given directory.
@@ -63,6 +65,16 @@ macro_rules! conformance_suite {
                 unknown_dead_letter_is_a_clear_not_found,
                 audit_log_pages_newest_first,
                 applying_the_same_batch_twice_ends_in_the_same_state,
+                every_failure_is_kept_in_order_with_attrs_in_a_retry_and_its_dead_letter,
+                beyond_thirty_two_failures_the_first_and_last_sixteen_are_kept,
+                dead_letters_filter_by_rule_message_status_text_and_overdue_and_count,
+                open_letters_are_counted_by_label_with_the_overdue_and_the_oldest,
+                expiry_marks_an_open_letter_expired_keeps_it_and_is_audited,
+                a_redrive_counts_in_the_message_and_its_next_letter,
+                scheduled_retries_are_listed_soonest_first_filtered_and_paged,
+                retry_now_moves_a_scheduled_retry_keeps_its_attempt_and_is_audited,
+                a_kill_is_a_dead_letter_and_an_audit_line_in_one_batch,
+                the_audit_log_filters_by_operator_action_and_time,
             );
             conformance_suite!(@reopening
                 recovery_restores_every_retry_with_its_original_due_time_and_overdue_ones_fire_at_once,

@@ -6,7 +6,7 @@ use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
 use rebound_runtime::scheduler::RetryScheduler;
 use rebound_runtime::store::*;
 use rebound_runtime::time::Timestamp;
-use rebound_runtime::topology::{Failure, LastFailure};
+use rebound_runtime::topology::{Failure, FailureRecord};
 
 // ---- records and ops ---------------------------------------------------------------------
 
@@ -35,19 +35,21 @@ pub fn retry(id: &str, due: u64) -> ScheduledRetry {
     let mut message = message(id, "ORDER");
     message.retry.attempt = 2;
     message.retry.first_delivery = Some(ms(500_000));
-    message.retry.last_failure = Some(Box::new(LastFailure {
+    message.retry.failures.push(FailureRecord {
+        attempt: 2,
         code: "DB_LOCK_WAIT".into(),
         message: "lock wait".into(),
+        attrs: [("table".to_owned(), "orders".to_owned())].into(),
         at: ms(due).saturating_sub(delay),
-        delay,
+        delay: Some(delay),
         rule: RuleRef::Rule("db-lock".into()),
         version: v1(),
-    }));
+    });
     ScheduledRetry::new(message, ms(due))
 }
 
-/// A dead letter as a store reads it back: its message without an offset or a last retried
-/// failure, its failure without `retry_after`, and with attrs.
+/// A dead letter as a store reads it back: its message without an offset, its failure
+/// without `retry_after`, and with attrs.
 pub fn letter(id: &str, biz: &str, label: &str, code: &str, at: u64) -> DeadLetter {
     let mut message = message(id, biz);
     message.retry.attempt = 4;

@@ -10,10 +10,13 @@
 --   A id source position             acked (source and position '' without an offset)
 --   D id n pairs                     dead letter
 --   P source position                position
---   R id at operator reason n pairs m names
---                                    replay: the fresh row's fields, and the message fields
---                                    to copy from the letter
+--   R id at operator reason bump n pairs m names
+--                                    replay (bump 0) or redrive (bump 1): the fresh row's
+--                                    fields, and the message fields to copy from the letter
 --   K id at operator reason          skip
+--   E id at operator reason          expire
+--   N id at operator reason          retry now
+--   U id at operator reason action   an audit line only
 -- (A fate's and a position's time are not kept: nothing reads them.)
 --
 -- Reads and checks: the whole call is parsed before anything is written, so a malformed call
@@ -31,10 +34,15 @@
 --      dl:seq (status dead), ZADD dl, dl:last:<id> = n, f:<id> = dead [done].
 --   P: the source's position moves forward only; the acked fates of the source at or below
 --      the stored position are pruned (DEL f:<id>, ZREMRANGEBYSCORE) [done].
---   R: no letter [nodl]; the latest letter is not dead [handled, status]; else the letter is
---      replayed, the fate deleted, a fresh row written (due at once), an audit line
+--   R: no letter [nodl]; the latest letter is not open (`dead`, or for a replay also
+--      `expired`) [handled, status]; else the letter is replayed, the fate deleted, a fresh
+--      row written (due at once, the letter's `redrives` plus the bump), an audit line
 --      [replayed, the row's fields].
---   K: as R's refusals; else the letter is skipped, an audit line [skipped, n, its fields].
+--   K: as a replay's refusals; else the letter is skipped, an audit line [skipped, n, its fields].
+--   E: as a redrive's refusals; else the letter is expired, an audit line [done].
+--   N: the row is not due (gone, or in flight) [noretry]; else it is due at `at`, an audit
+--      line [done].
+--   U: an audit line, naming the message's latest letter if it has one [done].
 -- When a schedule made the head of the due set, `{NS}:wake` is published (a hint only).
 --
 -- Safe to run twice (a reply lost to a dropped connection): a second run finds the fates the
@@ -74,9 +82,11 @@ while i <= n do
     op.fields = take_pairs()
   elseif t == 'P' then
     op.source, op.position = take(), take()
-  elseif t == 'R' or t == 'K' then
+  elseif t == 'R' or t == 'K' or t == 'E' or t == 'N' or t == 'U' then
     op.id, op.at, op.operator, op.reason = take(), take(), take(), take()
+    if t == 'U' then op.action = take() end
     if t == 'R' then
+      op.bump = tonumber(take())
       op.fields = take_pairs()
       local count = tonumber(take())
       op.copy = {}
@@ -174,26 +184,32 @@ local function position(op)
   return { 'done' }
 end
 
--- The message's latest letter if it is open: its number and key, or the refusal.
-local function open_letter(id)
+-- The message's latest letter if it is open (`dead`, or with `or_expired` also `expired`): its
+-- number and key, or the refusal.
+local function open_letter(id, or_expired)
   local dl = redis.call('GET', P .. 'dl:last:' .. id)
   if not dl then return nil, nil, { 'nodl' } end
   local key = P .. 'dl:' .. dl
   local status = redis.call('HGET', key, 'status')
-  if status ~= 'dead' then return nil, nil, { 'handled', status } end
+  if status ~= 'dead' and not (or_expired and status == 'expired') then
+    return nil, nil, { 'handled', status }
+  end
   return dl, key, nil
 end
 
+-- An audit line; `dl` (the letter's number) may be false: an action on a scheduled retry.
 local function audit(action, op, dl)
   local a = redis.call('INCR', P .. 'audit:seq')
-  redis.call('HSET', P .. 'audit:' .. a, 'at_ms', op.at, 'action', action, 'message_id', op.id,
-    'dead_letter_id', dl, 'operator', op.operator, 'reason', op.reason)
+  local line = P .. 'audit:' .. a
+  redis.call('HSET', line, 'at_ms', op.at, 'action', action, 'message_id', op.id,
+    'operator', op.operator, 'reason', op.reason)
+  if dl then redis.call('HSET', line, 'dead_letter_id', dl) end
   redis.call('ZADD', P .. 'audit', a, a)
   redis.call('ZADD', P .. 'audit:msg:' .. op.id, a, a)
 end
 
 local function replay(op)
-  local dl, key, refused = open_letter(op.id)
+  local dl, key, refused = open_letter(op.id, op.bump == 0)
   if refused then return refused end
   local copied = redis.call('HMGET', key, unpack(op.copy))
   local fields = op.fields
@@ -203,6 +219,8 @@ local function replay(op)
     fields[#fields + 1] = name
     fields[#fields + 1] = copied[k]
   end
+  fields[#fields + 1] = 'redrives'
+  fields[#fields + 1] = tostring((tonumber(redis.call('HGET', key, 'redrives')) or 0) + op.bump)
   redis.call('HSET', key, 'status', 'replayed')
   redis.call('DEL', P .. 'f:' .. op.id)
   put_row(op.id, op.at, fields, row_state(op.id))
@@ -213,7 +231,7 @@ local function replay(op)
 end
 
 local function skip(op)
-  local dl, key, refused = open_letter(op.id)
+  local dl, key, refused = open_letter(op.id, true)
   if refused then return refused end
   redis.call('HSET', key, 'status', 'skipped')
   audit('skip', op, dl)
@@ -223,7 +241,32 @@ local function skip(op)
   return out
 end
 
-local RUN = { S = schedule, A = acked, D = dead_letter, P = position, R = replay, K = skip }
+local function expire(op)
+  local dl, key, refused = open_letter(op.id, false)
+  if refused then return refused end
+  redis.call('HSET', key, 'status', 'expired')
+  audit('expire', op, dl)
+  return { 'done' }
+end
+
+local function retry_now(op)
+  local st = row_state(op.id)
+  if st[1] ~= 'due' then return { 'noretry' } end
+  redis.call('HSET', P .. 'r:' .. op.id, 'due_ms', op.at)
+  redis.call('ZADD', DUE, op.at, op.id)
+  local d = tonumber(op.at)
+  if not head or d < head then head = d end
+  audit('retry_now', op, false)
+  return { 'done' }
+end
+
+local function audit_only(op)
+  audit(op.action, op, redis.call('GET', P .. 'dl:last:' .. op.id))
+  return { 'done' }
+end
+
+local RUN = { S = schedule, A = acked, D = dead_letter, P = position, R = replay, K = skip,
+  E = expire, N = retry_now, U = audit_only }
 local answers = {}
 for k, op in ipairs(ops) do answers[k] = RUN[op.tag](op) end
 
