@@ -12,6 +12,9 @@
 //! "Best case" is every delay at its shortest, "worst case" every delay at its longest. With
 //! `max_elapsed` the two can end differently: long delays reach `max_elapsed` sooner.
 //!
+//! A path whose dead-letter label redrives (`labels:`) goes on through each replay of the
+//! letter ([`RetryPath::redrives`], `paths/redrive.rs`), its totals taking in the waits.
+//!
 //! ```
 //! use rebound_engine::{SourceFile, compile, paths::retry_paths};
 //! let yaml = "version: 1\nrules:\n  - id: poll\n    retry: { max_retries: 2, backoff: { fixed: 100ms } }\n    dead_letter: L1\n";
