@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+mod labels;
+
 /// Loads, validates and compiles a set from its files.
 ///
 /// On success the set carries its warnings; on failure every error and warning found.
@@ -47,9 +49,12 @@ pub(crate) fn compile_with(
     let mut cx = Compiler {
         scripts: &scripts,
         diags,
+        written: Vec::new(),
     };
     let (defaults, partial) = cx.defaults(&parsed);
     let rules = cx.rules(&parsed, &defaults, &partial);
+    let labels = cx.labels(&parsed);
+    cx.check_dead_letters(&labels);
     let Compiler { mut diags, .. } = cx;
     if diags.iter().any(Diagnostic::is_error) {
         // Errors first; each kind in file order, then by position (a file's errors are
@@ -72,6 +77,7 @@ pub(crate) fn compile_with(
         files,
         rules,
         defaults,
+        labels,
         index,
         scripts,
         warnings: diags,
@@ -90,6 +96,8 @@ struct FileCx<'a> {
 struct Compiler<'s> {
     scripts: &'s ScriptEngine,
     diags: Vec<Diagnostic>,
+    /// Every `dead_letter` written, checked against the labels once all are known.
+    written: Vec<labels::WrittenLabel>,
 }
 
 /// The `defaults.retry` fields as given, before the built-ins fill the gaps.
@@ -339,7 +347,13 @@ impl Compiler<'_> {
                 "the dead-letter label is empty; write a label such as 'L1'",
             );
         }
-        Label::from(label)
+        let label = Label::from(label);
+        self.written.push(labels::WrittenLabel {
+            file: f.file.clone(),
+            pos: f.positions.value(path),
+            label,
+        });
+        label
     }
 
     fn names(&mut self, f: &FileCx, path: &str, value: &OneOrMany) -> NameMatcher {

@@ -27,6 +27,8 @@
 //!   that decides, else the defaults) and its [`Explanation`].
 //! - [`PolicyHandle`] (`handle.rs`): the one atomic pointer to the set in force, the only
 //!   way to decide.
+//! - `labels.rs`: the set's dead-letter labels and their policies ([`LabelPolicy`]: redrive,
+//!   alert, sla, expire), read through [`CompiledSet::labels`].
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
@@ -49,6 +51,7 @@ pub mod duration;
 pub mod fmt;
 mod handle;
 mod index;
+mod labels;
 mod lint;
 pub mod load;
 mod model;
@@ -75,6 +78,7 @@ pub use context::{Attrs, FailureContext, OwnedFailure, SignalView, Signals};
 pub use decide::{Explanation, TraceStep};
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;
+pub use labels::{LabelPolicy, Labels, Redrive};
 pub use load::{SourceFile, read_dir};
 pub use report::DecisionReport;
 pub use set::{CompiledSet, Defaults, RuleView};

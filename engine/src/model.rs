@@ -7,7 +7,7 @@
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +27,11 @@ pub(crate) struct RuleFile {
     /// The rules, in first-match order: the first rule whose conditions all hold decides.
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
+    /// Dead-letter labels and what the runtime does with their letters: label name to its
+    /// policy (`description`, `redrive`, `alert`, `sla`, `expire`). Any file of the set may
+    /// have them; a label is defined once in the set.
+    #[serde(default)]
+    pub labels: Option<LabelsSpec>,
 }
 
 /// `defaults:`: what a rule that does not say takes, and what decides when no rule matches.
@@ -174,6 +179,93 @@ pub(crate) struct ExponentialSpec {
     /// day.
     #[serde(default)]
     pub max: Option<Scalar>,
+}
+
+/// `labels:`: label name to its policy, in the order written. Kept as a list rather than a
+/// map so that a label written twice in one file is reported (a map would keep the last).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct LabelsSpec(pub Vec<(String, LabelSpec)>);
+
+/// One label's policy. Every key is optional; a label with none (`L5: {}` or `L5:`) is a
+/// label the set defines and says nothing more about.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LabelSpec {
+    /// Free text for people: what a letter with this label means.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Replay the label's letters automatically, e.g. `{ after: 10m, max: 3 }`: each letter
+    /// is replayed `after` its dead-lettering, at most `max` times, its attempts counted
+    /// from 1 again.
+    #[serde(default)]
+    pub redrive: Option<RedriveSpec>,
+    /// A receiver of the runtime configuration told of new letters, e.g. `oncall`.
+    #[serde(default)]
+    pub alert: Option<String>,
+    /// How long a letter may stay open before it counts as overdue, e.g. `1h`.
+    #[serde(default)]
+    pub sla: Option<Scalar>,
+    /// How long a letter stays open before it becomes `expired` (kept, never deleted), e.g.
+    /// `30d`.
+    #[serde(default)]
+    pub expire: Option<Scalar>,
+}
+
+/// `redrive:` parameters.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RedriveSpec {
+    /// How long after its dead-lettering a letter is replayed, e.g. `10m`.
+    pub after: Scalar,
+    /// How many times a letter is replayed at most (at least 1).
+    #[schemars(range(min = 1))]
+    pub max: u32,
+}
+
+struct LabelsVisitor;
+
+impl<'de> Visitor<'de> for LabelsVisitor {
+    type Value = LabelsSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of label name to its policy")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LabelsSpec, A::Error> {
+        let mut out = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            let spec = map.next_value::<Option<LabelSpec>>()?;
+            out.push((name, spec.unwrap_or_default()));
+        }
+        Ok(LabelsSpec(out))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<LabelsSpec, E> {
+        Ok(LabelsSpec::default())
+    }
+}
+
+impl<'de> Deserialize<'de> for LabelsSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(LabelsVisitor)
+    }
+}
+
+/// In the JSON Schema: a map of label name to a [`LabelSpec`] (or nothing).
+impl JsonSchema for LabelsSpec {
+    fn schema_name() -> Cow<'static, str> {
+        "LabelsSpec".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let label = generator.subschema_for::<LabelSpec>();
+        json_schema!({
+            "description": "Dead-letter labels: label name (`L1`, `payment-dlq`) to its policy.",
+            "type": "object",
+            "propertyNames": { "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$" },
+            "additionalProperties": { "anyOf": [label, { "type": "null" }] }
+        })
+    }
 }
 
 /// A scalar kept as written: a string or a number. Durations, globs, comparisons and jitter

@@ -12,6 +12,9 @@
 //! "Best case" is every delay at its shortest, "worst case" every delay at its longest. With
 //! `max_elapsed` the two can end differently: long delays reach `max_elapsed` sooner.
 //!
+//! A path whose dead-letter label redrives (`labels:`) goes on through each replay of the
+//! letter ([`RetryPath::redrives`], `paths/redrive.rs`), its totals taking in the waits.
+//!
 //! ```
 //! use rebound_engine::{SourceFile, compile, paths::retry_paths};
 //! let yaml = "version: 1\nrules:\n  - id: poll\n    retry: { max_retries: 2, backoff: { fixed: 100ms } }\n    dead_letter: L1\n";
@@ -33,7 +36,10 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+mod redrive;
 mod render;
+
+pub use redrive::RedriveLeg;
 
 /// The most retries a table lists for one rule.
 pub(crate) const MAX_ROWS: u32 = 10_000;
@@ -107,6 +113,14 @@ pub struct RetryPath {
     pub end: PathEnd,
     /// What the reader should know: guards, conditions on attempt or elapsed, scripts.
     pub notes: Vec<String>,
+    /// When the label it ends in redrives: each replay of the dead letter, in order
+    /// (absent otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redrives: Vec<RedriveLeg>,
+    /// With redrives: the total delay at the last replay's end when every delay is at its
+    /// longest, the `after` waits included, in ms (absent without redrives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_worst_ms: Option<u64>,
 }
 
 /// One retry of a path.
@@ -177,6 +191,9 @@ pub fn retry_paths(set: &CompiledSet) -> PathTable {
             .push("no file declares defaults: these are the built-in ones".into());
     }
     paths.push(defaults);
+    for path in &mut paths {
+        redrive::follow(path, set.labels());
+    }
     PathTable {
         version: set.version().to_string(),
         sample_context: SAMPLE_CONTEXT,
@@ -205,6 +222,8 @@ fn rule_path(rule: &CompiledRule, scripts: &ScriptEngine) -> RetryPath {
                 },
             },
             notes: Vec::new(),
+            redrives: Vec::new(),
+            total_worst_ms: None,
         },
         Outcome::Retry(policy) => policy_path(
             rule.id.as_str(),
@@ -380,6 +399,8 @@ pub(crate) fn policy_path(
         },
         retries: rows,
         notes,
+        redrives: Vec::new(),
+        total_worst_ms: None,
     }
 }
 

@@ -25,6 +25,9 @@ type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 pub(crate) struct PositionIndex {
     values: Map<ValuePos>,
     keys: Map<Pos>,
+    /// The earlier keys of a path written more than once in one mapping (`keys` holds the
+    /// last), in file order: a map the model reads as a list (`labels:`) reports each.
+    repeated: Map<Vec<Pos>>,
     /// Set when the walk stopped at a parse error: what the slow way needs.
     unfinished: Option<Arc<Unfinished>>,
 }
@@ -102,7 +105,10 @@ impl PositionIndex {
                         && key.is_none()
                     {
                         let value = view.original(value);
-                        index.keys.insert(joined(&path, &value), pos);
+                        let at = joined(&path, &value);
+                        if let Some(earlier) = index.keys.insert(at.clone(), pos) {
+                            index.repeated.entry(at).or_default().push(earlier);
+                        }
                         *key = Some(value.into_owned());
                         continue;
                     }
@@ -207,6 +213,14 @@ impl PositionIndex {
             .as_deref()
             .filter(|_| !self.values.contains_key(path))?;
         rest.seek(path, true).flatten()
+    }
+
+    /// Where each key of the entries at `path` starts, in file order: one position for a key
+    /// written once, several for one repeated in its mapping.
+    pub(crate) fn key_occurrences(&self, path: &str) -> Vec<Pos> {
+        let mut all = self.repeated.get(path).cloned().unwrap_or_default();
+        all.extend(self.key(path));
+        all
     }
 
     /// The key's position if known, else the value's: the best place to point at an entry.

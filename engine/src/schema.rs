@@ -144,6 +144,8 @@ fn constrain_rules(schema: &mut Value) {
         ("LinearSpec", &["base", "step", "max"], "Duration"),
         ("ExponentialSpec", &["base", "max"], "Duration"),
         ("RetrySpec", &["max_elapsed"], "Duration"),
+        ("LabelSpec", &["sla", "expire"], "Duration"),
+        ("RedriveSpec", &["after"], "Duration"),
         ("MatchSpec", &["attempt"], "AttemptCondition"),
         ("MatchSpec", &["elapsed"], "ElapsedCondition"),
         ("MatchSpec", &["biz", "code", "attrs"], "Names"),
@@ -176,6 +178,7 @@ fn constrain_rules(schema: &mut Value) {
     for def in ["RuleSpec", "DefaultsSpec"] {
         definitions[def]["properties"]["dead_letter"]["pattern"] = r"\S".into();
     }
+    definitions["LabelSpec"]["properties"]["alert"]["pattern"] = r"\S".into();
     // Every use of the catch-alls now has its own kind.
     definitions.remove("Scalar");
     definitions.remove("OneOrMany");

@@ -4,6 +4,7 @@
 use crate::backoff::RetryPolicy;
 use crate::diag::{Diagnostic, Pos};
 use crate::index::RuleIndex;
+use crate::labels::Labels;
 use crate::load::SourceFile;
 use crate::rule::CompiledRule;
 use crate::script::ScriptEngine;
@@ -32,6 +33,7 @@ pub struct CompiledSet {
     pub(crate) files: Vec<SourceFile>,
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) defaults: Defaults,
+    pub(crate) labels: Labels,
     pub(crate) index: RuleIndex,
     pub(crate) scripts: ScriptEngine,
     pub(crate) warnings: Vec<Diagnostic>,
@@ -62,6 +64,11 @@ impl CompiledSet {
     /// What decides when no rule matches.
     pub fn defaults(&self) -> &Defaults {
         &self.defaults
+    }
+
+    /// The labels its files define, with their policies (empty when none does).
+    pub fn labels(&self) -> &Labels {
+        &self.labels
     }
 
     /// Warnings found at load (the set loaded anyway).

@@ -54,6 +54,7 @@ pub fn run(args: Args) -> Outcome {
             serde_json::json!({
                 "files": s.files().len(),
                 "rules": s.rules().len(),
+                "labels": s.labels().len(),
                 "version": s.version(),
             })
         });
@@ -65,8 +66,15 @@ pub fn run(args: Args) -> Outcome {
             1 => ", 1 warning".to_string(),
             n => format!(", {n} warnings"),
         };
+        // Labels are counted only when the set defines some, so the line of a set without
+        // them stays as it always was.
+        let labels = match set.labels().len() {
+            0 => String::new(),
+            1 => ", 1 label".to_string(),
+            n => format!(", {n} labels"),
+        };
         println!(
-            "ok: {} files, {} rules, version {}{note}",
+            "ok: {} files, {} rules{labels}, version {}{note}",
             set.files().len(),
             set.rules().len(),
             set.version()

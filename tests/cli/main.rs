@@ -1,5 +1,5 @@
 //! The command line on rule sets, one module per former test file: `check`, `decide`,
-//! `explain` and `--json` (`cli_rules`), what a broken rule file reports (`load_errors`),
+//! `explain` and `--json` (`cli_rules`), `labels:` sections (`labels`), what a broken rule file reports (`load_errors`),
 //! `paths` (`paths_lints`, `paths_shipped`), `test` (`ruletest_cli`, `ruletest_seed_search`),
 //! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
 //! (`shipped_rules_props`), and the README's examples run as written (`readme_examples`).
@@ -7,6 +7,7 @@
 
 mod cli_rules;
 mod fmt;
+mod labels;
 mod load_errors;
 mod paths_lints;
 mod paths_shipped;

@@ -229,3 +229,39 @@ fn every_fixture_set_that_loads_is_valid_against_the_rules_schema() {
     }
     assert!(valid >= 5, "only {valid} fixture sets load");
 }
+
+#[test]
+fn the_rules_schema_knows_labels_as_check_does() {
+    let spec = root().join("engine/tests/fixtures/labels/20-labels.yaml");
+    let spec = std::fs::read_to_string(spec).unwrap();
+    assert_eq!(rules_schema_errors(&spec), Vec::<String>::new(), "{spec}");
+    let label = |body: &str| format!("version: 1\nlabels:\n  L1:\n{body}");
+    for (what, text) in [
+        ("an unknown key", label("    expires: 30d\n")),
+        (
+            "a redrive max of 0",
+            label("    redrive: { after: 10m, max: 0 }\n"),
+        ),
+        (
+            "a redrive without max",
+            label("    redrive: { after: 10m }\n"),
+        ),
+        ("a bad duration", label("    sla: soon\n")),
+        ("an empty alert", label("    alert: \" \"\n")),
+        (
+            "a label name with a space",
+            "version: 1\nlabels:\n  bad label: {}\n".to_string(),
+        ),
+    ] {
+        assert!(
+            !rules_schema_errors(&text).is_empty(),
+            "{what} passes the schema:\n{text}"
+        );
+    }
+    for text in [
+        "version: 1\nlabels:\n  payment-dlq.v2:\n  L2: {}\n".to_string(),
+        label("    redrive: { after: 90000, max: 1 }\n    expire: 1h30m\n"),
+    ] {
+        assert_eq!(rules_schema_errors(&text), Vec::<String>::new(), "{text}");
+    }
+}

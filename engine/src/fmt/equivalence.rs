@@ -15,6 +15,7 @@ use std::time::Duration;
 /// with the same fixed seed in both. `Err` describes the first failure they disagree on.
 /// Versions are not compared: formatting changes them by design.
 pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
+    same_labels(a, b)?;
     let mut names = Names::default();
     for file in a.files.iter().chain(&b.files) {
         if let Some(v) = file
@@ -68,6 +69,28 @@ pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `Ok` when both sets define the same labels with the same policies, in any place.
+fn same_labels(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
+    let policies = |s: &CompiledSet| {
+        let mut all: Vec<_> = s
+            .labels()
+            .iter()
+            .map(|p| {
+                let redrive = p.redrive.map(|r| (r.after, r.max));
+                let what = (&p.description, redrive, &p.alert, p.sla, p.expire);
+                (p.label.as_str(), format!("{what:?}"))
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let (before, after) = (policies(a), policies(b));
+    if before == after {
+        return Ok(());
+    }
+    Err(format!("labels {before:?} before, {after:?} after"))
 }
 
 /// The names the `match:` sections mention: each as written, and for a glob its shortest
@@ -155,5 +178,30 @@ mod tests {
         ] {
             assert!(same_decisions(&a, &set(other)).is_err(), "{other}");
         }
+    }
+
+    #[test]
+    fn same_decisions_sees_a_changed_label_policy_but_not_its_place() {
+        let a = set("version: 1
+labels:
+  L1:
+    sla: 1h
+    redrive: { after: 10m, max: 3 }
+");
+        let moved = set("version: 1
+
+labels:
+  L1:
+    redrive: { max: 3, after: 10m }
+    sla: 1h
+");
+        assert_eq!(same_decisions(&a, &moved), Ok(()));
+        let other = set("version: 1
+labels:
+  L1:
+    sla: 1h
+    redrive: { after: 10m, max: 2 }
+");
+        assert!(same_decisions(&a, &other).is_err());
     }
 }

@@ -28,6 +28,8 @@ const RETRY: &[&str] = &[
     "backoff",
     "respect_retry_after",
 ];
+const LABEL: &[&str] = &["description", "redrive", "alert", "sla", "expire"];
+const REDRIVE: &[&str] = &["after", "max"];
 const MATCH: &[&str] = &["biz", "code", "attempt", "elapsed", "attrs", "headers"];
 const TESTS_TOP: &[&str] = &["version", "cases", "paths"];
 const CASE: &[&str] = &["name", "given", "expect"];
@@ -169,13 +171,14 @@ fn is_comment(line: &str) -> bool {
 
 /// `key` when `rest` starts with `key:` followed by a space or the end of the line.
 fn key_at(rest: &str) -> Option<&str> {
+    // Label names may hold `-` and `.` too (`payment-dlq`).
     let end = rest
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "_-.".contains(c)))
         .unwrap_or(rest.len());
     let key = &rest[..end];
     let after = &rest[end..];
     let ok = !key.is_empty()
-        && !key.starts_with(|c: char| c.is_ascii_digit())
+        && !key.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '.')
         && (after == ":" || after.starts_with(": "));
     ok.then_some(key)
 }
@@ -292,8 +295,42 @@ fn reorder_all(lines: &mut Vec<String>, kind: FileKind, original: &Value) {
                 &[("retry", RETRY), ("match", MATCH)],
             ));
         }
+        // Each label's keys; the label names keep the order they were written in.
+        if let Some(labels) = mapping_under(lines, "labels", &[]) {
+            nested.extend(every_child(lines, &labels, LABEL));
+        }
         apply(lines, original, nested);
+        let mut redrives = Vec::new();
+        if let Some(labels) = mapping_under(lines, "labels", &[]) {
+            for label in every_child(lines, &labels, LABEL) {
+                redrives.extend(children(lines, &label, &[("redrive", REDRIVE)]));
+            }
+        }
+        apply(lines, original, redrives);
     }
+}
+
+/// The block mappings under every key of the mapping `parent`, each put in `order`.
+fn every_child(lines: &[String], parent: &Target, order: &'static [&'static str]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for i in parent.start..parent.end {
+        let Some(key) = key_of(&lines[i], parent.k) else {
+            continue;
+        };
+        if lines[i].trim_end().ends_with(&format!("{key}:"))
+            && let Some((start, end, k)) = body(lines, i, parent.k)
+            && k > parent.k
+        {
+            out.push(Target {
+                start,
+                end,
+                k,
+                item: false,
+                order,
+            });
+        }
+    }
+    out
 }
 
 /// The block mapping under a top-level `key:`.

@@ -51,4 +51,6 @@ pub fn format(text: &str, kind: FileKind) -> Result<String, FmtError> {
 }
 
 #[cfg(test)]
+mod labels_tests;
+#[cfg(test)]
 mod props;
