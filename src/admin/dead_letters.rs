@@ -1,49 +1,79 @@
-//! The dead-letter routes: list with filters, and the two operator actions, replay and skip.
+//! The dead-letter routes: list with filters and a total, and the two operator actions on one
+//! letter, replay and skip. The bulk actions and the export are in `bulk.rs`; a message's
+//! whole story in `messages.rs`; the scheduled retries in `retries.rs`; the audit log in
+//! `audit.rs`.
 //!
-//! The routes talk to a [`DeadLetterDesk`]. Over a plain store ([`StoreDesk`]) a replay is
+//! The routes talk to a [`DeadLetterDesk`]. Over a plain store ([`StoreDesk`]) an action is
 //! written to the store, whose scheduled retry the runtime picks up; a running pipeline
-//! provides a desk that also hands the message to its live retry queue at once.
+//! provides a desk that also acts on its live retry queues at once.
 
 use super::AdminState;
 use super::auth::Writer;
 use super::body::JsonBody;
 use super::error::ApiError;
+use super::json::letter_json;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use rebound_runtime::fate::{BoxFuture, DeadLetter, Label, RuleRef};
 use rebound_runtime::store::{
-    self, DeadLetterFilter, DeadLetterId, MAX_PAGE, MessageId, OperatorAction, Page,
-    ScheduledRetry, Store, StoreError, StoredDeadLetter,
+    self, AuditAction, DeadLetterFilter, DeadLetterId, DeadLetterStatus, MAX_PAGE, MessageId,
+    OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter, WriteOp,
 };
-use rebound_runtime::time::Timestamp;
+use rebound_runtime::time::{TimeScale, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// What the dead-letter routes need: listing and the operator actions.
+/// One answer per id of a bulk action: what was done, or why not.
+pub type Each<T> = Vec<Result<T, StoreError>>;
+
+/// What the operator's routes need: the store to read, and the actions.
 pub trait DeadLetterDesk: Send + Sync + std::fmt::Debug {
-    /// A page of dead letters, newest first.
-    fn list(
-        &self,
-        filter: &DeadLetterFilter,
-    ) -> Result<Page<StoredDeadLetter, DeadLetterId>, StoreError>;
-    /// Sends a dead-lettered message back into the topology as a fresh delivery.
+    /// The store the reads go to.
+    fn store(&self) -> Arc<dyn Store>;
+    /// Completes once every decision made so far is in the store (the writes the runtime
+    /// holds back), so that a read sees it.
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    /// The time scale of the rules' time (label SLAs are in it).
+    fn time_scale(&self) -> TimeScale {
+        TimeScale::REAL
+    }
+    /// Sends dead-lettered messages back into the topology as fresh deliveries. Blocking.
     fn replay(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<ScheduledRetry>, StoreError>;
+    /// Marks dead letters handled without delivering them again. Blocking.
+    fn skip(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<StoredDeadLetter>, StoreError>;
+    /// Fires a scheduled retry now, its attempt kept. Blocking.
+    fn retry_now(
         &self,
         id: &MessageId,
         operator: &str,
         reason: &str,
     ) -> Result<ScheduledRetry, StoreError>;
-    /// Marks a dead letter handled without delivering it again.
-    fn skip(
+    /// Dead-letters a scheduled retry now (reason `killed`, the label `label_of` gives its
+    /// rule). Blocking.
+    fn kill(
         &self,
         id: &MessageId,
         operator: &str,
         reason: &str,
-    ) -> Result<StoredDeadLetter, StoreError>;
+        label_of: &dyn Fn(&RuleRef) -> Label,
+    ) -> Result<DeadLetter, StoreError>;
 }
 
-/// A desk over a store alone: a replay is scheduled in the store.
+/// A desk over a store alone: every action is written to the store.
 #[derive(Clone)]
 pub struct StoreDesk(pub Arc<dyn Store>);
 
@@ -53,49 +83,229 @@ impl std::fmt::Debug for StoreDesk {
     }
 }
 
-impl DeadLetterDesk for StoreDesk {
-    fn list(
+impl StoreDesk {
+    fn each<T>(
         &self,
-        filter: &DeadLetterFilter,
-    ) -> Result<Page<StoredDeadLetter, DeadLetterId>, StoreError> {
-        self.0.dead_letters(filter)
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+        op: fn(OperatorAction) -> WriteOp,
+        answer: fn(store::Applied, &MessageId) -> Result<T, StoreError>,
+    ) -> Result<Each<T>, StoreError> {
+        let now = Timestamp::now();
+        let ops = ids
+            .iter()
+            .map(|id| Ok(op(OperatorAction::new(id.clone(), operator, reason, now)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let applied = self.0.apply(&ops)?;
+        Ok(ids
+            .iter()
+            .zip(applied)
+            .map(|(id, a)| answer(a, id))
+            .collect())
+    }
+}
+
+impl DeadLetterDesk for StoreDesk {
+    fn store(&self) -> Arc<dyn Store> {
+        self.0.clone()
     }
 
     fn replay(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<ScheduledRetry>, StoreError> {
+        self.each(ids, operator, reason, WriteOp::Replay, |a, id| a.into_replayed(id))
+    }
+
+    fn skip(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<StoredDeadLetter>, StoreError> {
+        self.each(ids, operator, reason, WriteOp::Skip, |a, id| a.into_skipped(id))
+    }
+
+    fn retry_now(
         &self,
         id: &MessageId,
         operator: &str,
         reason: &str,
     ) -> Result<ScheduledRetry, StoreError> {
         let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
-        store::replay(self.0.as_ref(), action)
+        let at = action.at;
+        let mut retry = self
+            .0
+            .retries(std::slice::from_ref(id))?
+            .pop()
+            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
+        let mut applied = self.0.apply(&[WriteOp::RetryNow(action)])?;
+        applied.pop().ok_or(StoreError::WriterClosed)?.into_done(id)?;
+        retry.due = at;
+        Ok(retry)
     }
 
-    fn skip(
+    fn kill(
         &self,
         id: &MessageId,
         operator: &str,
         reason: &str,
-    ) -> Result<StoredDeadLetter, StoreError> {
+        label_of: &dyn Fn(&RuleRef) -> Label,
+    ) -> Result<DeadLetter, StoreError> {
         let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
-        store::skip(self.0.as_ref(), action)
+        let retry = self
+            .0
+            .retries(std::slice::from_ref(id))?
+            .pop()
+            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
+        let letter = rebound_runtime::durable::killed(retry.message, label_of, action.at);
+        let applied = self.0.apply(&[
+            WriteOp::DeadLetter(Box::new(letter.clone())),
+            WriteOp::Audit(AuditAction::Kill, action),
+        ])?;
+        for a in applied {
+            a.into_done(id)?;
+        }
+        Ok(letter)
     }
 }
 
-/// The query of `GET /v1/dead-letters`.
-#[derive(Debug, Default, Deserialize)]
+/// The filters of the dead-letter routes (`GET /v1/dead-letters`, the export, and a bulk
+/// action's `filter`).
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub struct FilterQuery {
     /// Exact label.
     pub label: Option<String>,
     /// Exact business type.
     pub biz: Option<String>,
     /// Exact last failure code.
     pub code: Option<String>,
+    /// Exact deciding rule.
+    pub rule: Option<String>,
+    /// `dead`, `replayed`, `skipped` or `expired`.
+    pub status: Option<String>,
+    /// Dead-lettered at or after (RFC 3339).
+    pub since: Option<String>,
+    /// Dead-lettered before (RFC 3339).
+    pub until: Option<String>,
+    /// `true`: only open letters past their label's SLA.
+    pub overdue: Option<String>,
+    /// A substring of the message id or the last failure's message.
+    pub q: Option<String>,
+}
+
+/// The query of `GET /v1/dead-letters`: the filters and the paging.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(flatten)]
+    filter: FilterQuery,
     /// Page size (default 100, at most [`MAX_PAGE`]).
-    pub limit: Option<usize>,
+    pub limit: Option<String>,
     /// Paging cursor: the previous page's `next`.
-    pub before: Option<u64>,
+    pub before: Option<String>,
+}
+
+/// An RFC 3339 time of query field `field`.
+pub fn time(field: &str, v: Option<&str>) -> Result<Option<Timestamp>, ApiError> {
+    v.map(|v| {
+        humantime::parse_rfc3339_weak(v)
+            .map(Timestamp::from_system)
+            .map_err(|e| {
+                ApiError::bad_request(format!(
+                    "'{field}' must be an RFC 3339 time like 2026-12-01T17:00:00Z: '{v}': {e}"
+                ))
+            })
+    })
+    .transpose()
+}
+
+/// A whole number of query field `field`.
+pub fn number<T: std::str::FromStr>(field: &str, v: Option<&str>) -> Result<Option<T>, ApiError> {
+    v.map(|v| {
+        v.parse().map_err(|_| {
+            ApiError::bad_request(format!("'{field}' must be a whole number, not '{v}'"))
+        })
+    })
+    .transpose()
+}
+
+/// The page size of `limit`, 1 to `max` (default 100).
+pub fn page_size(v: Option<&str>, max: usize) -> Result<usize, ApiError> {
+    let limit = number::<usize>("limit", v)?.unwrap_or(100.min(max));
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit must be between 1 and {max}"
+        )));
+    }
+    Ok(limit)
+}
+
+impl FilterQuery {
+    /// True if no filter is given (a bulk action on it needs `"all": true`).
+    pub fn is_empty(&self) -> bool {
+        let FilterQuery {
+            label,
+            biz,
+            code,
+            rule,
+            status,
+            since,
+            until,
+            overdue,
+            q,
+        } = self;
+        [label, biz, code, rule, status, since, until, overdue, q]
+            .iter()
+            .all(|v| v.is_none())
+    }
+
+    /// The store's filter; `overdue` needs the set in force and the desk's time scale.
+    pub fn to_filter(&self, state: &AdminState, desk: &dyn DeadLetterDesk) -> Result<DeadLetterFilter, ApiError> {
+        let status = self
+            .status
+            .as_deref()
+            .map(|s| {
+                DeadLetterStatus::parse(s).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "status must be one of dead, replayed, skipped, expired, not '{s}'"
+                    ))
+                })
+            })
+            .transpose()?;
+        let overdue = match self.overdue.as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "overdue must be true or false, not '{other}'"
+                )));
+            }
+        };
+        let overdue = overdue.then(|| {
+            crate::pipeline::letters::overdue_cutoffs(
+                &state.reloader.handle().current(),
+                desk.time_scale(),
+                Timestamp::now(),
+            )
+        });
+        Ok(DeadLetterFilter {
+            label: self.label.clone(),
+            biz: self.biz.clone(),
+            code: self.code.clone(),
+            rule: self.rule.clone(),
+            status,
+            since: time("since", self.since.as_deref())?,
+            until: time("until", self.until.as_deref())?,
+            overdue,
+            q: self.q.clone().filter(|q| !q.is_empty()),
+            ..DeadLetterFilter::default()
+        })
+    }
 }
 
 /// The body of replay and skip: both fields are required.
@@ -108,7 +318,8 @@ pub struct ActionBody {
     pub reason: Option<String>,
 }
 
-fn desk(state: &AdminState) -> Result<Arc<dyn DeadLetterDesk>, ApiError> {
+/// The desk, or 503 when no store is open in this process.
+pub fn desk(state: &AdminState) -> Result<Arc<dyn DeadLetterDesk>, ApiError> {
     state.dead_letters.clone().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -117,16 +328,20 @@ fn desk(state: &AdminState) -> Result<Arc<dyn DeadLetterDesk>, ApiError> {
     })
 }
 
-fn store_error(e: StoreError) -> ApiError {
+/// A store's refusal as the answer it means.
+pub fn store_error(e: StoreError) -> ApiError {
     match e {
         StoreError::Blank { .. } => ApiError::bad_request(e.to_string()),
-        StoreError::DeadLetterNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, e.to_string()),
+        StoreError::DeadLetterNotFound(_) | StoreError::RetryNotFound(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, e.to_string())
+        }
         StoreError::AlreadyHandled { .. } => ApiError::new(StatusCode::CONFLICT, e.to_string()),
         other => ApiError::internal(other.to_string()),
     }
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs store work on a blocking thread.
+pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)
@@ -135,61 +350,32 @@ async fn blocking<T: Send + 'static>(
         .map_err(store_error)
 }
 
-/// The JSON of one dead letter: every field the spec lists.
-pub fn letter_json(d: &StoredDeadLetter) -> Value {
-    let l = &d.letter;
-    let m = &l.message;
-    json!({
-        "id": m.id.as_str(),
-        "seq": d.id.0,
-        "status": d.status.as_str(),
-        "biz": &*m.biz,
-        "payload": String::from_utf8_lossy(&m.payload),
-        "headers": m.headers.as_map().cloned().unwrap_or_default(),
-        "label": l.label.as_str(),
-        "reason": l.reason.as_str(),
-        "last_code": l.failure.code,
-        "last_message": l.failure.message,
-        "attempts": m.retry.attempt,
-        "first_time_ms": l.first_at().as_millis(),
-        "last_time_ms": l.at.as_millis(),
-        "rule": l.rule.as_str(),
-        "rule_set_version": l.version.as_str(),
-    })
-}
-
-/// `GET /v1/dead-letters?label=&biz=&code=&limit=&before=`
+/// `GET /v1/dead-letters?label=&biz=&code=&rule=&status=&since=&until=&overdue=&q=&limit=&before=`
 pub async fn list(
     State(state): State<AdminState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit must be between 1 and {MAX_PAGE}"
-        )));
-    }
-    let filter = DeadLetterFilter {
-        label: q.label,
-        biz: q.biz,
-        code: q.code,
-        before: q
-            .before
-            .and_then(|b| i64::try_from(b).ok())
-            .map(DeadLetterId),
-        limit,
-        ..DeadLetterFilter::default()
-    };
     let desk = desk(&state)?;
-    let page = blocking(move || desk.list(&filter)).await?;
+    let mut filter = q.filter.to_filter(&state, desk.as_ref())?;
+    filter.limit = page_size(q.limit.as_deref(), MAX_PAGE)?;
+    filter.before = number::<i64>("before", q.before.as_deref())?.map(DeadLetterId);
+    desk.settle().await;
+    let store = desk.store();
+    let (page, total) = blocking(move || {
+        let total = store.dead_letter_count(&filter)?;
+        Ok((store.dead_letters(&filter)?, total))
+    })
+    .await?;
     Ok(Json(json!({
         "dead_letters": page.items.iter().map(letter_json).collect::<Vec<_>>(),
         "next": page.next.map(|n| n.0),
+        "total": total,
     })))
 }
 
-fn action(body: ActionBody) -> Result<(String, String), ApiError> {
+/// The operator and reason of an action's body, both required.
+pub fn action(body: ActionBody) -> Result<(String, String), ApiError> {
     let field = |v: Option<String>, name: &str| {
         v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
             ApiError::bad_request(format!(
@@ -213,7 +399,7 @@ pub async fn replay(
     let (operator, reason) = action(body)?;
     let desk = desk(&state)?;
     let message = MessageId::from(id.as_str());
-    let retry = blocking(move || desk.replay(&message, &operator, &reason)).await?;
+    let retry = blocking(move || one(desk.replay(&[message], &operator, &reason)?)).await?;
     Ok(Json(
         json!({ "id": id, "status": "replayed", "due_ms": retry.due.as_millis() }),
     ))
@@ -229,6 +415,11 @@ pub async fn skip(
     let (operator, reason) = action(body)?;
     let desk = desk(&state)?;
     let message = MessageId::from(id);
-    let letter = blocking(move || desk.skip(&message, &operator, &reason)).await?;
+    let letter = blocking(move || one(desk.skip(&[message], &operator, &reason)?)).await?;
     Ok(Json(letter_json(&letter)))
+}
+
+/// The one answer of a bulk action on one id.
+fn one<T>(mut each: Each<T>) -> Result<T, StoreError> {
+    each.pop().unwrap_or(Err(StoreError::WriterClosed))
 }

@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod body;
 pub mod dead_letters;
+pub mod json;
 pub mod decide;
 pub mod drain;
 pub mod error;

@@ -8,8 +8,10 @@ use super::fleet::FleetView;
 use super::{DataDirLock, Live, PipelineError, Progress, Report, RunBook, RunRecord};
 use rebound_runtime::durable::Durable;
 use rebound_runtime::stats::Stats;
+use crate::admin::dead_letters::{Each, StoreDesk};
+use rebound_runtime::fate::{DeadLetter, Label, RuleRef};
 use rebound_runtime::store::{
-    self, OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter,
+    self, MessageId, OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -24,6 +26,10 @@ pub(super) struct Shared {
     pub(super) run: RunRecord,
     /// On a shared store: the fleet.
     pub(super) fleet: Option<FleetView>,
+    /// The labels' actions (none for a run that had finished).
+    pub(super) letters: Option<super::LetterKeeper>,
+    /// `--time-scale`: the rules' time, label durations included.
+    pub(super) time_scale: rebound_runtime::time::TimeScale,
 }
 
 /// A cheap, cloneable handle on a running (or finished) pipeline: its counters, its store,
@@ -192,31 +198,68 @@ impl crate::metrics::FleetGauges for PipelineHandle {
 }
 
 impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
-    fn list(
-        &self,
-        filter: &rebound_runtime::store::DeadLetterFilter,
-    ) -> Result<
-        rebound_runtime::store::Page<StoredDeadLetter, rebound_runtime::store::DeadLetterId>,
-        StoreError,
-    > {
-        self.shared.store.dead_letters(filter)
+    fn store(&self) -> Arc<dyn Store> {
+        self.shared.store.clone()
+    }
+
+    fn settle(&self) -> rebound_runtime::fate::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(d) = &self.shared.durable {
+                d.journal().flush().await;
+            }
+        })
+    }
+
+    fn time_scale(&self) -> rebound_runtime::time::TimeScale {
+        self.shared.time_scale
     }
 
     fn replay(
         &self,
-        id: &rebound_runtime::store::MessageId,
+        ids: &[MessageId],
         operator: &str,
         reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        PipelineHandle::replay(self, id.as_str(), operator, reason)
+    ) -> Result<Each<ScheduledRetry>, StoreError> {
+        match &self.shared.durable {
+            Some(d) => d.replay_many(ids, operator, reason),
+            None => StoreDesk(self.store()).replay(ids, operator, reason),
+        }
     }
 
     fn skip(
         &self,
-        id: &rebound_runtime::store::MessageId,
+        ids: &[MessageId],
         operator: &str,
         reason: &str,
-    ) -> Result<StoredDeadLetter, StoreError> {
-        PipelineHandle::skip(self, id.as_str(), operator, reason)
+    ) -> Result<Each<StoredDeadLetter>, StoreError> {
+        match &self.shared.durable {
+            Some(d) => d.skip_many(ids, operator, reason),
+            None => StoreDesk(self.store()).skip(ids, operator, reason),
+        }
+    }
+
+    fn retry_now(
+        &self,
+        id: &MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        match &self.shared.durable {
+            Some(d) => d.retry_now(id.as_str(), operator, reason),
+            None => StoreDesk(self.store()).retry_now(id, operator, reason),
+        }
+    }
+
+    fn kill(
+        &self,
+        id: &MessageId,
+        operator: &str,
+        reason: &str,
+        label_of: &dyn Fn(&RuleRef) -> Label,
+    ) -> Result<DeadLetter, StoreError> {
+        match &self.shared.durable {
+            Some(d) => d.kill(id.as_str(), operator, reason, label_of),
+            None => StoreDesk(self.store()).kill(id, operator, reason, label_of),
+        }
     }
 }

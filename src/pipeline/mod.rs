@@ -34,6 +34,7 @@ pub mod db;
 pub mod faults;
 pub mod fleet;
 mod handle;
+pub mod letters;
 pub mod lock;
 pub mod orders;
 pub mod progress;
@@ -46,6 +47,7 @@ pub use db::{DbError, PipelineDb, RunRecord};
 pub use faults::{Fault, Faults};
 pub use fleet::{FleetLink, FleetOptions, StoreCheck};
 pub use handle::PipelineHandle;
+pub use letters::{AlertSink, LetterKeeper};
 use handle::Shared;
 pub use lock::{DataDirLock, LockError};
 pub use progress::{Progress, ProgressView};
@@ -157,6 +159,8 @@ pub struct PipelineOptions {
     /// On a shared store: the fleet this node joins (`--store redis://…`); `None`: the
     /// embedded store in `data_dir`.
     pub fleet: Option<FleetLink>,
+    /// Where `alert:` labels send their letters (the configuration's receivers).
+    pub alerts: Option<Arc<dyn AlertSink>>,
 }
 
 impl PipelineOptions {
@@ -174,6 +178,7 @@ impl PipelineOptions {
             checkpoint_every: Duration::from_millis(250),
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             fleet: None,
+            alerts: None,
         }
     }
 }
@@ -324,6 +329,8 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
                 live,
                 run,
                 fleet: fleet.map(|f| f.view()),
+                letters: None,
+                time_scale: options.time_scale,
             }),
         };
         return Ok(RunningPipeline {
@@ -332,6 +339,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             session: None,
             writer: None,
             keeper: None,
+            letters: None,
         });
     };
     if let Some(position) = &position {
@@ -402,7 +410,15 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     .fields("parse", ["id"]);
     let topology = b.build()?;
     let seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
+    // Before the topology starts, so that it hears of every letter.
+    let letters = LetterKeeper::new(
+        durable.clone(),
+        options.rules.clone(),
+        scale,
+        options.alerts.clone(),
+    );
     let running = topology.start(seams);
+    let letter_loop = letters.spawn();
     let stats = running.stats_handle();
     let keeper = fleet.map(|f| {
         let view = f.view();
@@ -420,6 +436,8 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             live,
             run,
             fleet: keeper.as_ref().map(|(view, _)| view.clone()),
+            letters: Some(letters),
+            time_scale: scale,
         }),
     };
     let started = Instant::now();
@@ -442,6 +460,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         }),
         writer: Some(writer),
         keeper: keeper.map(|(_, stop)| stop),
+        letters: Some(letter_loop),
     })
 }
 

@@ -31,6 +31,8 @@ pub struct RunningPipeline {
     pub(super) writer: Option<OrdersWriter>,
     /// On a shared store: stops the fleet keeper.
     pub(super) keeper: Option<fleet::KeeperStop>,
+    /// Stops the dead-letter keeper's sweeps.
+    pub(super) letters: Option<super::letters::KeeperLoop>,
 }
 
 impl std::fmt::Debug for RunningPipeline {
@@ -120,8 +122,8 @@ impl RunningPipeline {
         self.topology.is_none()
     }
 
-    /// Completes when every message of the run has its fate and nothing waits to be retried.
-    /// Never completes for an unbounded run.
+    /// Completes when every message of the run has its fate, nothing waits to be retried
+    /// and no dead letter waits for its label's redrive. Never completes for an unbounded run.
     pub async fn finished(&self) {
         match &self.topology {
             None => {}
@@ -131,7 +133,26 @@ impl RunningPipeline {
                 let fleet = self.handle.shared.fleet.as_ref().expect("checked");
                 fleet.finished().await;
             }
-            Some(t) => t.wait_quiescent().await,
+            Some(t) => loop {
+                t.wait_quiescent().await;
+                let Some(letters) = self.handle.shared.letters.clone() else {
+                    return;
+                };
+                // Quiet now; done unless a label is still to redrive a letter.
+                let sweep = match blocking(move || Ok(letters.sweep()?)).await {
+                    Ok(sweep) => sweep,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the dead letters to redrive failed");
+                        return;
+                    }
+                };
+                if sweep.redriven == 0 && sweep.waiting == 0 {
+                    return;
+                }
+                if sweep.redriven == 0 {
+                    tokio::time::sleep(super::letters::SWEEP_EVERY).await;
+                }
+            },
         }
     }
 
@@ -147,6 +168,9 @@ impl RunningPipeline {
         if let Some(d) = &handle.shared.durable {
             // Claim no more: what is due and not yet claimed is another node's to fire.
             d.stop_claiming();
+        }
+        if let Some(letters) = self.letters.take() {
+            letters.stop().await;
         }
         let shutdown = topology.shutdown(drain_timeout).await;
         if !shutdown.drained {

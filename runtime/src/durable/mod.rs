@@ -58,7 +58,7 @@ pub use claimer::{ClaimStats, HeldClaims, SharedOptions};
 pub use dead_letters::DurableDeadLetters;
 pub use give_up::JournalFailure;
 pub use journal::{Journal, JournalOptions, JournalStats};
-pub use operator::RUNTIME_OPERATOR;
+pub use operator::{RUNTIME_OPERATOR, killed};
 pub use queue::{DurableRetryQueue, Inbox};
 pub use shared_queue::SharedRetryQueue;
 pub use source::SourcePosition;

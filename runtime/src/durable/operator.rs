@@ -176,9 +176,9 @@ fn command(inbox: &Inbox, id: &MessageId, command: Command) -> Result<Message> {
     }
 }
 
-/// The dead letter of a killed retry: the failure it was waiting to retry becomes the one
-/// that ended it; the rest of its history stays with the message.
-fn killed(
+/// The dead letter of a killed retry (its message, as scheduled): the failure it was waiting
+/// to retry becomes the one that ended it; the rest of its history stays with the message.
+pub fn killed(
     mut message: Message,
     label_of: &dyn Fn(&RuleRef) -> Label,
     at: crate::time::Timestamp,

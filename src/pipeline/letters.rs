@@ -1,0 +1,227 @@
+//! Dead-letter levels that act: the [`LetterKeeper`] carries out the rule set's `labels:` on the
+//! store, on every node: it redrives the letters whose label says `redrive` once `after` has
+//! passed (at most `max` times in a message's life), marks `expired` the open letters older
+//! than their label's `expire`, and hands each new letter whose label says `alert` to the
+//! alert sink. The SLAs ([`overdue_cutoffs`]) are read by the routes and the gauges.
+//!
+//! The store is the record: a sweep reads the open letters due for an action and acts through
+//! the journal, so a redrive that came due while the process was down happens at its next
+//! start, an operator's skip or replay (the letter no longer open) cancels it, and two nodes
+//! that race for one letter see the second refused. Label durations are in the rules' time:
+//! `--time-scale` shortens them like the rules' delays.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rebound_engine::{CompiledSet, PolicyHandle};
+use rebound_runtime::durable::Durable;
+use rebound_runtime::fate::DeadLetter;
+use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, MAX_PAGE, StoreError};
+use rebound_runtime::time::{TimeScale, Timestamp};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Where `alert:` letters go: the configuration's receivers (the alert dispatcher).
+pub trait AlertSink: Send + Sync + std::fmt::Debug {
+    /// Queues `letter` (its JSON, without the payload) for `receiver`. Never blocks.
+    fn send(&self, receiver: &str, letter: Value);
+}
+
+/// How often the keeper sweeps the letters.
+pub const SWEEP_EVERY: Duration = Duration::from_millis(200);
+
+/// For each label of `set` with an SLA: the time before which its open letters are overdue.
+pub fn overdue_cutoffs(set: &CompiledSet, scale: TimeScale, now: Timestamp) -> Vec<(String, Timestamp)> {
+    set.labels()
+        .iter()
+        .filter_map(|p| Some((p.label.as_str().to_owned(), now.saturating_sub(scale.to_real(p.sla?)))))
+        .collect()
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Letters redriven.
+    pub redriven: u64,
+    /// Open letters whose label will redrive them later.
+    pub waiting: u64,
+    /// Letters marked expired.
+    pub expired: u64,
+}
+
+/// Carries out the labels' actions; see the [module docs](self). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct LetterKeeper {
+    shared: Arc<KeeperShared>,
+}
+
+#[derive(Debug)]
+struct KeeperShared {
+    durable: Durable,
+    rules: Arc<PolicyHandle>,
+    scale: TimeScale,
+    redrives: Mutex<BTreeMap<String, u64>>,
+    expired: AtomicU64,
+    /// One sweep at a time (the loop's and [`LetterKeeper::sweep`]'s callers').
+    sweeping: Mutex<()>,
+}
+
+/// Stops the keeper's loop.
+pub struct KeeperLoop {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl KeeperLoop {
+    /// Stops the loop (a sweep under way finishes first).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+impl LetterKeeper {
+    /// A keeper over `durable`'s store that reads the labels of the set in force in `rules`,
+    /// and tells `alerts` of every new letter whose label alerts.
+    pub fn new(
+        durable: Durable,
+        rules: Arc<PolicyHandle>,
+        scale: TimeScale,
+        alerts: Option<Arc<dyn AlertSink>>,
+    ) -> LetterKeeper {
+        if let Some(alerts) = alerts {
+            let rules = rules.clone();
+            durable.on_dead_letters(move |letters| alert(&rules.current(), alerts.as_ref(), letters));
+        }
+        LetterKeeper {
+            shared: Arc::new(KeeperShared {
+                durable,
+                rules,
+                scale,
+                redrives: Mutex::default(),
+                expired: AtomicU64::new(0),
+                sweeping: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Sweeps every [`SWEEP_EVERY`] until stopped.
+    pub fn spawn(&self) -> KeeperLoop {
+        let (stop, mut stopped) = watch::channel(false);
+        let keeper = self.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopped.changed() => return,
+                }
+                let k = keeper.clone();
+                match tokio::task::spawn_blocking(move || k.sweep()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "sweeping the dead letters failed; trying again"),
+                    Err(e) => tracing::warn!(error = %e, "the dead-letter sweep failed"),
+                }
+            }
+        });
+        KeeperLoop { stop, task }
+    }
+
+    /// Redrives and expires what is due now. Blocking.
+    pub fn sweep(&self) -> Result<Sweep, StoreError> {
+        let s = &self.shared;
+        let _one = s.sweeping.lock().unwrap_or_else(PoisonError::into_inner);
+        let set = s.rules.current();
+        let now = Timestamp::now();
+        let mut sweep = Sweep::default();
+        for policy in set.labels().iter() {
+            let label = policy.label.as_str();
+            if let Some(redrive) = policy.redrive {
+                let due_before = now.saturating_sub(s.scale.to_real(redrive.after));
+                for letter in open_letters(s, label, None)? {
+                    let done = letter.message.retry.redrives;
+                    if done >= redrive.max {
+                        continue;
+                    }
+                    if letter.at >= due_before {
+                        sweep.waiting += 1;
+                        continue;
+                    }
+                    let reason = format!("redrive {}/{} (label {label})", done + 1, redrive.max);
+                    match s.durable.redrive(letter.id(), &reason) {
+                        Ok(_) => {
+                            sweep.redriven += 1;
+                            tracing::info!(id = %letter.id(), label, redrive = done + 1, max = redrive.max, "dead letter redriven");
+                            *s.redrives
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .entry(label.to_owned())
+                                .or_default() += 1;
+                        }
+                        // Skipped, replayed or redriven by someone else meanwhile.
+                        Err(StoreError::AlreadyHandled { .. } | StoreError::DeadLetterNotFound(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            if let Some(expire) = policy.expire {
+                let before = now.saturating_sub(s.scale.to_real(expire));
+                for letter in open_letters(s, label, Some(before))? {
+                    let reason = format!(
+                        "expired after {} (label {label})",
+                        humantime::format_duration(expire)
+                    );
+                    match s.durable.expire(letter.id(), &reason) {
+                        Ok(()) => {
+                            sweep.expired += 1;
+                            s.expired.fetch_add(1, Relaxed);
+                        }
+                        Err(StoreError::AlreadyHandled { .. } | StoreError::DeadLetterNotFound(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Ok(sweep)
+    }
+
+    /// Redrives so far, by label.
+    pub fn redrives(&self) -> Vec<(String, u64)> {
+        let r = self.shared.redrives.lock().unwrap_or_else(PoisonError::into_inner);
+        r.iter().map(|(l, n)| (l.clone(), *n)).collect()
+    }
+
+    /// The time scale label durations run at.
+    pub fn scale(&self) -> TimeScale {
+        self.shared.scale
+    }
+}
+
+/// The open letters of `label` (dead-lettered before `before`, if given), oldest last, a page
+/// at most: a sweep that leaves some finds them on the next.
+fn open_letters(s: &KeeperShared, label: &str, before: Option<Timestamp>) -> Result<Vec<DeadLetter>, StoreError> {
+    let page = s.durable.store().dead_letters(&DeadLetterFilter {
+        label: Some(label.to_owned()),
+        status: Some(DeadLetterStatus::Dead),
+        until: before,
+        limit: MAX_PAGE,
+        ..DeadLetterFilter::default()
+    })?;
+    Ok(page.items.into_iter().map(|d| d.letter).collect())
+}
+
+/// Hands each letter whose label alerts to `alerts`.
+fn alert(set: &CompiledSet, alerts: &dyn AlertSink, letters: &[DeadLetter]) {
+    for letter in letters {
+        let Some(receiver) = set.labels().get(letter.label.as_str()).and_then(|p| p.alert.as_deref()) else {
+            continue;
+        };
+        let mut json = crate::admin::json::letter_fields(letter, false);
+        json.insert("status".into(), "dead".into());
+        alerts.send(receiver, Value::Object(json));
+    }
+}
