@@ -11,6 +11,8 @@
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
 //! - [`config`]: the configuration file of `run` and `serve` (`--config FILE`), read with the
 //!   engine's YAML diagnostics.
+//! - [`alerts`]: the webhook sender of `alert:` labels ([`alerts::AlertDispatcher`]): batched,
+//!   retried with backoff, never blocking its caller.
 //! - [`app`]: the one application wiring that `run` and `serve` share (signals, logging, the
 //!   rules watcher and puller, the admin listener, the graceful stop), told apart only by
 //!   their [`app::Options`].
@@ -18,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod alerts;
 pub mod app;
 pub mod config;
 pub mod metrics;

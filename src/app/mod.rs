@@ -83,8 +83,8 @@ pub struct Options {
     /// them).
     pub topology: rebound_runtime::topology::Config,
     /// Where `alert:` labels send their dead letters (`receivers:` of the configuration
-    /// file); empty without one. Not yet wired into the pipeline (`src/alerts/` is the
-    /// sender).
+    /// file); empty without one. Not yet wired into the pipeline: a
+    /// [`crate::alerts::AlertDispatcher`] started on them is the sender.
     pub receivers: Receivers,
 }
 
