@@ -65,10 +65,10 @@ pub struct ConfigFile {
     #[serde(default, deserialize_with = "parse::positive")]
     pub rate: Option<f64>,
     /// `--admin` and `--token-file`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "parse::section")]
     pub admin: Admin,
     /// The bundled topology's runtime settings (no flags stand for them).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "parse::section")]
     pub topology: Topology,
     /// Where `alert:` labels send their dead letters.
     #[serde(default)]

@@ -82,6 +82,15 @@ enum Number<'a> {
     Text(&'a str),
 }
 
+/// A section that may be left empty (`admin:` with nothing under it): its defaults.
+pub(super) fn section<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// A duration written as rule files write them (`250ms`, `1.5s`, `2m`, a bare number of
 /// milliseconds), longer than zero.
 pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {

@@ -86,6 +86,10 @@ fn every_runtime_knob_is_reachable_under_topology() {
 #[test]
 fn an_empty_file_and_empty_sections_change_nothing() {
     assert_eq!(parse("# nothing yet\n").unwrap(), ConfigFile::default());
+    assert_eq!(
+        parse("admin:\ntopology:\nreceivers:\n").unwrap(),
+        ConfigFile::default()
+    );
     let config = parse("topology: {}\nreceivers:\n").unwrap();
     assert_eq!(config.topology.apply(Config::default()), Config::default());
     assert!(config.receivers.is_empty());
