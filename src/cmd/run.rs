@@ -14,7 +14,8 @@ use std::time::Duration;
 #[command(after_help = "Example:\n  \
     rebound run                                   # 50,000 orders at 100× speed, then the report\n  \
     rebound run --messages 20000 --data /tmp/r20k --json   # a run of its own, one JSON document on stdout\n  \
-    rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n\n\
+    rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n  \
+    rebound run --config rebound.yaml --messages 1000   # the file's keys; a flag wins over its key\n\n\
     The run lives in --data: stopped (Ctrl-C, SIGTERM) or killed (even kill -9), the same\n\
     command continues it, and the report covers every message. Run again once finished, it\n\
     prints the same report.")]
@@ -24,7 +25,7 @@ pub struct Args {
     /// lease, store_check, store_give_up, time_scale, messages, admin.addr,
     /// admin.token_file) it sets the topology (message_timeout, max_spout_pending, ackers,
     /// retry_mix, fuse, channel_capacity, batch_size, spout_idle_wait) and the alert
-    /// receivers.
+    /// receivers. Relative paths in it are relative to the working directory.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The rule set directory (watched: an edited rule changes the decisions that follow)

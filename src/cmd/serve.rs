@@ -15,13 +15,15 @@ use std::time::Duration;
 #[command(after_help = "Examples:\n  \
     rebound serve --rules rules --admin 127.0.0.1:8080\n  \
     REBOUND_ADMIN_TOKEN=s3cret rebound serve --admin 0.0.0.0:8080 \\\n    \
-    --rules-url http://config-center.internal/rebound/rules.json")]
+    --rules-url http://config-center.internal/rebound/rules.json\n  \
+    rebound serve --config /etc/rebound/config.yaml   # admin.addr and the rest from the file")]
 pub struct Args {
     /// A configuration file (YAML; docs/spec/operations.md): every key optional, and a flag
     /// given here wins over it. Besides the flags' keys (rules, data, store, namespace, node,
     /// lease, store_check, store_give_up, time_scale, rate, admin.addr, admin.token_file) it
     /// sets the topology (message_timeout, max_spout_pending, ackers, retry_mix, fuse,
-    /// channel_capacity, batch_size, spout_idle_wait) and the alert receivers.
+    /// channel_capacity, batch_size, spout_idle_wait) and the alert receivers. Relative
+    /// paths in it are relative to the working directory.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The rule set directory (watched; pushes are written into it) [default: rules].
