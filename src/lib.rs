@@ -9,6 +9,10 @@
 //!   report from the durable state, the progress view and the data directory's lock.
 //! - [`admin`]: the admin HTTP API (axum): rules, decide, dead letters, health, metrics.
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
+//! - [`config`]: the configuration file of `run` and `serve` (`--config FILE`), read with the
+//!   engine's YAML diagnostics.
+//! - [`alerts`]: the webhook sender of `alert:` labels ([`alerts::AlertDispatcher`]): batched,
+//!   retried with backoff, never blocking its caller.
 //! - [`app`]: the one application wiring that `run` and `serve` share (signals, logging, the
 //!   rules watcher and puller, the admin listener, the graceful stop), told apart only by
 //!   their [`app::Options`].
@@ -16,7 +20,9 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod alerts;
 pub mod app;
+pub mod config;
 pub mod metrics;
 pub mod pipeline;
 

@@ -90,7 +90,7 @@ pub fn version_of(files: &[SourceFile]) -> Version {
 
 /// The text of `file` without its leading byte-order marks, or an error at the first byte
 /// that is not UTF-8.
-pub(crate) fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
+pub fn utf8_text(file: &SourceFile) -> Result<&str, Diagnostic> {
     let text = std::str::from_utf8(&file.bytes).map(without_leading_byte_order_marks);
     text.map_err(|e| {
         let valid = std::str::from_utf8(&file.bytes[..e.valid_up_to()]).unwrap_or_default();
@@ -115,13 +115,8 @@ pub fn without_leading_byte_order_marks(text: &str) -> &str {
     text.trim_start_matches('\u{feff}')
 }
 
-/// Deserialises a YAML document into `T`, turning serde's error into a diagnostic with the
-/// position and, for a misspelt key, the nearest valid one.
-///
-/// serde stops at the first error. When that is an unknown key, the file is parsed again
-/// with the key and its value blanked out (lines keep their numbers), so that every misspelt
-/// key of the file is reported at once; the first error of any other kind ends the search,
-/// since it may only follow from the blanking. The returned list is never empty.
+/// Deserialises a rule or test file into `T` ([`deserialize_yaml`]); a file with nothing but
+/// comments and blank lines is an error of its own.
 pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(
     path: &str,
     text: &str,
@@ -136,6 +131,21 @@ pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(
             "the file is empty; a rule file starts with 'version: 1'",
         )]);
     }
+    deserialize_yaml(path, text)
+}
+
+/// Deserialises a YAML document into `T`, turning serde's error into a diagnostic with the
+/// position and, for a misspelt key, the nearest valid one ("did you mean"). Public for the
+/// product's other YAML files (the configuration file), which want the same diagnostics.
+///
+/// serde stops at the first error. When that is an unknown key, the file is parsed again
+/// with the key and its value blanked out (lines keep their numbers), so that every misspelt
+/// key of the file is reported at once; the first error of any other kind ends the search,
+/// since it may only follow from the blanking. The returned list is never empty.
+pub fn deserialize_yaml<T: serde::de::DeserializeOwned>(
+    path: &str,
+    text: &str,
+) -> Result<T, Vec<Diagnostic>> {
     let first = match serde_yaml::from_str(text) {
         Ok(model) => return Ok(model),
         Err(e) => yaml_diagnostic(path, text, &e),

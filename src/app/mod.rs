@@ -27,6 +27,7 @@ pub use console::Console;
 
 use crate::Outcome;
 use crate::admin::AdminState;
+use crate::config::Receivers;
 use crate::metrics::Metrics;
 use crate::pipeline::{self, PipelineOptions, ProgressView};
 use lifecycle::{Ending, Signals};
@@ -77,6 +78,14 @@ pub struct Options {
     pub json: bool,
     /// On a shared store: the fleet this node joins; `None`: the embedded store in `data`.
     pub fleet: Option<crate::pipeline::FleetOptions>,
+    /// The bundled topology's runtime settings (`topology:` of the configuration file);
+    /// `message_timeout` and the fuse window are in the rules' time (`--time-scale` divides
+    /// them).
+    pub topology: rebound_runtime::topology::Config,
+    /// Where `alert:` labels send their dead letters (`receivers:` of the configuration
+    /// file); empty without one. Not yet wired into the pipeline: a
+    /// [`crate::alerts::AlertDispatcher`] started on them is the sender.
+    pub receivers: Receivers,
 }
 
 impl Options {
@@ -97,6 +106,8 @@ impl Options {
             console: Console::Progress,
             json: false,
             fleet: None,
+            topology: rebound_runtime::topology::Config::default(),
+            receivers: Receivers::default(),
         }
     }
 
@@ -121,6 +132,8 @@ impl Options {
             console: Console::Server,
             json: false,
             fleet: None,
+            topology: rebound_runtime::topology::Config::default(),
+            receivers: Receivers::default(),
         }
     }
 }
@@ -287,6 +300,7 @@ async fn wire(
     pipeline_options.time_scale = options.time_scale;
     pipeline_options.rate = options.rate;
     pipeline_options.store_give_up = options.store_give_up;
+    pipeline_options.config = options.topology.clone();
     pipeline_options.fleet = link;
     let pipeline = match pipeline::start(pipeline_options).await {
         Ok(p) => p,

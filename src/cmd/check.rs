@@ -1,16 +1,24 @@
-//! `rebound check`: load, validate and compile a set; print every error and warning.
+//! `rebound check`: load, validate and compile a set; print every error and warning. With
+//! `--config FILE`, the configuration file of `run` and `serve` first, then the set it names
+//! (unless `--rules` names another).
 
 use crate::Outcome;
+use rebound::config::{ConfigError, ConfigFile};
 use rebound_engine::Severity;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Load, validate and compile a rule set; print every error and warning.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  rebound check --rules rules --strict")]
+#[command(after_help = "Examples:\n  rebound check --rules rules --strict\n  \
+    rebound check --config /etc/rebound/config.yaml   # the file, then the rules it names")]
 pub struct Args {
-    /// The rule set directory.
-    #[arg(long, default_value = "rules")]
-    rules: PathBuf,
+    /// The rule set directory [default: `rules` of --config, else rules].
+    #[arg(long, value_name = "DIR")]
+    rules: Option<PathBuf>,
+    /// Also validate this configuration file of `run` and `serve` (starting nothing); a wrong
+    /// one exits 1 before the rules are checked.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Treat warnings as errors.
     #[arg(long)]
     strict: bool,
@@ -20,13 +28,22 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Outcome {
-    let sources = match rebound_engine::read_dir(&args.rules) {
+    let config = match &args.config {
+        None => None,
+        Some(path) => match checked_config(path, args.json) {
+            Ok(file) => Some((path, file)),
+            Err(outcome) => return outcome,
+        },
+    };
+    let rules = args
+        .rules
+        .clone()
+        .or_else(|| config.as_ref().and_then(|(_, file)| file.rules.clone()))
+        .unwrap_or_else(|| PathBuf::from("rules"));
+    let sources = match rebound_engine::read_dir(&rules) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!(
-                "error: cannot read the rule set {}: {e}",
-                args.rules.display()
-            );
+            eprintln!("error: cannot read the rule set {}: {e}", rules.display());
             return Outcome::Trouble;
         }
     };
@@ -35,7 +52,7 @@ pub fn run(args: Args) -> Outcome {
         Err(rejected) => (rejected.0, None),
     };
     if let Some(set) = &set
-        && let Some(d) = nothing_to_decide(&args.rules, set)
+        && let Some(d) = nothing_to_decide(&rules, set)
     {
         diags.push(d);
     }
@@ -58,7 +75,11 @@ pub fn run(args: Args) -> Outcome {
                 "version": s.version(),
             })
         });
-        let doc = serde_json::json!({ "ok": ok, "errors": e, "warnings": w, "summary": summary });
+        let mut doc =
+            serde_json::json!({ "ok": ok, "errors": e, "warnings": w, "summary": summary });
+        if let Some((path, file)) = &config {
+            doc["config"] = config_summary(path, file);
+        }
         println!("{doc}");
     } else if let Some(set) = set.as_ref().filter(|_| ok) {
         let note = match warnings {
@@ -73,8 +94,13 @@ pub fn run(args: Args) -> Outcome {
             1 => ", 1 label".to_string(),
             n => format!(", {n} labels"),
         };
+        let config_note = config.as_ref().map_or(String::new(), |(path, file)| {
+            let n = file.receivers.len();
+            let s = if n == 1 { "" } else { "s" };
+            format!("; configuration {}: ok, {n} receiver{s}", path.display())
+        });
         println!(
-            "ok: {} files, {} rules{labels}, version {}{note}",
+            "ok: {} files, {} rules{labels}, version {}{note}{config_note}",
             set.files().len(),
             set.rules().len(),
             set.version()
@@ -83,6 +109,48 @@ pub fn run(args: Args) -> Outcome {
         eprintln!("{errors} error(s), {warnings} warning(s): the set is rejected");
     }
     if ok { Outcome::Ok } else { Outcome::Wrong }
+}
+
+/// The configuration file at `path`, or the outcome when it is wrong (its diagnostics printed,
+/// and with `json` the document that says so: exit 1) or cannot be read (exit 2).
+fn checked_config(path: &Path, json: bool) -> Result<ConfigFile, Outcome> {
+    match ConfigFile::load(path) {
+        Ok(file) => Ok(file),
+        Err(e @ ConfigError::Io { .. }) => {
+            super::print_config_error(&e);
+            Err(Outcome::Trouble)
+        }
+        Err(ConfigError::Rejected {
+            diagnostics,
+            source,
+        }) => {
+            crate::diagnostics::print(&diagnostics, std::slice::from_ref(&source));
+            if json {
+                let doc = serde_json::json!({
+                    "ok": false, "errors": diagnostics, "warnings": [], "summary": null,
+                    "config": { "file": path.display().to_string(), "ok": false },
+                });
+                println!("{doc}");
+            } else {
+                eprintln!(
+                    "{} error(s): the configuration {} is rejected",
+                    diagnostics.len(),
+                    path.display()
+                );
+            }
+            Err(Outcome::Wrong)
+        }
+    }
+}
+
+/// What `--json` says of a configuration file that loaded.
+fn config_summary(path: &Path, file: &ConfigFile) -> serde_json::Value {
+    let receivers: Vec<&str> = file.receivers.iter().map(|r| r.name.as_str()).collect();
+    serde_json::json!({
+        "file": path.display().to_string(),
+        "ok": true,
+        "receivers": receivers,
+    })
 }
 
 /// A warning when no file of the set says anything: every decision would then come from the

@@ -13,6 +13,7 @@ mod store;
 pub mod test;
 
 use crate::Outcome;
+use rebound::config::{ConfigError, ConfigFile};
 use rebound_engine::{CompiledSet, SourceFile};
 use std::path::Path;
 
@@ -36,6 +37,30 @@ pub fn load_rules(dir: &Path, json: bool) -> Result<(CompiledSet, Vec<SourceFile
             }
             Err(Outcome::Wrong)
         }
+    }
+}
+
+/// The configuration file of `--config`, or an empty one without the flag. A file that cannot
+/// be read or is wrong is printed (its diagnostics as `check` prints a rule file's) and exits 2:
+/// the process does not start.
+pub fn load_config(path: Option<&Path>) -> Result<ConfigFile, Outcome> {
+    let Some(path) = path else {
+        return Ok(ConfigFile::default());
+    };
+    ConfigFile::load(path).map_err(|e| {
+        print_config_error(&e);
+        Outcome::Trouble
+    })
+}
+
+/// Prints why a configuration file cannot be used, on stderr.
+pub fn print_config_error(error: &ConfigError) {
+    match error {
+        ConfigError::Io { .. } => eprintln!("error: {error}"),
+        ConfigError::Rejected {
+            diagnostics,
+            source,
+        } => crate::diagnostics::print(diagnostics, std::slice::from_ref(source)),
     }
 }
 

@@ -14,71 +14,101 @@ use std::time::Duration;
 #[command(after_help = "Example:\n  \
     rebound run                                   # 50,000 orders at 100× speed, then the report\n  \
     rebound run --messages 20000 --data /tmp/r20k --json   # a run of its own, one JSON document on stdout\n  \
-    rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n\n\
+    rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n  \
+    rebound run --config rebound.yaml --messages 1000   # the file's keys; a flag wins over its key\n\n\
     The run lives in --data: stopped (Ctrl-C, SIGTERM) or killed (even kill -9), the same\n\
     command continues it, and the report covers every message. Run again once finished, it\n\
     prints the same report.")]
 pub struct Args {
-    /// The rule set directory (watched: an edited rule changes the decisions that follow).
-    #[arg(long, default_value = "rules")]
-    rules: PathBuf,
-    /// How many orders the run has.
-    #[arg(long, default_value_t = 50_000)]
-    messages: u64,
-    /// The data directory (the embedded SQLite store and the pipeline's orders).
-    #[arg(long, default_value = "rebound-data")]
-    data: PathBuf,
-    /// The rules' delays and the message timeout run this many times faster.
-    #[arg(long, default_value_t = 100.0)]
-    time_scale: f64,
+    /// A configuration file (YAML; docs/spec/operations.md): every key optional, and a flag
+    /// given here wins over it. Besides the flags' keys (rules, data, store, namespace, node,
+    /// lease, store_check, store_give_up, time_scale, messages, admin.addr,
+    /// admin.token_file) it sets the topology (message_timeout, max_spout_pending, ackers,
+    /// retry_mix, fuse, channel_capacity, batch_size, spout_idle_wait) and the alert
+    /// receivers. Relative paths in it are relative to the working directory.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The rule set directory (watched: an edited rule changes the decisions that follow)
+    /// [default: rules].
+    #[arg(long, value_name = "DIR")]
+    rules: Option<PathBuf>,
+    /// How many orders the run has [default: 50000].
+    #[arg(long, value_name = "N")]
+    messages: Option<u64>,
+    /// The data directory (the embedded SQLite store and the pipeline's orders)
+    /// [default: rebound-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// The rules' delays and the message timeout run this many times faster [default: 100].
+    #[arg(long, value_name = "F")]
+    time_scale: Option<f64>,
     /// Also serve the admin API on this address, e.g. 127.0.0.1:8080 (a non-loopback address
-    /// needs $REBOUND_ADMIN_TOKEN).
+    /// needs a token).
     #[arg(long, value_name = "ADDR")]
     admin: Option<String>,
+    /// A file holding the admin token that writes need (else $REBOUND_ADMIN_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// Print the report as one JSON document.
     #[arg(long)]
     json: bool,
     /// How long a store that refuses every write (a full disk, a read-only file) is retried
-    /// before the run stops with the cause (exit 2).
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
-    store_give_up: Duration,
+    /// before the run stops with the cause (exit 2) [default: 30s].
+    #[arg(long, value_name = "DUR", value_parser = super::duration)]
+    store_give_up: Option<Duration>,
     #[command(flatten)]
     store: super::store::StoreArgs,
 }
 
 pub fn run(args: Args) -> Outcome {
-    let scale = match TimeScale::new(args.time_scale) {
+    let file = match super::load_config(args.config.as_deref()) {
+        Ok(file) => file,
+        Err(outcome) => return outcome,
+    };
+    let time_scale = args.time_scale.or(file.time_scale).unwrap_or(100.0);
+    let scale = match TimeScale::new(time_scale) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: --time-scale: {e}");
             return Outcome::Trouble;
         }
     };
-    if args.messages == 0 {
+    let messages = args.messages.or(file.messages).unwrap_or(50_000);
+    if messages == 0 {
         eprintln!("error: --messages must be at least 1");
         return Outcome::Trouble;
     }
-    let admin = match &args.admin {
+    let token_file = args.token_file.or(file.admin.token_file.clone());
+    let admin = match args.admin.as_ref().or(file.admin.addr.as_ref()) {
         None => None,
-        Some(addr) => match AdminListen::check(addr, TokenFrom::Env) {
+        Some(addr) => match AdminListen::check(addr, TokenFrom::FileOrEnv(token_file)) {
             Ok(a) => Some(a),
             Err(outcome) => return outcome,
         },
     };
-    let fleet = match args.store.fleet() {
+    let fleet = match args.store.fleet(&file) {
         Ok(f) => f,
         Err(outcome) => return outcome,
     };
-    let (set, _) = match super::load_rules(&args.rules, args.json) {
+    let rules = args.rules.or(file.rules).unwrap_or_else(|| "rules".into());
+    let (set, _) = match super::load_rules(&rules, args.json) {
         Ok(loaded) => loaded,
         Err(outcome) => return outcome,
     };
-    let mut options = app::Options::run(args.rules, args.data);
-    options.messages = Some(args.messages);
+    let data = args
+        .data
+        .or(file.data)
+        .unwrap_or_else(|| "rebound-data".into());
+    let mut options = app::Options::run(rules, data);
+    options.messages = Some(messages);
     options.time_scale = scale;
-    options.store_give_up = args.store_give_up;
+    if let Some(give_up) = args.store_give_up.or(file.store_give_up) {
+        options.store_give_up = give_up;
+    }
     options.fleet = fleet;
     options.admin = admin;
+    options.topology = file.topology.apply(options.topology);
+    options.receivers = file.receivers;
     options.json = args.json;
     app::run(options, set)
 }

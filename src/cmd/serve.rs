@@ -15,24 +15,35 @@ use std::time::Duration;
 #[command(after_help = "Examples:\n  \
     rebound serve --rules rules --admin 127.0.0.1:8080\n  \
     REBOUND_ADMIN_TOKEN=s3cret rebound serve --admin 0.0.0.0:8080 \\\n    \
-    --rules-url http://config-center.internal/rebound/rules.json")]
+    --rules-url http://config-center.internal/rebound/rules.json\n  \
+    rebound serve --config /etc/rebound/config.yaml   # admin.addr and the rest from the file")]
 pub struct Args {
-    /// The rule set directory (watched; pushes are written into it).
-    #[arg(long, default_value = "rules")]
-    rules: PathBuf,
+    /// A configuration file (YAML; docs/spec/operations.md): every key optional, and a flag
+    /// given here wins over it. Besides the flags' keys (rules, data, store, namespace, node,
+    /// lease, store_check, store_give_up, time_scale, rate, admin.addr, admin.token_file) it
+    /// sets the topology (message_timeout, max_spout_pending, ackers, retry_mix, fuse,
+    /// channel_capacity, batch_size, spout_idle_wait) and the alert receivers. Relative
+    /// paths in it are relative to the working directory.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The rule set directory (watched; pushes are written into it) [default: rules].
+    #[arg(long, value_name = "DIR")]
+    rules: Option<PathBuf>,
     /// Where the admin API listens, e.g. 127.0.0.1:8080 (port 0 picks a free port; the
-    /// bound address is printed). A non-loopback address needs a token.
+    /// bound address is printed). A non-loopback address needs a token. Required, here or as
+    /// `admin.addr` in --config.
     #[arg(long, value_name = "ADDR")]
-    admin: String,
-    /// The data directory: the embedded SQLite store (dead letters, scheduled retries).
-    #[arg(long, default_value = "rebound-data")]
-    data: PathBuf,
-    /// New orders per second the bundled order pipeline generates.
-    #[arg(long, default_value_t = 20.0)]
-    rate: f64,
-    /// Delays and timeouts of the bundled topology run this many times faster.
-    #[arg(long, default_value_t = 1.0)]
-    time_scale: f64,
+    admin: Option<String>,
+    /// The data directory: the embedded SQLite store (dead letters, scheduled retries)
+    /// [default: rebound-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// New orders per second the bundled order pipeline generates [default: 20].
+    #[arg(long, value_name = "N")]
+    rate: Option<f64>,
+    /// Delays and timeouts of the bundled topology run this many times faster [default: 1].
+    #[arg(long, value_name = "F")]
+    time_scale: Option<f64>,
     /// Pull rule sets from this http:// URL ({"files": {...}}, with ETag/If-None-Match).
     #[arg(long, value_name = "URL")]
     rules_url: Option<String>,
@@ -47,49 +58,65 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// How long a store that refuses every write (a full disk, a read-only file) is retried
-    /// before serve stops with the cause (exit 2).
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration)]
-    store_give_up: Duration,
+    /// before serve stops with the cause (exit 2) [default: 30s].
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    store_give_up: Option<Duration>,
     #[command(flatten)]
     store: super::store::StoreArgs,
 }
 
 pub fn run(args: Args) -> Outcome {
-    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        eprintln!(
-            "error: --time-scale must be a positive number, got {}",
-            args.time_scale
-        );
+    let file = match super::load_config(args.config.as_deref()) {
+        Ok(file) => file,
+        Err(outcome) => return outcome,
+    };
+    let time_scale = args.time_scale.or(file.time_scale).unwrap_or(1.0);
+    if !(time_scale.is_finite() && time_scale > 0.0) {
+        eprintln!("error: --time-scale must be a positive number, got {time_scale}");
         return Outcome::Trouble;
     }
-    let scale = match TimeScale::new(args.time_scale) {
+    let scale = match TimeScale::new(time_scale) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: --time-scale: {e}");
             return Outcome::Trouble;
         }
     };
-    let admin = match AdminListen::check(&args.admin, TokenFrom::FileOrEnv(args.token_file)) {
+    let Some(addr) = args.admin.or(file.admin.addr.clone()) else {
+        eprintln!("error: serve needs --admin ADDR (or `admin: {{addr: ADDR}}` in --config)");
+        return Outcome::Trouble;
+    };
+    let token_file = args.token_file.or(file.admin.token_file.clone());
+    let admin = match AdminListen::check(&addr, TokenFrom::FileOrEnv(token_file)) {
         Ok(a) => a,
         Err(outcome) => return outcome,
     };
-    let fleet = match args.store.fleet() {
+    let fleet = match args.store.fleet(&file) {
         Ok(f) => f,
         Err(outcome) => return outcome,
     };
-    let (set, _) = match super::load_rules(&args.rules, args.json) {
+    let rules = args.rules.or(file.rules).unwrap_or_else(|| "rules".into());
+    let (set, _) = match super::load_rules(&rules, args.json) {
         Ok(loaded) => loaded,
         Err(outcome) => return outcome,
     };
-    let mut options = app::Options::serve(args.rules, args.data, admin);
-    options.rate = Some(args.rate);
+    let data = args
+        .data
+        .or(file.data)
+        .unwrap_or_else(|| "rebound-data".into());
+    let mut options = app::Options::serve(rules, data, admin);
+    options.rate = Some(args.rate.or(file.rate).unwrap_or(20.0));
     options.time_scale = scale;
-    options.store_give_up = args.store_give_up;
+    if let Some(give_up) = args.store_give_up.or(file.store_give_up) {
+        options.store_give_up = give_up;
+    }
     options.fleet = fleet;
     options.pull = args.rules_url.map(|url| app::Pull {
         url,
         interval: args.rules_poll_interval,
     });
+    options.topology = file.topology.apply(options.topology);
+    options.receivers = file.receivers;
     options.json = args.json;
     app::run(options, set)
 }

@@ -1,8 +1,10 @@
 //! The store flags `run` and `serve` share (`docs/spec/scale-out.md`, "Starting a node"):
-//! `--store`, `--namespace`, `--node`, `--lease`, `--store-check`.
+//! `--store`, `--namespace`, `--node`, `--lease`, `--store-check`, each over its key in the
+//! configuration file.
 
 use super::duration;
 use crate::Outcome;
+use rebound::config::{ConfigFile, StoreCheckSetting};
 use rebound::pipeline::{FleetOptions, StoreCheck};
 use rebound_runtime::store::redis::RedisOptions;
 use std::time::Duration;
@@ -16,36 +18,37 @@ pub enum CheckArg {
     Warn,
 }
 
-/// Where the durable state lives.
+/// Where the durable state lives. Each flag wins over its key in `--config`.
 #[derive(clap::Args, Debug)]
 pub struct StoreArgs {
     /// `sqlite`: the embedded file in --data. `redis://[USER:PASSWORD@]HOST:PORT[/DB]`: a
-    /// store shared by several nodes.
-    #[arg(long, value_name = "URL", default_value = "sqlite")]
-    store: String,
+    /// store shared by several nodes [default: sqlite].
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Every key this deployment writes begins with `{NS}:` (two deployments on one Redis use
-    /// two namespaces).
-    #[arg(long, value_name = "NS", default_value = "rebound")]
-    namespace: String,
+    /// two namespaces) [default: rebound].
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
     /// This process's name in the fleet (default HOSTNAME-PID); a second live process with
     /// the same name is refused.
     #[arg(long, value_name = "NAME")]
     node: Option<String>,
     /// How long a claimed retry or an owned source partition stays this node's without
-    /// renewal (real time, never scaled by --time-scale).
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration)]
-    lease: Duration,
+    /// renewal (real time, never scaled by --time-scale) [default: 10s].
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    lease: Option<Duration>,
     /// What to do with a Redis below 7.0, without `appendonly yes`, or with a
-    /// `maxmemory-policy` other than `noeviction`.
-    #[arg(long, value_enum, default_value = "refuse")]
-    store_check: CheckArg,
+    /// `maxmemory-policy` other than `noeviction` [default: refuse].
+    #[arg(long, value_enum)]
+    store_check: Option<CheckArg>,
 }
 
 impl StoreArgs {
-    /// The fleet these flags join, or `None` for the embedded store; a bad flag is printed
-    /// (never the URL itself: it may hold a password) and exits 2.
-    pub fn fleet(&self) -> Result<Option<FleetOptions>, Outcome> {
-        let url = self.store.trim();
+    /// The fleet these flags (else `file`'s keys) join, or `None` for the embedded store; a
+    /// bad flag is printed (never the URL itself: it may hold a password) and exits 2.
+    pub fn fleet(&self, file: &ConfigFile) -> Result<Option<FleetOptions>, Outcome> {
+        let store = self.store.as_ref().or(file.store.as_ref());
+        let url = store.map_or("sqlite", |s| s.trim());
         if url == "sqlite" {
             return Ok(None);
         }
@@ -65,19 +68,28 @@ impl StoreArgs {
             eprintln!("error: --store: {e}");
             return Err(Outcome::Trouble);
         }
-        let ns = self.namespace.trim();
+        let namespace = self
+            .namespace
+            .as_ref()
+            .or(file.namespace.as_ref())
+            .map_or("rebound", |n| n.as_str());
+        let ns = namespace.trim();
         if ns.is_empty() || ns.contains(['{', '}']) || ns.chars().any(char::is_whitespace) {
             eprintln!(
-                "error: --namespace: expected a name without braces or spaces, got {:?}",
-                self.namespace
+                "error: --namespace: expected a name without braces or spaces, got {namespace:?}"
             );
             return Err(Outcome::Trouble);
         }
-        if self.lease < Duration::from_millis(100) {
-            eprintln!("error: --lease: at least 100ms, got {:?}", self.lease);
+        let lease = self.lease.or(file.lease).unwrap_or(Duration::from_secs(10));
+        if lease < Duration::from_millis(100) {
+            eprintln!("error: --lease: at least 100ms, got {lease:?}");
             return Err(Outcome::Trouble);
         }
-        let node = match &self.node {
+        let check = match (self.store_check, file.store_check) {
+            (Some(CheckArg::Warn), _) | (None, Some(StoreCheckSetting::Warn)) => StoreCheck::Warn,
+            _ => StoreCheck::Refuse,
+        };
+        let node = match self.node.as_ref().or(file.node.as_ref()) {
             Some(n) if n.trim().is_empty() => {
                 eprintln!("error: --node must not be blank");
                 return Err(Outcome::Trouble);
@@ -88,11 +100,8 @@ impl StoreArgs {
         Ok(Some(FleetOptions {
             redis: RedisOptions::new(url, ns),
             node,
-            lease: self.lease,
-            check: match self.store_check {
-                CheckArg::Refuse => StoreCheck::Refuse,
-                CheckArg::Warn => StoreCheck::Warn,
-            },
+            lease,
+            check,
         }))
     }
 }

@@ -5,7 +5,9 @@
 //! `rebound_rules_version_info{version}`) and the runtime group ([`runtime`]: messages,
 //! failures, retries, dead letters, pending, queue depth, fuse, latencies), which reads the
 //! topology's live counters at each scrape, and the rule-error group ([`rule_errors`]:
-//! `rebound_rule_errors_total{rule}`), which reads the set in force at each scrape.
+//! `rebound_rule_errors_total{rule}`), which reads the set in force at each scrape, and the
+//! alert group ([`alerts`]: `rebound_alerts_total{receiver, result}`), which reads the alert
+//! dispatcher's counts once one is attached.
 //!
 //! `GET /metrics` serves the OpenMetrics text to a scraper that asks for it, and the classic
 //! Prometheus text format (0.0.4) otherwise; see [`Metrics::encode`].
@@ -18,9 +20,11 @@ use prometheus_client::registry::Registry;
 use rebound_engine::reload::{HistoryEntry, Outcome};
 use std::sync::{Arc, Mutex, PoisonError};
 
+pub mod alerts;
 pub mod fleet;
 pub mod rule_errors;
 pub mod runtime;
+pub use alerts::AlertMetrics;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
 pub use rule_errors::RuleErrorMetrics;
 pub use runtime::RuntimeMetrics;
@@ -37,6 +41,8 @@ pub struct Metrics {
     pub fleet: Arc<FleetMetrics>,
     /// Guard and script errors per rule; attach the live rules' handle to fill them.
     pub rule_errors: Arc<RuleErrorMetrics>,
+    /// Alerts by receiver and result; attach the alert dispatcher to fill them.
+    pub alerts: Arc<AlertMetrics>,
 }
 
 impl Default for Metrics {
@@ -56,12 +62,15 @@ impl Metrics {
         registry.register_collector(Box::new(fleet.clone()));
         let rule_errors = Arc::new(RuleErrorMetrics::default());
         registry.register_collector(Box::new(rule_errors.clone()));
+        let alerts = Arc::new(AlertMetrics::default());
+        registry.register_collector(Box::new(alerts.clone()));
         Metrics {
             registry,
             rules,
             runtime,
             fleet,
             rule_errors,
+            alerts,
         }
     }
 

@@ -1,11 +1,13 @@
 //! The command line on rule sets, one module per former test file: `check`, `decide`,
-//! `explain` and `--json` (`cli_rules`), `labels:` sections (`labels`), what a broken rule file reports (`load_errors`),
+//! `explain` and `--json` (`cli_rules`), `labels:` sections (`labels`), the configuration file
+//! of `run` and `serve` (`config_file`), what a broken rule file reports (`load_errors`),
 //! `paths` (`paths_lints`, `paths_shipped`), `test` (`ruletest_cli`, `ruletest_seed_search`),
 //! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
 //! (`shipped_rules_props`), and the README's examples run as written (`readme_examples`).
 //! Fixtures are in `tests/fixtures/`.
 
 mod cli_rules;
+mod config_file;
 mod fmt;
 mod labels;
 mod load_errors;

@@ -1,7 +1,8 @@
 //! The README's examples, run as written, so that the README cannot drift from the binary:
 //!
 //! - every ```yaml block parses; a rule file passes `check --strict`, a test file passes
-//!   `rebound test` beside the shipped rules;
+//!   `rebound test` beside the shipped rules, and a configuration file (no `version`) passes
+//!   `check --config` from the repository's root;
 //! - every `$ rebound …` line of a ```console block runs from the repository's root and prints
 //!   the lines under it (in order; other lines, such as a summary, may come between);
 //! - every `cargo run --release -- SUBCOMMAND …` named in the text runs (as `rebound …`) and
@@ -70,7 +71,18 @@ fn every_yaml_example_is_a_valid_rule_or_test_file() {
         let rules = dir.path().join("rules");
         std::fs::create_dir_all(rules.join("tests")).unwrap();
         let is_test = value.get("cases").is_some() || value.get("paths").is_some();
-        let args: Vec<String> = if is_test {
+        let is_config = !is_test && value.get("version").is_none();
+        let mut cwd = dir.path().to_owned();
+        let args: Vec<String> = if is_config {
+            let config = dir.path().join("config.yaml");
+            std::fs::write(&config, &body).unwrap();
+            cwd = root();
+            vec![
+                "check".into(),
+                "--config".into(),
+                config.display().to_string(),
+            ]
+        } else if is_test {
             for entry in std::fs::read_dir(root().join("rules")).unwrap() {
                 let path = entry.unwrap().path();
                 if path.extension().is_some_and(|x| x == "yaml") {
@@ -88,7 +100,7 @@ fn every_yaml_example_is_a_valid_rule_or_test_file() {
                 "rules".into(),
             ]
         };
-        let out = rebound(&args, dir.path());
+        let out = rebound(&args, &cwd);
         assert!(
             out.status.success(),
             "README.md:{line}: `rebound {}` fails on this example:\n{body}\nstdout:\n{}\nstderr:\n{}",

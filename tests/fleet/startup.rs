@@ -1,7 +1,8 @@
 //! A node's start-up checks (`docs/spec/scale-out.md`, "Starting a node"): a server unfit to
 //! hold durable state is refused (or warned about with `--store-check warn`), a second live
-//! node of the same name is refused, a node with other run parameters is refused, and the
-//! password never shows.
+//! node of the same name is refused, a node with other run parameters is refused, the
+//! password never shows, and the store keys of a configuration file (`--config`) are used,
+//! each flag over its key.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -121,4 +122,51 @@ fn the_password_never_shows() {
         all.contains(&format!("127.0.0.1:{}", server.port())),
         "{all}"
     );
+}
+
+#[test]
+fn the_store_keys_of_a_configuration_file_join_the_fleet_and_a_flag_wins_over_them() {
+    let _one = one_at_a_time();
+    let server = TestServer::start_with(&["--appendonly", "no"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "store: {}\nnamespace: from-file\nnode: n1\nlease: 1s\nstore_check: warn\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let mut cmd = run_cmd(&data, &shipped_rules(), 200, 1000.0);
+    cmd.arg("--config").arg(&config).env("RUST_LOG", "warn");
+    let out = cmd.output().unwrap();
+    let stderr = super::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning:"),
+        "the file's store_check: {stderr}"
+    );
+    assert_eq!(report(&out)["lost"], 0);
+    // The run's book is under the file's namespace.
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("{from-file}:*")
+        .query(&mut redis)
+        .unwrap();
+    assert!(!keys.is_empty(), "nothing under the file's namespace");
+
+    let mut cmd = run_cmd(&data, &shipped_rules(), 200, 1000.0);
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["--store-check", "refuse"])
+        .env("RUST_LOG", "warn");
+    let out = cmd.output().unwrap();
+    let stderr = super::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "the flag's refuse: {stderr}");
+    assert!(stderr.contains("appendonly no"), "{stderr}");
 }

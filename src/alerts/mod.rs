@@ -1,0 +1,235 @@
+//! The alert dispatcher: each dead letter whose label says `alert: RECEIVER` is sent to that
+//! receiver's webhook (`docs/spec/operations.md`, "Dead-letter levels that act").
+//!
+//! The protocol, whole: [`AlertDispatcher::send`] puts a letter on its receiver's bounded
+//! queue with `try_send`, so it never blocks, never awaits and never fails; a full queue or an
+//! unknown receiver counts the letter as dropped. Each receiver has a task of its own (a
+//! *lane*, `lane.rs`) that takes a batch off its queue (at most `batch_max` letters, waiting at
+//! most `batch_wait` after the first) and `POST`s it as `{"dead_letters": [ … ]}` with the
+//! receiver's headers (`webhook.rs`). A delivery with no answer within `timeout`, or with a
+//! status other than 2xx, is a failed attempt: the lane tries again after a backoff (from
+//! `retry_first`, doubling, at most `retry_max`) until `give_up_after` has passed since the
+//! batch's first attempt, and then counts its letters as dropped. While a lane retries, its
+//! queue fills and overflows into `dropped`; other receivers' lanes go on undisturbed, so a
+//! receiver that never answers holds back only itself.
+//!
+//! [`AlertDispatcher::shutdown`] closes the queues and gives the lanes a deadline: they send
+//! what is queued without waiting for a batch to fill, and whatever is still undelivered at
+//! the deadline is counted as dropped.
+//!
+//! The dispatcher knows nothing of the pipeline: the integrator calls `send` where a new dead
+//! letter with an `alert:` label is announced, and exports [`AlertDispatcher::counts`] as
+//! `rebound_alerts_total{receiver, result}` ([`crate::metrics::AlertMetrics`]).
+
+mod lane;
+mod webhook;
+
+use crate::config::Receivers;
+use lane::{Counts, Lane};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// How alerts are batched, timed and bounded. [`AlertOptions::default`] gives the spec's
+/// numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlertOptions {
+    /// Most letters in one request (100).
+    pub batch_max: usize,
+    /// Longest wait after a batch's first letter before it is sent (1 s).
+    pub batch_wait: Duration,
+    /// A request with no answer within this is a failed attempt (5 s).
+    pub timeout: Duration,
+    /// A batch still undelivered this long after its first attempt is dropped (1 h).
+    pub give_up_after: Duration,
+    /// Letters each receiver's queue holds; beyond it, letters are dropped (10,000).
+    pub queue_bound: usize,
+    /// The wait before the first retry of a failed batch; it doubles with each failure (1 s).
+    pub retry_first: Duration,
+    /// The longest wait between two attempts (5 min).
+    pub retry_max: Duration,
+}
+
+impl Default for AlertOptions {
+    fn default() -> Self {
+        AlertOptions {
+            batch_max: 100,
+            batch_wait: Duration::from_secs(1),
+            timeout: Duration::from_secs(5),
+            give_up_after: Duration::from_secs(3600),
+            queue_bound: 10_000,
+            retry_first: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What happened to one receiver's letters so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlertCounts {
+    /// Letters delivered (in a request answered 2xx).
+    pub sent: u64,
+    /// Failed attempts (no answer in time, a connection error, or a status other than 2xx);
+    /// a batch retried three times counts 3.
+    pub failed: u64,
+    /// Letters given up: refused because the queue was full, sent to a receiver the
+    /// configuration does not define, or still undelivered after `give_up_after` (or at
+    /// shutdown).
+    pub dropped: u64,
+}
+
+/// Sends dead letters to their receivers' webhooks; cheap to clone (one shared state).
+#[derive(Clone, Debug)]
+pub struct AlertDispatcher {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// Each defined receiver's counts, by name; fixed at start.
+    counts: BTreeMap<String, Arc<Counts>>,
+    /// Each receiver's queue; emptied by shutdown, after which sends are dropped.
+    queues: RwLock<BTreeMap<String, mpsc::Sender<serde_json::Value>>>,
+    /// Letters sent to receivers that are not defined, by the name asked for (at most
+    /// [`MAX_UNKNOWN`] names; the rest under `other`, so the label values stay bounded).
+    unknown: Mutex<BTreeMap<String, u64>>,
+    /// The lanes' deadline: `None` while running, the shutdown's deadline after.
+    deadline: watch::Sender<Option<tokio::time::Instant>>,
+    lanes: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// How many unknown receiver names are counted apart.
+const MAX_UNKNOWN: usize = 100;
+
+impl AlertDispatcher {
+    /// Starts one lane per receiver. Needs a tokio runtime (it spawns the lanes).
+    pub fn start(receivers: &Receivers, options: AlertOptions) -> AlertDispatcher {
+        let options = AlertOptions {
+            batch_max: options.batch_max.max(1),
+            queue_bound: options.queue_bound.max(1),
+            ..options
+        };
+        let (deadline, _) = watch::channel(None);
+        let client = webhook::Client::new();
+        let mut counts = BTreeMap::new();
+        let mut queues = BTreeMap::new();
+        let mut lanes = Vec::new();
+        for receiver in receivers.iter() {
+            let (tx, rx) = mpsc::channel(options.queue_bound);
+            let count = Arc::new(Counts::default());
+            let lane = Lane {
+                receiver: receiver.clone(),
+                queue: rx,
+                counts: Arc::clone(&count),
+                options: options.clone(),
+                client: client.clone(),
+                deadline: deadline.subscribe(),
+            };
+            lanes.push(tokio::spawn(lane.run()));
+            counts.insert(receiver.name.clone(), count);
+            queues.insert(receiver.name.clone(), tx);
+        }
+        AlertDispatcher {
+            shared: Arc::new(Shared {
+                counts,
+                queues: RwLock::new(queues),
+                unknown: Mutex::new(BTreeMap::new()),
+                deadline,
+                lanes: Mutex::new(lanes),
+            }),
+        }
+    }
+
+    /// Queues `letter` (the dead letter as `GET /v1/dead-letters` shows it, without the
+    /// payload) for `receiver`. Never blocks and never fails: an unknown receiver, a full
+    /// queue or a dispatcher that was shut down counts the letter as dropped.
+    pub fn send(&self, receiver: &str, letter: serde_json::Value) {
+        let Some(counts) = self.shared.counts.get(receiver) else {
+            let mut unknown = self
+                .shared
+                .unknown
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let key = if unknown.contains_key(receiver) || unknown.len() < MAX_UNKNOWN {
+                receiver
+            } else {
+                "other"
+            };
+            *unknown.entry(key.to_owned()).or_default() += 1;
+            return;
+        };
+        let queues = self
+            .shared
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let queued = queues
+            .get(receiver)
+            .is_some_and(|tx| tx.try_send(letter).is_ok());
+        if !queued {
+            counts.dropped(1);
+        }
+    }
+
+    /// Every receiver's counts, in name order: each defined receiver, then each unknown name
+    /// letters were sent to (only `dropped`).
+    pub fn counts(&self) -> Vec<(String, AlertCounts)> {
+        let mut out: Vec<(String, AlertCounts)> = self
+            .shared
+            .counts
+            .iter()
+            .map(|(name, c)| (name.clone(), c.snapshot()))
+            .collect();
+        let unknown = self
+            .shared
+            .unknown
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (name, dropped) in unknown.iter() {
+            if !self.shared.counts.contains_key(name) {
+                out.push((
+                    name.clone(),
+                    AlertCounts {
+                        dropped: *dropped,
+                        ..AlertCounts::default()
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    /// Stops taking letters and tries to deliver what is queued within `within`; what is
+    /// still undelivered then is counted as dropped. Other clones of the dispatcher drop
+    /// what they send from now on.
+    pub async fn shutdown(self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        self.shared.deadline.send_replace(Some(deadline));
+        // Closing the queues: each lane drains what is left, then ends.
+        self.shared
+            .queues
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        let lanes = std::mem::take(
+            &mut *self
+                .shared
+                .lanes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        // The lanes count what they give up at the deadline; a moment more lets them.
+        let grace = deadline + Duration::from_millis(100);
+        for lane in lanes {
+            let abort = lane.abort_handle();
+            if tokio::time::timeout_at(grace, lane).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+//! The dispatcher against real HTTP receivers on loopback that each test starts: an axum
+//! server that records what it is sent and answers as told, and a listener that accepts
+//! connections and never answers.
+
+use super::*;
+use crate::config::Receiver;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+use tokio::net::TcpListener;
+
+/// What a recording receiver was sent.
+#[derive(Clone, Default)]
+struct Received {
+    requests: Arc<Mutex<Vec<(HeaderMap, serde_json::Value)>>>,
+    /// Statuses to answer, in order; 200 once they run out.
+    script: Arc<Mutex<VecDeque<u16>>>,
+}
+
+impl Received {
+    fn requests(&self) -> Vec<(HeaderMap, serde_json::Value)> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The ids of the letters of every request answered 2xx or not, in order.
+    fn batches(&self) -> Vec<Vec<u64>> {
+        self.requests()
+            .iter()
+            .map(|(_, body)| {
+                body["dead_letters"]
+                    .as_array()
+                    .expect("a dead_letters array")
+                    .iter()
+                    .map(|l| l["n"].as_u64().expect("a letter's n"))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+async fn record(
+    State(received): State<Received>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    let body: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
+    received.requests.lock().unwrap().push((headers, body));
+    let status = received.script.lock().unwrap().pop_front().unwrap_or(200);
+    StatusCode::from_u16(status).unwrap()
+}
+
+/// A receiver on loopback answering `script`'s statuses, then 200.
+async fn recording_receiver(script: &[u16]) -> (SocketAddr, Received) {
+    let received = Received::default();
+    received.script.lock().unwrap().extend(script);
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(record))
+        .with_state(received.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, received)
+}
+
+/// A receiver on loopback that accepts every connection and never answers.
+async fn silent_receiver() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+fn receiver(name: &str, addr: SocketAddr) -> Receiver {
+    Receiver {
+        name: name.to_owned(),
+        webhook: format!("http://{addr}/hook"),
+        headers: [("X-Team".to_owned(), "payments".to_owned())].into(),
+    }
+}
+
+fn letter(n: u64) -> serde_json::Value {
+    serde_json::json!({ "id": format!("order-{n:06}"), "label": "L1", "n": n })
+}
+
+fn counts_of(dispatcher: &AlertDispatcher, name: &str) -> AlertCounts {
+    dispatcher
+        .counts()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, c)| c)
+        .unwrap_or_default()
+}
+
+/// Waits (a generous bound, not a timing claim) until `done` holds of `name`'s counts.
+async fn until(
+    dispatcher: &AlertDispatcher,
+    name: &str,
+    done: impl Fn(AlertCounts) -> bool,
+) -> AlertCounts {
+    let give_up = Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = counts_of(dispatcher, name);
+        if done(c) {
+            return c;
+        }
+        assert!(Instant::now() < give_up, "{name}: counts stuck at {c:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn quick() -> AlertOptions {
+    AlertOptions {
+        batch_wait: Duration::from_millis(100),
+        timeout: Duration::from_millis(300),
+        give_up_after: Duration::from_secs(10),
+        retry_first: Duration::from_millis(50),
+        retry_max: Duration::from_millis(200),
+        ..AlertOptions::default()
+    }
+}
+
+#[test]
+fn the_default_options_are_the_spec_numbers() {
+    let o = AlertOptions::default();
+    assert_eq!(o.batch_max, 100);
+    assert_eq!(o.batch_wait, Duration::from_secs(1));
+    assert_eq!(o.timeout, Duration::from_secs(5));
+    assert_eq!(o.give_up_after, Duration::from_secs(3600));
+}
+
+// A current-thread runtime: the lanes cannot run while the test's own code runs, so what
+// `send` did is seen before any letter leaves its queue.
+#[tokio::test]
+async fn letters_arrive_in_batches_of_at_most_100_with_the_receivers_headers() {
+    let (addr, received) = recording_receiver(&[]).await;
+    let receivers = Receivers::new([receiver("oncall", addr)]);
+    let dispatcher = AlertDispatcher::start(&receivers, quick());
+    for n in 0..250 {
+        dispatcher.send("oncall", letter(n));
+    }
+    let c = until(&dispatcher, "oncall", |c| c.sent == 250).await;
+    assert_eq!(
+        c,
+        AlertCounts {
+            sent: 250,
+            failed: 0,
+            dropped: 0
+        }
+    );
+    let batches = received.batches();
+    let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [100, 100, 50]);
+    let ids: Vec<u64> = batches.concat();
+    assert_eq!(
+        ids,
+        (0..250).collect::<Vec<_>>(),
+        "every letter, in order, once"
+    );
+    for (headers, _) in received.requests() {
+        assert_eq!(headers["content-type"], "application/json");
+        assert_eq!(headers["x-team"], "payments");
+    }
+    dispatcher.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_batch_waits_at_most_batch_wait_for_company() {
+    let (addr, received) = recording_receiver(&[]).await;
+    let receivers = Receivers::new([receiver("oncall", addr)]);
+    let dispatcher = AlertDispatcher::start(&receivers, quick());
+    dispatcher.send("oncall", letter(1));
+    until(&dispatcher, "oncall", |c| c.sent == 1).await;
+    assert_eq!(received.batches(), [vec![1]]);
+    dispatcher.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_refused_delivery_is_retried_and_counted() {
+    let (addr, received) = recording_receiver(&[500, 503]).await;
+    let receivers = Receivers::new([receiver("oncall", addr)]);
+    let dispatcher = AlertDispatcher::start(&receivers, quick());
+    for n in 0..30 {
+        dispatcher.send("oncall", letter(n));
+    }
+    let c = until(&dispatcher, "oncall", |c| c.sent == 30).await;
+    assert_eq!(
+        c,
+        AlertCounts {
+            sent: 30,
+            failed: 2,
+            dropped: 0
+        }
+    );
+    // The same batch three times: refused, refused, taken.
+    assert_eq!(received.batches(), vec![(0..30).collect::<Vec<_>>(); 3]);
+    dispatcher.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_drops_its_letters_and_holds_back_no_one() {
+    let silent = silent_receiver().await;
+    let (addr, received) = recording_receiver(&[]).await;
+    let receivers = Receivers::new([receiver("silent", silent), receiver("oncall", addr)]);
+    let options = AlertOptions {
+        queue_bound: 50,
+        give_up_after: Duration::from_millis(800),
+        ..quick()
+    };
+    let dispatcher = AlertDispatcher::start(&receivers, options);
+    // `send` is not async: these return without the lanes having run once. A bound of 50
+    // refuses the other 950 at once.
+    for n in 0..1000 {
+        dispatcher.send("silent", letter(n));
+    }
+    assert_eq!(
+        counts_of(&dispatcher, "silent"),
+        AlertCounts {
+            sent: 0,
+            failed: 0,
+            dropped: 950
+        }
+    );
+    for n in 0..40 {
+        dispatcher.send("oncall", letter(n));
+    }
+    // The other receiver gets its letters while the silent one's are still being tried.
+    until(&dispatcher, "oncall", |c| c.sent == 40).await;
+    assert_eq!(received.batches().concat().len(), 40);
+    assert_eq!(counts_of(&dispatcher, "silent").sent, 0);
+    // The queued 50 are tried until give_up_after, then dropped.
+    let c = until(&dispatcher, "silent", |c| c.dropped == 1000).await;
+    assert!(c.failed >= 1, "{c:?}");
+    assert_eq!(c.sent, 0);
+    dispatcher.shutdown(Duration::from_millis(100)).await;
+}
+
+#[tokio::test]
+async fn an_unknown_receiver_counts_as_dropped() {
+    let dispatcher = AlertDispatcher::start(&Receivers::default(), quick());
+    dispatcher.send("nobody", letter(1));
+    dispatcher.send("nobody", letter(2));
+    assert_eq!(
+        dispatcher.counts(),
+        [(
+            "nobody".to_owned(),
+            AlertCounts {
+                sent: 0,
+                failed: 0,
+                dropped: 2
+            }
+        )]
+    );
+}
+
+#[tokio::test]
+async fn shutdown_flushes_what_is_queued_and_drops_what_it_cannot_deliver_in_time() {
+    let silent = silent_receiver().await;
+    let (addr, received) = recording_receiver(&[]).await;
+    let receivers = Receivers::new([receiver("silent", silent), receiver("oncall", addr)]);
+    // A batch would wait a minute to fill: the shutdown sends it at once.
+    let options = AlertOptions {
+        batch_wait: Duration::from_secs(60),
+        ..quick()
+    };
+    let dispatcher = AlertDispatcher::start(&receivers, options);
+    for n in 0..7 {
+        dispatcher.send("oncall", letter(n));
+        dispatcher.send("silent", letter(n));
+    }
+    let watcher = dispatcher.clone();
+    let started = Instant::now();
+    dispatcher.shutdown(Duration::from_millis(500)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the shutdown is bounded"
+    );
+    assert_eq!(received.batches(), [(0..7).collect::<Vec<_>>()]);
+    assert_eq!(counts_of(&watcher, "oncall").sent, 7);
+    let silent = counts_of(&watcher, "silent");
+    assert_eq!((silent.sent, silent.dropped), (0, 7), "{silent:?}");
+    // After the shutdown, a send is dropped.
+    watcher.send("oncall", letter(99));
+    assert_eq!(counts_of(&watcher, "oncall").dropped, 1);
+}

@@ -1,0 +1,94 @@
+//! The `receivers:` section: where `alert:` labels send their dead letters
+//! (`docs/spec/operations.md`, "Dead-letter levels that act").
+
+use super::parse::{self, HeaderName, HeaderValue};
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+
+/// One receiver: a webhook that takes `POST {"dead_letters": [ … ]}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receiver {
+    /// Its name, as `alert: NAME` labels name it (the key under `receivers:`).
+    pub name: String,
+    /// An `http://` URL (checked to parse; no TLS client is built in).
+    pub webhook: String,
+    /// Headers added to every request (`X-Team: payments`), checked to be valid HTTP.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Every receiver a configuration defines, by name. Empty when the file has none (or there is
+/// no file).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Receivers(BTreeMap<String, Receiver>);
+
+impl Receivers {
+    /// Receivers from a list (a later one of the same name replaces an earlier one).
+    pub fn new(receivers: impl IntoIterator<Item = Receiver>) -> Receivers {
+        Receivers(receivers.into_iter().map(|r| (r.name.clone(), r)).collect())
+    }
+
+    /// The receiver called `name`.
+    pub fn get(&self, name: &str) -> Option<&Receiver> {
+        self.0.get(name)
+    }
+
+    /// Whether a receiver called `name` is defined (what a label's `alert:` must name).
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    /// Every receiver, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Receiver> {
+        self.0.values()
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A receiver as the file writes it, under its name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    #[serde(deserialize_with = "parse::webhook")]
+    webhook: String,
+    #[serde(default)]
+    headers: BTreeMap<HeaderName, HeaderValue>,
+}
+
+/// A receiver's name: the key under `receivers:`.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Name(String);
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        parse::checked_str(d, "a receiver name", |s| {
+            if s.trim().is_empty() || s.contains(char::is_whitespace) {
+                return Err(format!(
+                    "bad receiver name {s:?}; expected a name without spaces, e.g. oncall"
+                ));
+            }
+            Ok(Name(s.to_owned()))
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Receivers {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Receivers, D::Error> {
+        let entries = Option::<BTreeMap<Name, Entry>>::deserialize(d)?.unwrap_or_default();
+        Ok(Receivers::new(entries.into_iter().map(|(name, e)| {
+            Receiver {
+                name: name.0,
+                webhook: e.webhook,
+                headers: e.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect(),
+            }
+        })))
+    }
+}

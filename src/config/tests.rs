@@ -1,0 +1,203 @@
+//! The configuration file as the spec writes it, and what a wrong one reports.
+
+use super::*;
+use rebound_runtime::topology::{Config, FuseConfig, RetryMix};
+use std::collections::BTreeMap;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config")
+        .join(name)
+}
+
+fn parse(text: &str) -> Result<ConfigFile, Vec<Diagnostic>> {
+    ConfigFile::parse(&SourceFile::new("c.yaml", "c.yaml", text))
+}
+
+fn first_error(text: &str) -> Diagnostic {
+    parse(text).expect_err("the file is wrong").remove(0)
+}
+
+#[test]
+fn every_key_of_the_spec_example_parses() {
+    let config = ConfigFile::load(&fixture("operations-example.yaml")).expect("the example");
+    assert_eq!(config.rules, Some(PathBuf::from("rules")));
+    assert_eq!(config.data, Some(PathBuf::from("rebound-data")));
+    assert_eq!(config.store.as_deref(), Some("sqlite"));
+    assert_eq!(config.namespace.as_deref(), Some("rebound"));
+    assert_eq!(config.node.as_deref(), Some("pay-worker-1"));
+    assert_eq!(config.admin.addr.as_deref(), Some("127.0.0.1:8080"));
+    assert_eq!(
+        config.admin.token_file,
+        Some(PathBuf::from("/etc/rebound/token"))
+    );
+    let t = &config.topology;
+    assert_eq!(t.message_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(t.max_spout_pending, Some(1000));
+    assert_eq!(t.ackers, Some(1));
+    assert_eq!(t.retry_mix, Some(3));
+    assert_eq!(
+        t.fuse,
+        Some(Fuse::On {
+            window: Some(Duration::from_secs(10)),
+            threshold: Some(0.5),
+            min_samples: Some(20),
+        })
+    );
+    let oncall = config.receivers.get("oncall").expect("the oncall receiver");
+    assert_eq!(oncall.name, "oncall");
+    assert_eq!(oncall.webhook, "http://127.0.0.1:9093/rebound");
+    assert_eq!(
+        oncall.headers,
+        BTreeMap::from([("X-Team".to_owned(), "payments".to_owned())])
+    );
+    assert_eq!(config.receivers.len(), 1);
+}
+
+#[test]
+fn every_runtime_knob_is_reachable_under_topology() {
+    let config = ConfigFile::load(&fixture("every-knob.yaml")).expect("every knob");
+    let set = config.topology.apply(Config::default());
+    let want = Config {
+        message_timeout: Duration::from_secs(12),
+        max_spout_pending: 77,
+        ackers: 2,
+        retry_mix: RetryMix { retries_per_new: 0 },
+        fuse: FuseConfig {
+            enabled: true,
+            window: Duration::from_secs(5),
+            threshold: 0.25,
+            min_samples: 7,
+        },
+        channel_capacity: 16,
+        batch_size: 32,
+        spout_idle_wait: Duration::from_millis(5),
+    };
+    assert_eq!(set, want);
+    // The other flags that fit.
+    assert_eq!(config.lease, Some(Duration::from_secs(4)));
+    assert_eq!(config.store_check, Some(StoreCheckSetting::Warn));
+    assert_eq!(config.store_give_up, Some(Duration::from_secs(90)));
+    assert_eq!(config.time_scale, Some(250.0));
+    assert_eq!(config.messages, Some(1234));
+    assert_eq!(config.rate, Some(5.5));
+}
+
+#[test]
+fn an_empty_file_and_empty_sections_change_nothing() {
+    assert_eq!(parse("# nothing yet\n").unwrap(), ConfigFile::default());
+    assert_eq!(
+        parse("admin:\ntopology:\nreceivers:\n").unwrap(),
+        ConfigFile::default()
+    );
+    let config = parse("topology: {}\nreceivers:\n").unwrap();
+    assert_eq!(config.topology.apply(Config::default()), Config::default());
+    assert!(config.receivers.is_empty());
+}
+
+#[test]
+fn fuse_off_disables_the_fuse_and_keeps_the_rest() {
+    let config = parse("topology:\n  fuse: off\n").unwrap();
+    let set = config.topology.apply(Config::default());
+    assert!(!set.fuse.enabled);
+    assert_eq!(set.fuse.window, Config::default().fuse.window);
+}
+
+#[test]
+fn a_misspelt_key_is_located_with_the_nearest_key() {
+    let err = ConfigFile::load(&fixture("misspelt-key.yaml")).unwrap_err();
+    let ConfigError::Rejected { diagnostics, .. } = err else {
+        panic!("rejected, not {err}");
+    };
+    let d = &diagnostics[0];
+    assert!(d.file.ends_with("misspelt-key.yaml"), "{d}");
+    assert_eq!((d.line, d.column), (Some(3), Some(3)), "{d}");
+    assert!(
+        d.message.starts_with("unknown field 'max_spout_pendng'"),
+        "{d}"
+    );
+    assert_eq!(d.help.as_deref(), Some("did you mean 'max_spout_pending'?"));
+}
+
+#[test]
+fn every_misspelt_key_is_reported_at_once() {
+    let errs = parse("dta: x\ntopology:\n  ackerz: 2\nreceivers:\n  a:\n    webhok: http://h/\n")
+        .unwrap_err();
+    let found: Vec<_> = errs
+        .iter()
+        .map(|d| (d.line.unwrap(), d.help.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (1, "did you mean 'data'?".to_owned()),
+            (3, "did you mean 'ackers'?".to_owned()),
+            (6, "did you mean 'webhook'?".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn a_bad_duration_is_located_at_its_value() {
+    let d = first_error("topology:\n  message_timeout: 30 seconds\n");
+    assert_eq!((d.line, d.column), (Some(2), Some(20)), "{d}");
+    assert!(d.message.contains("bad duration '30 seconds'"), "{d}");
+    let d = first_error("topology:\n  fuse: { window: 10x }\n");
+    assert_eq!((d.line, d.column), (Some(2), Some(19)), "{d}");
+    let d = first_error("lease: 0s\n");
+    assert_eq!(d.line, Some(1), "{d}");
+    assert!(d.message.contains("zero"), "{d}");
+}
+
+#[test]
+fn bad_values_are_located_and_say_what_was_expected() {
+    let cases = [
+        ("topology:\n  ackers: 0\n", (2, 11), "at least 1, got 0"),
+        ("topology:\n  fuse: { threshold: 150% }\n", (2, 22), "share"),
+        ("topology:\n  fuse: sometimes\n", (2, 9), "'off'"),
+        ("store: postgres://x\n", (1, 8), "expected 'sqlite'"),
+        ("namespace: 'a b'\n", (1, 12), "without braces or spaces"),
+        ("store_check: warm\n", (1, 14), "unknown variant 'warm'"),
+        ("admin:\n  addr: localhost\n", (2, 9), "HOST:PORT"),
+        ("time_scale: -1\n", (1, 13), "greater than zero"),
+        ("messages: 0\n", (1, 11), "at least 1"),
+        (
+            "receivers:\n  oncall:\n    webhook: https://x/y\n",
+            (3, 14),
+            "https is not supported",
+        ),
+        (
+            "receivers:\n  oncall:\n    webhook: not a url\n",
+            (3, 14),
+            "bad webhook URL",
+        ),
+        (
+            "receivers:\n  oncall:\n    webhook: http://h/\n    headers: { 'X Team': a }\n",
+            (4, 16),
+            "bad header name",
+        ),
+        (
+            "receivers:\n  oncall: {}\n",
+            (2, 11),
+            "missing field 'webhook'",
+        ),
+    ];
+    for (text, (line, column), says) in cases {
+        let d = first_error(text);
+        assert_eq!(
+            (d.line, d.column),
+            (Some(line), Some(column)),
+            "{text}: {d}"
+        );
+        assert!(d.message.contains(says), "{text}: {d}");
+    }
+    let d = first_error("store_check: warm\n");
+    assert_eq!(d.help.as_deref(), Some("did you mean 'warn'?"));
+}
+
+#[test]
+fn a_missing_file_is_an_io_error() {
+    let err = ConfigFile::load(&fixture("no-such-file.yaml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("no-such-file.yaml"), "{err}");
+}

@@ -1,0 +1,210 @@
+//! The configuration file (`--config FILE`, operations.md): `check --config` validates it,
+//! and `run` and `serve` refuse to start on a wrong one, with `FILE:LINE:COL` diagnostics.
+//! Fixtures are in `tests/fixtures/config/`; the spec's example is copied there verbatim.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::PathBuf;
+
+fn rebound() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rebound"));
+    cmd.env_remove("RUST_LOG").env_remove("REBOUND_ADMIN_TOKEN");
+    cmd
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config")
+        .join(name)
+}
+
+#[test]
+fn check_accepts_the_spec_example_and_the_rules_it_names() {
+    // The example says `rules: rules`: the shipped set, from the repository's root.
+    rebound()
+        .args(["check", "--config"])
+        .arg(fixture("operations-example.yaml"))
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(
+                r"^ok: 5 files, \d+ rules, version [0-9a-f]{16}; configuration .*operations-example\.yaml: ok, 1 receiver\n$",
+            )
+            .unwrap(),
+        );
+    let out = rebound()
+        .args(["check", "--json", "--config"])
+        .arg(fixture("every-knob.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["ok"], true);
+    assert_eq!(doc["config"]["ok"], true);
+}
+
+#[test]
+fn check_reports_a_misspelt_key_with_its_place_and_the_nearest_key_and_exits_1() {
+    let file = fixture("misspelt-key.yaml");
+    rebound()
+        .args(["check", "--config"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(format!(
+            "{}:3:3: error: unknown field 'max_spout_pendng'",
+            file.display()
+        )))
+        .stderr(predicate::str::contains(
+            "did you mean 'max_spout_pending'?",
+        ));
+}
+
+#[test]
+fn check_reports_a_bad_duration_at_its_value_and_json_says_so() {
+    let file = fixture("bad-duration.yaml");
+    rebound()
+        .args(["check", "--config"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "{}:3:20: error: bad duration '30 seconds'",
+            file.display()
+        )));
+    let out = rebound()
+        .args(["check", "--json", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["errors"][0]["line"], 3);
+    assert_eq!(doc["errors"][0]["column"], 20);
+}
+
+#[test]
+fn check_of_a_missing_configuration_is_an_io_error() {
+    rebound()
+        .args(["check", "--config"])
+        .arg(fixture("no-such-file.yaml"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read the configuration"));
+}
+
+#[test]
+fn run_and_serve_do_not_start_on_a_wrong_configuration() {
+    for (command, fixture_name, says) in [
+        ("run", "misspelt-key.yaml", ":3:3: error: unknown field"),
+        ("serve", "misspelt-key.yaml", ":3:3: error: unknown field"),
+        ("run", "bad-duration.yaml", ":3:20: error: bad duration"),
+        ("serve", "bad-duration.yaml", ":3:20: error: bad duration"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = rebound()
+            .current_dir(dir.path())
+            .args([command, "--config"])
+            .arg(fixture(fixture_name))
+            .args(["--rules", concat!(env!("CARGO_MANIFEST_DIR"), "/rules")])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{command} {fixture_name}: {out:?}"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{command} {fixture_name}: {err}");
+        // Nothing started: no data directory was made.
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "{command} left files behind"
+        );
+    }
+}
+
+#[test]
+fn a_flag_wins_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "rules: /nonexistent/from-the-file\n").unwrap();
+    for command in ["run", "serve"] {
+        let out = rebound()
+            .current_dir(dir.path())
+            .args([command, "--admin", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .args(["--rules", "/nonexistent/from-the-flag"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("/nonexistent/from-the-flag"),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("from-the-file"), "{command}: {err}");
+        // Without the flag, the file's.
+        let out = rebound()
+            .current_dir(dir.path())
+            .args([command, "--admin", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("/nonexistent/from-the-file"),
+            "{command}: {err}"
+        );
+    }
+}
+
+#[test]
+fn serve_takes_its_admin_address_and_token_file_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    // A non-loopback address with a token file that cannot be read: the file's token_file is
+    // the one read.
+    std::fs::write(
+        &config,
+        "admin:\n  addr: 0.0.0.0:0\n  token_file: /nonexistent/token\n",
+    )
+    .unwrap();
+    for command in ["serve", "run"] {
+        let out = rebound()
+            .current_dir(dir.path())
+            .args([command, "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("/nonexistent/token"), "{command}: {err}");
+    }
+    // serve with no address anywhere is a usage error.
+    rebound()
+        .current_dir(dir.path())
+        .arg("serve")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--admin"));
+}
+
+#[test]
+fn run_takes_a_token_file() {
+    let dir = tempfile::tempdir().unwrap();
+    rebound()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--admin",
+            "0.0.0.0:0",
+            "--token-file",
+            "/nonexistent/token",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent/token"));
+}
