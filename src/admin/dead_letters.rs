@@ -117,7 +117,9 @@ impl DeadLetterDesk for StoreDesk {
         operator: &str,
         reason: &str,
     ) -> Result<Each<ScheduledRetry>, StoreError> {
-        self.each(ids, operator, reason, WriteOp::Replay, |a, id| a.into_replayed(id))
+        self.each(ids, operator, reason, WriteOp::Replay, |a, id| {
+            a.into_replayed(id)
+        })
     }
 
     fn skip(
@@ -126,7 +128,9 @@ impl DeadLetterDesk for StoreDesk {
         operator: &str,
         reason: &str,
     ) -> Result<Each<StoredDeadLetter>, StoreError> {
-        self.each(ids, operator, reason, WriteOp::Skip, |a, id| a.into_skipped(id))
+        self.each(ids, operator, reason, WriteOp::Skip, |a, id| {
+            a.into_skipped(id)
+        })
     }
 
     fn retry_now(
@@ -143,7 +147,10 @@ impl DeadLetterDesk for StoreDesk {
             .pop()
             .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
         let mut applied = self.0.apply(&[WriteOp::RetryNow(action)])?;
-        applied.pop().ok_or(StoreError::WriterClosed)?.into_done(id)?;
+        applied
+            .pop()
+            .ok_or(StoreError::WriterClosed)?
+            .into_done(id)?;
         retry.due = at;
         Ok(retry)
     }
@@ -202,8 +209,9 @@ pub struct FilterQuery {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
+    /// The filters.
     #[serde(flatten)]
-    filter: FilterQuery,
+    pub filter: FilterQuery,
     /// Page size (default 100, at most [`MAX_PAGE`]).
     pub limit: Option<String>,
     /// Paging cursor: the previous page's `next`.
@@ -265,7 +273,11 @@ impl FilterQuery {
     }
 
     /// The store's filter; `overdue` needs the set in force and the desk's time scale.
-    pub fn to_filter(&self, state: &AdminState, desk: &dyn DeadLetterDesk) -> Result<DeadLetterFilter, ApiError> {
+    pub fn to_filter(
+        &self,
+        state: &AdminState,
+        desk: &dyn DeadLetterDesk,
+    ) -> Result<DeadLetterFilter, ApiError> {
         let status = self
             .status
             .as_deref()

@@ -13,14 +13,18 @@
 //! end before the answer goes out, so the client reads the answer rather than a reset
 //! ([`drain`]).
 
+pub mod audit;
 pub mod auth;
 pub mod body;
+pub mod bulk;
 pub mod dead_letters;
-pub mod json;
 pub mod decide;
 pub mod drain;
 pub mod error;
 pub mod fleet;
+pub mod json;
+pub mod messages;
+pub mod retries;
 pub mod rules;
 pub mod status;
 
@@ -67,6 +71,14 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/dead-letters", get(dead_letters::list))
         .route("/v1/dead-letters/{id}/replay", post(dead_letters::replay))
         .route("/v1/dead-letters/{id}/skip", post(dead_letters::skip))
+        .route("/v1/dead-letters/replay", post(bulk::replay))
+        .route("/v1/dead-letters/skip", post(bulk::skip))
+        .route("/v1/dead-letters/export", get(bulk::export))
+        .route("/v1/messages/{id}", get(messages::get))
+        .route("/v1/retries", get(retries::list))
+        .route("/v1/retries/{id}/now", post(retries::now))
+        .route("/v1/retries/{id}/kill", post(retries::kill))
+        .route("/v1/audit", get(audit::list))
         .route("/healthz", get(status::healthz))
         .route("/readyz", get(fleet::readyz))
         .route("/v1/nodes", get(fleet::nodes))

@@ -233,3 +233,10 @@ impl AlertDispatcher {
 
 #[cfg(test)]
 mod tests;
+
+/// The pipeline's dead-letter keeper hands alerting letters to the dispatcher.
+impl crate::pipeline::AlertSink for AlertDispatcher {
+    fn send(&self, receiver: &str, letter: serde_json::Value) {
+        AlertDispatcher::send(self, receiver, letter);
+    }
+}

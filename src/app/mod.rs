@@ -27,6 +27,7 @@ pub use console::Console;
 
 use crate::Outcome;
 use crate::admin::AdminState;
+use crate::alerts::{AlertDispatcher, AlertOptions};
 use crate::config::Receivers;
 use crate::metrics::Metrics;
 use crate::pipeline::{self, PipelineOptions, ProgressView};
@@ -47,6 +48,9 @@ const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// How often `run`'s progress bar is redrawn from the pipeline's counters.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// How long the stop waits for the alerts still queued to be sent.
+const ALERTS_SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// What the application runs, and how. The two constructors give the two commands' defaults;
 /// the command then sets what its flags say.
@@ -154,11 +158,14 @@ fn live_rules(
     dir: &Path,
     set: CompiledSet,
     shared: Option<&Arc<RedisStore>>,
+    receivers: &Receivers,
 ) -> (Arc<Reloader>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let observer = Arc::clone(&metrics);
-    let mut options =
-        ReloadOptions::default().on_reload(move |entry| observer.rules.observe(entry));
+    let receivers = receivers.clone();
+    let mut options = ReloadOptions::default()
+        .on_reload(move |entry| observer.rules.observe(entry))
+        .check(move |set| crate::config::undefined_receivers(set, &receivers));
     if let Some(store) = shared {
         options = options.record(Arc::new(shared_rules::StoreRecord(store.clone())));
     }
@@ -189,7 +196,7 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
             Err(e) => return trouble(&view, e),
         },
     };
-    let (reloader, metrics) = live_rules(&options.rules, set, shared.as_ref());
+    let (reloader, metrics) = live_rules(&options.rules, set, shared.as_ref(), &options.receivers);
     let runtime = match async_runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -302,6 +309,10 @@ async fn wire(
     pipeline_options.store_give_up = options.store_give_up;
     pipeline_options.config = options.topology.clone();
     pipeline_options.fleet = link;
+    // Alerts go out on their own tasks: a slow receiver never holds back the topology.
+    let alerts = AlertDispatcher::start(&options.receivers, AlertOptions::default());
+    metrics.alerts.attach(alerts.clone());
+    pipeline_options.alerts = Some(Arc::new(alerts.clone()));
     let pipeline = match pipeline::start(pipeline_options).await {
         Ok(p) => p,
         Err(e) => return trouble(&view, console.cannot_start(&e)),
@@ -390,6 +401,8 @@ async fn wire(
         }
     };
     let (stopped, served) = tokio::join!(lifecycle::stop(pipeline), admin_done);
+    // The last letters are committed: send what is queued, within a bound.
+    alerts.shutdown(ALERTS_SHUTDOWN).await;
     stop_progress(progress);
     if let Some(w) = watcher {
         w.stop();

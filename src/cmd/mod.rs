@@ -40,6 +40,25 @@ pub fn load_rules(dir: &Path, json: bool) -> Result<(CompiledSet, Vec<SourceFile
     }
 }
 
+/// [`load_rules`] for a process that sends alerts to `receivers`: a set whose labels alert a
+/// receiver they do not hold is rejected the same way, at the label's `alert`.
+pub fn load_rules_for(
+    dir: &Path,
+    json: bool,
+    receivers: &rebound::config::Receivers,
+) -> Result<(CompiledSet, Vec<SourceFile>), Outcome> {
+    let (set, sources) = load_rules(dir, json)?;
+    let undefined = rebound::config::undefined_receivers(&set, receivers);
+    if undefined.is_empty() {
+        return Ok((set, sources));
+    }
+    crate::diagnostics::print(&undefined, &sources);
+    if json {
+        println!("{}", serde_json::json!({ "errors": undefined }));
+    }
+    Err(Outcome::Wrong)
+}
+
 /// The configuration file of `--config`, or an empty one without the flag. A file that cannot
 /// be read or is wrong is printed (its diagnostics as `check` prints a rule file's) and exits 2:
 /// the process does not start.

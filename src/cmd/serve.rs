@@ -96,7 +96,7 @@ pub fn run(args: Args) -> Outcome {
         Err(outcome) => return outcome,
     };
     let rules = args.rules.or(file.rules).unwrap_or_else(|| "rules".into());
-    let (set, _) = match super::load_rules(&rules, args.json) {
+    let (set, _) = match super::load_rules_for(&rules, args.json, &file.receivers) {
         Ok(loaded) => loaded,
         Err(outcome) => return outcome,
     };

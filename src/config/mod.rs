@@ -18,7 +18,7 @@ mod parse;
 mod receivers;
 mod topology;
 
-pub use receivers::{Receiver, Receivers};
+pub use receivers::{Receiver, Receivers, undefined_receivers};
 pub use topology::{Fuse, Topology};
 
 use rebound_engine::{Diagnostic, SourceFile};

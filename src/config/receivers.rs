@@ -92,3 +92,36 @@ impl<'de> Deserialize<'de> for Receivers {
         })))
     }
 }
+
+/// The errors of a rule set whose `alert:` labels name receivers `receivers` does not define,
+/// each at the label's `alert` value, with the nearest defined name as help.
+pub fn undefined_receivers(
+    set: &rebound_engine::CompiledSet,
+    receivers: &Receivers,
+) -> Vec<rebound_engine::Diagnostic> {
+    set.labels()
+        .iter()
+        .filter_map(|p| {
+            let name = p.alert.as_deref()?;
+            if receivers.contains(name) {
+                return None;
+            }
+            let defined: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
+            let message = format!(
+                "label '{}' alerts receiver '{name}', which the configuration does not define ({})",
+                p.label,
+                match defined.len() {
+                    0 => "it defines no receivers: add one under `receivers:` in --config".to_owned(),
+                    _ => format!("it defines {}", defined.join(", ")),
+                }
+            );
+            let d = rebound_engine::Diagnostic::error(p.file.clone(), p.alert_pos.or(Some(p.pos)), message);
+            Some(match defined.iter().min_by_key(|d| strsim::levenshtein(d, name)) {
+                Some(near) if strsim::levenshtein(near, name) <= 3 => {
+                    d.with_help(format!("did you mean '{near}'?"))
+                }
+                _ => d,
+            })
+        })
+        .collect()
+}

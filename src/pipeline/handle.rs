@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::fleet::FleetView;
 use super::{DataDirLock, Live, PipelineError, Progress, Report, RunBook, RunRecord};
-use rebound_runtime::durable::Durable;
-use rebound_runtime::stats::Stats;
 use crate::admin::dead_letters::{Each, StoreDesk};
+use rebound_runtime::durable::Durable;
 use rebound_runtime::fate::{DeadLetter, Label, RuleRef};
+use rebound_runtime::stats::Stats;
 use rebound_runtime::store::{
     self, MessageId, OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter,
 };

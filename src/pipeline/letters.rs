@@ -34,10 +34,19 @@ pub trait AlertSink: Send + Sync + std::fmt::Debug {
 pub const SWEEP_EVERY: Duration = Duration::from_millis(200);
 
 /// For each label of `set` with an SLA: the time before which its open letters are overdue.
-pub fn overdue_cutoffs(set: &CompiledSet, scale: TimeScale, now: Timestamp) -> Vec<(String, Timestamp)> {
+pub fn overdue_cutoffs(
+    set: &CompiledSet,
+    scale: TimeScale,
+    now: Timestamp,
+) -> Vec<(String, Timestamp)> {
     set.labels()
         .iter()
-        .filter_map(|p| Some((p.label.as_str().to_owned(), now.saturating_sub(scale.to_real(p.sla?)))))
+        .filter_map(|p| {
+            Some((
+                p.label.as_str().to_owned(),
+                now.saturating_sub(scale.to_real(p.sla?)),
+            ))
+        })
         .collect()
 }
 
@@ -94,7 +103,8 @@ impl LetterKeeper {
     ) -> LetterKeeper {
         if let Some(alerts) = alerts {
             let rules = rules.clone();
-            durable.on_dead_letters(move |letters| alert(&rules.current(), alerts.as_ref(), letters));
+            durable
+                .on_dead_letters(move |letters| alert(&rules.current(), alerts.as_ref(), letters));
         }
         LetterKeeper {
             shared: Arc::new(KeeperShared {
@@ -123,7 +133,9 @@ impl LetterKeeper {
                 let k = keeper.clone();
                 match tokio::task::spawn_blocking(move || k.sweep()).await {
                     Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::warn!(error = %e, "sweeping the dead letters failed; trying again"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "sweeping the dead letters failed; trying again")
+                    }
                     Err(e) => tracing::warn!(error = %e, "the dead-letter sweep failed"),
                 }
             }
@@ -163,7 +175,9 @@ impl LetterKeeper {
                                 .or_default() += 1;
                         }
                         // Skipped, replayed or redriven by someone else meanwhile.
-                        Err(StoreError::AlreadyHandled { .. } | StoreError::DeadLetterNotFound(_)) => {}
+                        Err(
+                            StoreError::AlreadyHandled { .. } | StoreError::DeadLetterNotFound(_),
+                        ) => {}
                         Err(e) => return Err(e),
                     }
                 }
@@ -180,7 +194,9 @@ impl LetterKeeper {
                             sweep.expired += 1;
                             s.expired.fetch_add(1, Relaxed);
                         }
-                        Err(StoreError::AlreadyHandled { .. } | StoreError::DeadLetterNotFound(_)) => {}
+                        Err(
+                            StoreError::AlreadyHandled { .. } | StoreError::DeadLetterNotFound(_),
+                        ) => {}
                         Err(e) => return Err(e),
                     }
                 }
@@ -191,7 +207,11 @@ impl LetterKeeper {
 
     /// Redrives so far, by label.
     pub fn redrives(&self) -> Vec<(String, u64)> {
-        let r = self.shared.redrives.lock().unwrap_or_else(PoisonError::into_inner);
+        let r = self
+            .shared
+            .redrives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         r.iter().map(|(l, n)| (l.clone(), *n)).collect()
     }
 
@@ -203,7 +223,11 @@ impl LetterKeeper {
 
 /// The open letters of `label` (dead-lettered before `before`, if given), oldest last, a page
 /// at most: a sweep that leaves some finds them on the next.
-fn open_letters(s: &KeeperShared, label: &str, before: Option<Timestamp>) -> Result<Vec<DeadLetter>, StoreError> {
+fn open_letters(
+    s: &KeeperShared,
+    label: &str,
+    before: Option<Timestamp>,
+) -> Result<Vec<DeadLetter>, StoreError> {
     let page = s.durable.store().dead_letters(&DeadLetterFilter {
         label: Some(label.to_owned()),
         status: Some(DeadLetterStatus::Dead),
@@ -217,7 +241,11 @@ fn open_letters(s: &KeeperShared, label: &str, before: Option<Timestamp>) -> Res
 /// Hands each letter whose label alerts to `alerts`.
 fn alert(set: &CompiledSet, alerts: &dyn AlertSink, letters: &[DeadLetter]) {
     for letter in letters {
-        let Some(receiver) = set.labels().get(letter.label.as_str()).and_then(|p| p.alert.as_deref()) else {
+        let Some(receiver) = set
+            .labels()
+            .get(letter.label.as_str())
+            .and_then(|p| p.alert.as_deref())
+        else {
             continue;
         };
         let mut json = crate::admin::json::letter_fields(letter, false);

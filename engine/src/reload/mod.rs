@@ -29,7 +29,7 @@ pub use history::{HistoryEntry, Outcome};
 pub use record::{Publication, PublishError, SetRecord};
 pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,
-    RollbackError,
+    RollbackError, SetCheck,
 };
 #[cfg(feature = "watch")]
 pub use watch::{WatchOptions, Watcher};

@@ -7,6 +7,7 @@ use super::record::SetRecord;
 #[cfg(doc)]
 use super::reloader::Reloader;
 use crate::diag::{Diagnostic, Rejected};
+use crate::set::CompiledSet;
 use crate::types::Version;
 use std::fmt;
 use std::io;
@@ -27,7 +28,13 @@ pub struct ReloadOptions {
     pub on_reload: Option<ReloadListener>,
     /// The set of record several processes share, if any (see [`SetRecord`]).
     pub record: Option<Arc<dyn SetRecord>>,
+    /// What the set must also satisfy to be accepted (see [`check`](Self::check)).
+    pub check: Option<SetCheck>,
 }
+
+/// A check of a compiled set beyond the rule format's: its errors reject the set (for example
+/// a label whose `alert` names a receiver the process's configuration does not define).
+pub type SetCheck = Arc<dyn Fn(&CompiledSet) -> Vec<Diagnostic> + Send + Sync>;
 
 impl Default for ReloadOptions {
     fn default() -> Self {
@@ -36,6 +43,7 @@ impl Default for ReloadOptions {
             keep_previous: 10,
             on_reload: None,
             record: None,
+            check: None,
         }
     }
 }
@@ -44,6 +52,16 @@ impl ReloadOptions {
     /// Calls `listener` after each recorded attempt, the start-up load included.
     pub fn on_reload(mut self, listener: impl Fn(&HistoryEntry) + Send + Sync + 'static) -> Self {
         self.on_reload = Some(Arc::new(listener));
+        self
+    }
+
+    /// Rejects every set (the start-up set aside: the caller checks that one) for which
+    /// `check` gives an error.
+    pub fn check(
+        mut self,
+        check: impl Fn(&CompiledSet) -> Vec<Diagnostic> + Send + Sync + 'static,
+    ) -> Self {
+        self.check = Some(Arc::new(check));
         self
     }
 

@@ -11,11 +11,12 @@
 use super::files::{WriteError, check_name, shown, write_set};
 use super::history::{History, HistoryEntry, Outcome};
 pub use super::outcomes::{
-    IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, RollbackError,
+    IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded,
+    RollbackError, SetCheck,
 };
 use super::record::{Publication, PublishError, SetRecord};
 use crate::compile::compile;
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Rejected};
 use crate::handle::{PolicyHandle, Source, Status};
 use crate::load::{SourceFile, read_dir, version_of};
 use crate::set::CompiledSet;
@@ -60,6 +61,7 @@ pub struct Reloader {
     keep_previous: usize,
     on_reload: Option<ReloadListener>,
     record: Option<Arc<dyn SetRecord>>,
+    check: Option<super::outcomes::SetCheck>,
 }
 
 impl fmt::Debug for Reloader {
@@ -99,6 +101,7 @@ impl Reloader {
             keep_previous: options.keep_previous.max(1),
             on_reload: options.on_reload,
             record: options.record,
+            check: options.check,
         };
         reloader.record(HistoryEntry {
             version: *status.set.version(),
@@ -161,7 +164,7 @@ impl Reloader {
             return Ok(Reloaded::Unchanged(version));
         }
         let count = files.len();
-        match compile(files) {
+        match self.compile(files) {
             Ok(set) => {
                 if let Err(e) = self.publish(&set, Source::File, None) {
                     // Refused by the fleet's record: the edit is tried again when touched.
@@ -231,7 +234,7 @@ impl Reloader {
                 warnings: current.warnings().to_vec(),
             });
         }
-        let set = match compile(sources) {
+        let set = match self.compile(sources) {
             Ok(set) => set,
             Err(rejected) => {
                 self.reject(version, source, count, rejected.errors().cloned().collect());
@@ -273,7 +276,7 @@ impl Reloader {
         }
         let sources = to_sources(files).map_err(|r| r.error)?;
         let version = version_of(&sources);
-        let set = compile(sources).map_err(PushError::Rejected)?;
+        let set = self.compile(sources).map_err(PushError::Rejected)?;
         Ok(Pushed {
             changed: &version != current.version(),
             version,
@@ -320,6 +323,19 @@ impl Reloader {
     /// publishing it back. A set that does not compile leaves the set in force.
     pub fn adopt(&self, files: BTreeMap<String, String>) -> Result<Pushed, PushError> {
         self.push(files, None, Source::Fleet)
+    }
+
+    /// Compiles `files`, and rejects the set if the options' check finds errors in it.
+    fn compile(&self, files: Vec<SourceFile>) -> Result<CompiledSet, Rejected> {
+        let set = compile(files)?;
+        let Some(check) = &self.check else {
+            return Ok(set);
+        };
+        let errors = check(&set);
+        if errors.iter().any(Diagnostic::is_error) {
+            return Err(Rejected(errors));
+        }
+        Ok(set)
     }
 
     /// Asks the record, if any, to take `set` (not for a set adopted from it).

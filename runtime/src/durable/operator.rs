@@ -118,7 +118,14 @@ impl Durable {
         let at = self.shared.time.wall();
         let ops = ids
             .iter()
-            .map(|id| Ok(WriteOp::Replay(OperatorAction::new(id.clone(), operator, reason, at)?)))
+            .map(|id| {
+                Ok(WriteOp::Replay(OperatorAction::new(
+                    id.clone(),
+                    operator,
+                    reason,
+                    at,
+                )?))
+            })
             .collect::<Result<Vec<_>>>()?;
         let applied = self.shared.journal.commit_blocking(ops)?;
         Ok(ids
@@ -145,7 +152,14 @@ impl Durable {
         let at = self.shared.time.wall();
         let ops = ids
             .iter()
-            .map(|id| Ok(WriteOp::Skip(OperatorAction::new(id.clone(), operator, reason, at)?)))
+            .map(|id| {
+                Ok(WriteOp::Skip(OperatorAction::new(
+                    id.clone(),
+                    operator,
+                    reason,
+                    at,
+                )?))
+            })
             .collect::<Result<Vec<_>>>()?;
         let applied = self.shared.journal.commit_blocking(ops)?;
         Ok(ids
