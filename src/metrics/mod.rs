@@ -22,10 +22,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub mod alerts;
 pub mod fleet;
+pub mod letters;
 pub mod rule_errors;
 pub mod runtime;
 pub use alerts::AlertMetrics;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
+pub use letters::{LetterGauges, LetterMetrics, LetterSnapshot};
 pub use rule_errors::RuleErrorMetrics;
 pub use runtime::RuntimeMetrics;
 
@@ -43,6 +45,8 @@ pub struct Metrics {
     pub rule_errors: Arc<RuleErrorMetrics>,
     /// Alerts by receiver and result; attach the alert dispatcher to fill them.
     pub alerts: Arc<AlertMetrics>,
+    /// The dead letters: open, overdue, oldest, redrives; attach a pipeline to fill them.
+    pub letters: Arc<LetterMetrics>,
 }
 
 impl Default for Metrics {
@@ -64,6 +68,8 @@ impl Metrics {
         registry.register_collector(Box::new(rule_errors.clone()));
         let alerts = Arc::new(AlertMetrics::default());
         registry.register_collector(Box::new(alerts.clone()));
+        let letters = Arc::new(LetterMetrics::default());
+        registry.register_collector(Box::new(letters.clone()));
         Metrics {
             registry,
             rules,
@@ -71,6 +77,7 @@ impl Metrics {
             fleet,
             rule_errors,
             alerts,
+            letters,
         }
     }
 

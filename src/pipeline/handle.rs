@@ -197,6 +197,19 @@ impl crate::metrics::FleetGauges for PipelineHandle {
     }
 }
 
+impl crate::metrics::LetterGauges for PipelineHandle {
+    fn letter_snapshot(&self) -> Option<crate::metrics::LetterSnapshot> {
+        let letters = self.shared.letters.as_ref()?;
+        match letters.snapshot() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the open dead letters for the metrics failed");
+                None
+            }
+        }
+    }
+}
+
 impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
     fn store(&self) -> Arc<dyn Store> {
         self.shared.store.clone()

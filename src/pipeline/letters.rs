@@ -205,6 +205,19 @@ impl LetterKeeper {
         Ok(sweep)
     }
 
+    /// The open letters by label (with the overdue ones under the set's SLAs) and the
+    /// redrives so far, for the gauges. Blocking.
+    pub fn snapshot(&self) -> Result<crate::metrics::LetterSnapshot, StoreError> {
+        let s = &self.shared;
+        let now = Timestamp::now();
+        let cutoffs = overdue_cutoffs(&s.rules.current(), s.scale, now);
+        Ok(crate::metrics::LetterSnapshot {
+            open: s.durable.store().open_letters(&cutoffs)?,
+            redrives: self.redrives(),
+            now,
+        })
+    }
+
     /// Redrives so far, by label.
     pub fn redrives(&self) -> Vec<(String, u64)> {
         let r = self

@@ -474,6 +474,7 @@ pub async fn serve_admin(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     state.metrics.runtime.attach(pipeline.stats());
+    state.metrics.letters.attach(pipeline.clone());
     if let Some(fleet) = pipeline.fleet() {
         state.fleet = Some(Arc::new(fleet.clone()));
         state

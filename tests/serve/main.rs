@@ -1,6 +1,7 @@
 //! `rebound serve`, end to end over loopback, one module per former test file: the start-up
 //! line and `--json` (`cli_serve`), the admin API (`serve_api`), the dead-letter desk
-//! (`serve_dead_letters`), the config-center puller (`serve_pull`) and the rules watcher
+//! (`serve_dead_letters`), the operator's routes (`serve_operator`), labels that redrive
+//! (`serve_redrive`), the config-center puller (`serve_pull`) and the rules watcher
 //! (`serve_watch`). `support` starts the binary and speaks HTTP to it.
 
 mod support;
@@ -9,5 +10,7 @@ mod cli_serve;
 mod serve_api;
 mod serve_dead_letters;
 mod serve_fleet;
+mod serve_operator;
 mod serve_pull;
+mod serve_redrive;
 mod serve_watch;

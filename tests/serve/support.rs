@@ -199,6 +199,19 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Kills the server with SIGKILL (by its PID, as a crash would) and waits for it.
+    pub fn kill9(mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        wait_for_exit(&mut self.child);
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -115,6 +115,9 @@ impl Durable {
         operator: &str,
         reason: &str,
     ) -> Result<Vec<Result<ScheduledRetry>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let at = self.shared.time.wall();
         let ops = ids
             .iter()
@@ -149,6 +152,9 @@ impl Durable {
         operator: &str,
         reason: &str,
     ) -> Result<Vec<Result<crate::store::StoredDeadLetter>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let at = self.shared.time.wall();
         let ops = ids
             .iter()
