@@ -92,7 +92,7 @@ pub async fn kill(
         let label_of = |rule: &RuleRef| -> Label {
             match rule {
                 RuleRef::Rule(id) => set
-                    .rule(id.clone())
+                    .rule(*id)
                     .map_or(set.defaults().dead_letter, |r| r.dead_letter()),
                 RuleRef::Defaults => set.defaults().dead_letter,
             }

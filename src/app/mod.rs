@@ -402,7 +402,26 @@ async fn wire(
     };
     let (stopped, served) = tokio::join!(lifecycle::stop(pipeline), admin_done);
     // The last letters are committed: send what is queued, within a bound.
+    let counts = alerts.clone();
     alerts.shutdown(ALERTS_SHUTDOWN).await;
+    for (receiver, c) in counts.counts() {
+        if c.dropped > 0 {
+            tracing::warn!(
+                receiver,
+                sent = c.sent,
+                failed = c.failed,
+                dropped = c.dropped,
+                "alerts not delivered: letters for this receiver were dropped"
+            );
+        } else {
+            tracing::info!(
+                receiver,
+                sent = c.sent,
+                failed = c.failed,
+                "alerts delivered"
+            );
+        }
+    }
     stop_progress(progress);
     if let Some(w) = watcher {
         w.stop();

@@ -10,4 +10,5 @@ mod durable_pipeline;
 mod run_config;
 mod run_hot_reload;
 mod run_kill9;
+mod run_labels;
 mod run_lifecycle;

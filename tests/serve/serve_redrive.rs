@@ -147,3 +147,61 @@ fn a_redrive_due_while_the_process_was_down_happens_after_the_restart() {
         "the replayed letter: {letters}"
     );
 }
+
+#[test]
+fn open_letters_past_their_sla_are_overdue_and_past_their_expiry_expired() {
+    let data = tempfile::tempdir().unwrap();
+    let rules = rules_dir_with("fast");
+    std::fs::write(
+        rules.path().join("50-labels.yaml"),
+        "version: 1\nlabels:\n  L1:\n    sla: 1s\n    expire: 3s\n",
+    )
+    .unwrap();
+    seed(data.path(), &["late", "later"]);
+    let seeded = Instant::now();
+    let server = serve(rules.path(), data.path());
+    let overdue = |s: &Server| -> Vec<String> {
+        let page = s.get_json("/v1/dead-letters?overdue=true&biz=SEEDED");
+        page["dead_letters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(
+        seeded.elapsed() < Duration::from_secs(1),
+        "too slow to see them before the SLA"
+    );
+    assert!(overdue(&server).is_empty());
+    assert!(eventually(|| overdue(&server) == ["later", "late"]));
+    let metrics = server.get("/metrics").send().unwrap().text().unwrap();
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("rebound_dead_letters_overdue{label=\"L1\"}") && !l.ends_with(" 0")
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("rebound_dead_letters_open{label=\"L1\"}"),
+        "{metrics}"
+    );
+
+    // Past `expire`: expired, kept whole, audited by `rebound`, and no longer open.
+    assert!(eventually(|| {
+        let m = server.get_json("/v1/dead-letters?biz=SEEDED&status=expired");
+        m["total"] == 2
+    }));
+    assert!(seeded.elapsed() >= Duration::from_secs(3));
+    assert_eq!(
+        audit(&server, "late"),
+        [(
+            "rebound".to_owned(),
+            "expired after 3s (label L1)".to_owned()
+        )]
+    );
+    assert!(overdue(&server).is_empty());
+    let m = server.get_json("/v1/messages/late");
+    assert_eq!(m["dead_letters"][0]["status"], "expired", "{m}");
+    assert_eq!(m["dead_letters"][0]["payload"], "{}", "{m}");
+}

@@ -7,6 +7,7 @@ mod crash_recovery;
 mod durable_policy;
 mod durable_seams;
 mod durable_source;
+mod failure_history;
 mod journal_gives_up;
 mod journal_writes;
 mod shared_store;
