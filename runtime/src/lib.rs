@@ -46,4 +46,4 @@ pub mod store;
 pub mod time;
 pub mod topology;
 
-pub use executor::{RunningTopology, ShutdownReport};
+pub use executor::{RunningTopology, ShutdownReport, caught_panic};
