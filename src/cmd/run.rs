@@ -42,6 +42,9 @@ pub struct Args {
     /// before the run stops with the cause (exit 2).
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
     store_give_up: Duration,
+    /// How log lines are written on stderr: `text`, or `json` (one JSON object per line).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    log_format: app::LogFormat,
     #[command(flatten)]
     store: super::store::StoreArgs,
 }
@@ -80,5 +83,6 @@ pub fn run(args: Args) -> Outcome {
     options.fleet = fleet;
     options.admin = admin;
     options.json = args.json;
+    options.log_format = args.log_format;
     app::run(options, set)
 }
