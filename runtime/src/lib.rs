@@ -12,9 +12,11 @@
 //!   in, its `Decided` out), `RetryQueue`, `DeadLetterSink`, `AckedFates`, the one
 //!   `DeadLetter`, and in-memory implementations.
 //! - `fairness` (private): mixing due retries with new messages, and the retry fuse.
-//! - [`stats`]: counters and a latency histogram, for whoever exports metrics.
+//! - [`stats`]: counters and fixed-bucket histograms (complete latency, retry delay, bolt time
+//!   per tuple by component), for whoever exports metrics.
 //! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
-//!   ([`RunningTopology`]), and telling a stall at `max_spout_pending` from backpressure.
+//!   ([`RunningTopology`]), telling a stall at `max_spout_pending` from backpressure, and
+//!   [`caught_panic`] for a process's panic hook.
 //! - [`time`]: one time model: monotonic instants to wait on, wall [`Timestamp`](time::Timestamp)s
 //!   to persist, the [`TimeSource`](time::TimeSource) trait (tokio and manual), and
 //!   [`TimeScale`](time::TimeScale). The only place that reads a clock.
@@ -46,4 +48,4 @@ pub mod store;
 pub mod time;
 pub mod topology;
 
-pub use executor::{RunningTopology, ShutdownReport};
+pub use executor::{RunningTopology, ShutdownReport, caught_panic};

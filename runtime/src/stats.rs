@@ -1,9 +1,10 @@
 //! Counters for the metrics exporter: plain atomics for the hot counts, small locked maps for
-//! the per-label counts (touched only on failures), and two fixed-bucket histograms: the
-//! complete latency of acked deliveries, and the delays of scheduled retries.
+//! the per-label counts (touched only on failures and retries), and fixed-bucket histograms:
+//! the complete latency of acked deliveries, the delays of scheduled retries, and the time
+//! each bolt component spends on one tuple.
 //!
-//! Spout tasks add up locally and publish once per loop pass, so the hot path does not
-//! contend on these.
+//! Spout and bolt tasks add up locally and publish once per loop pass (a bolt task: once per
+//! batch of tuples), so the hot path does not contend on these.
 
 use crate::time::Timestamp;
 use std::collections::BTreeMap;
@@ -54,6 +55,30 @@ pub const RETRY_DELAY_BOUNDS: [Duration; 16] = [
     Duration::from_secs(3600),
 ];
 
+/// Upper bounds (inclusive) of the bolt-latency histogram buckets (the time a bolt task spends
+/// on one tuple, from 10 µs to 10 s); the last bucket is everything above.
+pub const BOLT_LATENCY_BOUNDS: [Duration; 16] = [
+    Duration::from_micros(10),
+    Duration::from_micros(25),
+    Duration::from_micros(50),
+    Duration::from_micros(100),
+    Duration::from_micros(250),
+    Duration::from_micros(500),
+    Duration::from_millis(1),
+    Duration::from_micros(2500),
+    Duration::from_millis(5),
+    Duration::from_millis(10),
+    Duration::from_millis(25),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_secs(1),
+    Duration::from_secs(10),
+];
+
+/// The attempts `acked_by_attempt` tells apart: 1 to 5, then everything from 6 on.
+pub const ACKED_ATTEMPTS: usize = 6;
+
 const HIST_LEN: usize = LATENCY_BOUNDS.len() + 1;
 
 const fn nanos(bounds: [Duration; HIST_LEN - 1]) -> [u64; HIST_LEN - 1] {
@@ -93,7 +118,8 @@ impl Histogram {
         self.count += 1;
     }
 
-    /// Records one observation in the buckets of `bounds` (e.g. [`RETRY_DELAY_BOUNDS`]).
+    /// Records one observation in the buckets of `bounds` (e.g. [`RETRY_DELAY_BOUNDS`],
+    /// [`BOLT_LATENCY_BOUNDS`]).
     pub fn observe_in(&mut self, d: Duration, bounds: &[Duration; 16]) {
         let i = bounds.partition_point(|b| *b < d);
         self.buckets[i] += 1;
@@ -148,6 +174,22 @@ impl AtomicHistogram {
         }
     }
 
+    /// Adds a task-local histogram (with the same buckets) and clears it.
+    fn add(&self, local: &mut Histogram) {
+        if local.count == 0 {
+            return;
+        }
+        for (i, c) in local.buckets.iter().enumerate() {
+            if *c > 0 {
+                self.buckets[i].fetch_add(*c, Relaxed);
+            }
+        }
+        self.sum_nanos
+            .fetch_add(local.sum.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+        self.count.fetch_add(local.count, Relaxed);
+        *local = Histogram::default();
+    }
+
     fn snapshot(&self) -> Histogram {
         let mut out = Histogram::default();
         for (i, b) in self.buckets.iter().enumerate() {
@@ -163,7 +205,9 @@ impl AtomicHistogram {
 #[derive(Default)]
 pub struct Stats {
     emitted: AtomicU64,
+    new_messages: AtomicU64,
     acked: AtomicU64,
+    acked_by_attempt: [AtomicU64; ACKED_ATTEMPTS],
     retries: AtomicU64,
     dead_lettered: AtomicU64,
     panics: AtomicU64,
@@ -173,11 +217,16 @@ pub struct Stats {
     stalled_tasks: AtomicI64,
     stalled_nanos: AtomicU64,
     pending_high_water: AtomicU64,
+    task_pending_high_water: AtomicU64,
+    message_timeout_nanos: AtomicU64,
     failures_by_code: Mutex<BTreeMap<String, u64>>,
     retries_by_rule: Mutex<BTreeMap<String, u64>>,
+    retries_fired_by_rule: Mutex<BTreeMap<String, u64>>,
     dead_letters_by_label: Mutex<BTreeMap<String, u64>>,
     complete_latency: AtomicHistogram,
     retry_delay: AtomicHistogram,
+    /// Per bolt component, in the topology's order: its name and its tasks' time per tuple.
+    bolt_latency: Vec<(String, AtomicHistogram)>,
     /// Each spout task's earliest due retry (wall clock), by task.
     next_retry_due: Mutex<BTreeMap<usize, Timestamp>>,
 }
@@ -187,8 +236,13 @@ pub struct Stats {
 pub struct StatsSnapshot {
     /// Deliveries (new messages and retries) emitted by spouts.
     pub emitted: u64,
+    /// First deliveries: emitted messages that had not been delivered before (a replayed
+    /// dead letter is a fresh delivery, so it counts here too).
+    pub new_messages: u64,
     /// Messages whose tree completed (the spout was told `ack`).
     pub acked: u64,
+    /// Acked messages by the attempt that succeeded: attempts 1 to 5, then 6 and later.
+    pub acked_by_attempt: [u64; ACKED_ATTEMPTS],
     /// Retries scheduled.
     pub retries: u64,
     /// Dead letters stored (the spout was told `dead_lettered`).
@@ -197,8 +251,13 @@ pub struct StatsSnapshot {
     pub panics: u64,
     /// Trees in flight now, over all spout tasks (plus dead letters being stored).
     pub pending: u64,
-    /// The most trees one spout task ever had in flight.
+    /// The most trees ever in flight at once, over all spout tasks (as `pending` counts them).
     pub pending_high_water: u64,
+    /// The most trees one spout task ever had in flight (at most its `max_spout_pending`).
+    pub task_pending_high_water: u64,
+    /// The topology's message timeout (the real time a tree may take before it fails with
+    /// `TIMEOUT`).
+    pub message_timeout: Duration,
     /// Messages waiting in retry queues now.
     pub retry_queue_depth: u64,
     /// Whether any spout task's retry fuse is open.
@@ -212,6 +271,8 @@ pub struct StatsSnapshot {
     pub failures_by_code: BTreeMap<String, u64>,
     /// Retries scheduled, by deciding rule.
     pub retries_by_rule: BTreeMap<String, u64>,
+    /// Retries fired (redeliveries emitted), by the rule that decided the retry.
+    pub retries_fired_by_rule: BTreeMap<String, u64>,
     /// Dead letters stored, by label.
     pub dead_letters_by_label: BTreeMap<String, u64>,
     /// Time from a delivery's emit to its tree's completion, for acked deliveries.
@@ -219,6 +280,9 @@ pub struct StatsSnapshot {
     /// The delay of each scheduled retry (the real time it waits), bucketed by
     /// [`RETRY_DELAY_BOUNDS`].
     pub retry_delay: Histogram,
+    /// Per bolt component (the topology's name for it): the time its tasks spent on each tuple,
+    /// bucketed by [`BOLT_LATENCY_BOUNDS`].
+    pub bolt_latency: BTreeMap<String, Histogram>,
     /// When the earliest retry waiting in a retry queue is due (wall clock), if one waits.
     pub next_retry_due: Option<Timestamp>,
 }
@@ -230,7 +294,9 @@ impl From<&StatsSnapshot> for Stats {
         let signed = |n: u64| AtomicI64::new(i64::try_from(n).unwrap_or(i64::MAX));
         Stats {
             emitted: AtomicU64::new(s.emitted),
+            new_messages: AtomicU64::new(s.new_messages),
             acked: AtomicU64::new(s.acked),
+            acked_by_attempt: s.acked_by_attempt.map(AtomicU64::new),
             retries: AtomicU64::new(s.retries),
             dead_lettered: AtomicU64::new(s.dead_lettered),
             panics: AtomicU64::new(s.panics),
@@ -240,14 +306,26 @@ impl From<&StatsSnapshot> for Stats {
             stalled_tasks: signed(s.stalled_spout_tasks),
             stalled_nanos: AtomicU64::new(s.stalled.as_nanos().min(u128::from(u64::MAX)) as u64),
             pending_high_water: AtomicU64::new(s.pending_high_water),
+            task_pending_high_water: AtomicU64::new(s.task_pending_high_water),
+            message_timeout_nanos: AtomicU64::new(nanos_of(s.message_timeout)),
             failures_by_code: Mutex::new(s.failures_by_code.clone()),
             retries_by_rule: Mutex::new(s.retries_by_rule.clone()),
+            retries_fired_by_rule: Mutex::new(s.retries_fired_by_rule.clone()),
             dead_letters_by_label: Mutex::new(s.dead_letters_by_label.clone()),
             complete_latency: AtomicHistogram::from_snapshot(&s.complete_latency),
             retry_delay: AtomicHistogram::from_snapshot(&s.retry_delay),
+            bolt_latency: s
+                .bolt_latency
+                .iter()
+                .map(|(name, h)| (name.clone(), AtomicHistogram::from_snapshot(h)))
+                .collect(),
             next_retry_due: Mutex::new(s.next_retry_due.map(|t| (0, t)).into_iter().collect()),
         }
     }
+}
+
+fn nanos_of(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
@@ -261,27 +339,54 @@ fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
 }
 
 impl Stats {
+    /// Counters for a topology whose bolt components are `components` (in the order their
+    /// tasks name them by index, see [`Stats::merge_bolt_latency`]) and whose trees time out
+    /// after `message_timeout`.
+    pub(crate) fn for_topology<'a>(
+        components: impl IntoIterator<Item = &'a str>,
+        message_timeout: Duration,
+    ) -> Stats {
+        Stats {
+            bolt_latency: components
+                .into_iter()
+                .map(|name| (name.to_owned(), AtomicHistogram::default()))
+                .collect(),
+            message_timeout_nanos: AtomicU64::new(nanos_of(message_timeout)),
+            ..Stats::default()
+        }
+    }
+
     /// A copy of every counter.
     pub fn snapshot(&self) -> StatsSnapshot {
         let map =
             |m: &Mutex<BTreeMap<String, u64>>| m.lock().unwrap_or_else(|e| e.into_inner()).clone();
         StatsSnapshot {
             emitted: self.emitted.load(Relaxed),
+            new_messages: self.new_messages.load(Relaxed),
             acked: self.acked.load(Relaxed),
+            acked_by_attempt: std::array::from_fn(|i| self.acked_by_attempt[i].load(Relaxed)),
             retries: self.retries.load(Relaxed),
             dead_lettered: self.dead_lettered.load(Relaxed),
             panics: self.panics.load(Relaxed),
             pending: self.pending.load(Relaxed).max(0) as u64,
             pending_high_water: self.pending_high_water.load(Relaxed),
+            task_pending_high_water: self.task_pending_high_water.load(Relaxed),
+            message_timeout: Duration::from_nanos(self.message_timeout_nanos.load(Relaxed)),
             retry_queue_depth: self.retry_queue_depth.load(Relaxed).max(0) as u64,
             fuse_open: self.fuse_open_tasks.load(Relaxed) > 0,
             stalled_spout_tasks: self.stalled_tasks.load(Relaxed).max(0) as u64,
             stalled: Duration::from_nanos(self.stalled_nanos.load(Relaxed)),
             failures_by_code: map(&self.failures_by_code),
             retries_by_rule: map(&self.retries_by_rule),
+            retries_fired_by_rule: map(&self.retries_fired_by_rule),
             dead_letters_by_label: map(&self.dead_letters_by_label),
             complete_latency: self.complete_latency.snapshot(),
             retry_delay: self.retry_delay.snapshot(),
+            bolt_latency: self
+                .bolt_latency
+                .iter()
+                .map(|(name, h)| (name.clone(), h.snapshot()))
+                .collect(),
             next_retry_due: self
                 .next_retry_due
                 .lock()
@@ -307,11 +412,27 @@ impl Stats {
     pub(crate) fn add_emitted(&self, n: u64) {
         self.emitted.fetch_add(n, Relaxed);
     }
+    pub(crate) fn add_new_messages(&self, n: u64) {
+        self.new_messages.fetch_add(n, Relaxed);
+    }
     pub(crate) fn add_acked(&self, n: u64) {
         self.acked.fetch_add(n, Relaxed);
     }
+    /// Adds a task's acks by attempt (see [`StatsSnapshot::acked_by_attempt`]) and clears them.
+    pub(crate) fn add_acked_by_attempt(&self, local: &mut [u64; ACKED_ATTEMPTS]) {
+        for (total, n) in self.acked_by_attempt.iter().zip(local.iter_mut()) {
+            if *n > 0 {
+                total.fetch_add(std::mem::take(n), Relaxed);
+            }
+        }
+    }
+    /// Moves the trees in flight by `delta`, and the high water with them.
     pub(crate) fn add_pending(&self, delta: i64) {
-        self.pending.fetch_add(delta, Relaxed);
+        let now = self.pending.fetch_add(delta, Relaxed) + delta;
+        if delta > 0 {
+            self.pending_high_water
+                .fetch_max(now.max(0) as u64, Relaxed);
+        }
     }
     pub(crate) fn add_retry_queue_depth(&self, delta: i64) {
         self.retry_queue_depth.fetch_add(delta, Relaxed);
@@ -328,8 +449,9 @@ impl Stats {
             self.stalled_nanos.fetch_add(nanos, Relaxed);
         }
     }
-    pub(crate) fn note_pending(&self, pending: u64) {
-        self.pending_high_water.fetch_max(pending, Relaxed);
+    /// One spout task has `pending` trees in flight now.
+    pub(crate) fn note_task_pending(&self, pending: u64) {
+        self.task_pending_high_water.fetch_max(pending, Relaxed);
     }
     pub(crate) fn panic(&self) {
         self.panics.fetch_add(1, Relaxed);
@@ -340,6 +462,10 @@ impl Stats {
     pub(crate) fn retry(&self, rule: &str) {
         self.retries.fetch_add(1, Relaxed);
         bump(&self.retries_by_rule, rule);
+    }
+    /// A retry decided by `rule` was fired (its redelivery emitted).
+    pub(crate) fn retry_fired(&self, rule: &str) {
+        bump(&self.retries_fired_by_rule, rule);
     }
     pub(crate) fn retry_delay(&self, delay: Duration) {
         let nanos = delay.as_nanos().min(u128::from(u64::MAX)) as u64;
@@ -352,21 +478,17 @@ impl Stats {
         self.dead_lettered.fetch_add(1, Relaxed);
         bump(&self.dead_letters_by_label, label);
     }
-    /// Adds a task-local histogram and clears it.
+    /// Adds a task-local complete-latency histogram and clears it.
     pub(crate) fn merge_latency(&self, local: &mut Histogram) {
-        if local.count == 0 {
-            return;
+        self.complete_latency.add(local);
+    }
+    /// Adds a bolt task's local histogram of time per tuple (in [`BOLT_LATENCY_BOUNDS`]) to
+    /// its component's, the `component`th of [`Stats::for_topology`], and clears it.
+    pub(crate) fn merge_bolt_latency(&self, component: usize, local: &mut Histogram) {
+        match self.bolt_latency.get(component) {
+            Some((_, h)) => h.add(local),
+            None => *local = Histogram::default(),
         }
-        let h = &self.complete_latency;
-        for (i, c) in local.buckets.iter().enumerate() {
-            if *c > 0 {
-                h.buckets[i].fetch_add(*c, Relaxed);
-            }
-        }
-        h.sum_nanos
-            .fetch_add(local.sum.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
-        h.count.fetch_add(local.count, Relaxed);
-        *local = Histogram::default();
     }
 }
 
@@ -427,8 +549,11 @@ mod tests {
         let s = Stats::default();
         s.add_emitted(9);
         s.add_acked(4);
+        s.add_new_messages(7);
+        s.add_acked_by_attempt(&mut [3, 1, 0, 0, 0, 1]);
         s.add_pending(3);
-        s.note_pending(5);
+        s.note_task_pending(5);
+        s.retry_fired("db-lock");
         s.add_retry_queue_depth(2);
         s.add_fuse_open(1);
         s.add_stalled_tasks(1);
@@ -441,7 +566,47 @@ mod tests {
         let mut local = Histogram::default();
         local.observe(Duration::from_millis(7));
         s.merge_latency(&mut local);
-        let snap = s.snapshot();
+        let s = Stats {
+            message_timeout_nanos: AtomicU64::new(30_000_000_000),
+            ..s
+        };
+        let mut bolt = Histogram::default();
+        bolt.observe_in(Duration::from_micros(30), &BOLT_LATENCY_BOUNDS);
+        let snap = StatsSnapshot {
+            bolt_latency: [("parse".to_owned(), bolt)].into(),
+            ..s.snapshot()
+        };
         assert_eq!(Stats::from(&snap).snapshot(), snap);
+    }
+
+    #[test]
+    fn pending_high_water_is_the_most_in_flight_over_all_tasks() {
+        let s = Stats::default();
+        s.add_pending(3); // task 1
+        s.add_pending(2); // task 2
+        s.add_pending(-3);
+        s.add_pending(1);
+        let snap = s.snapshot();
+        assert_eq!((snap.pending, snap.pending_high_water), (3, 5));
+    }
+
+    #[test]
+    fn bolt_latency_is_kept_per_component_and_acks_per_attempt() {
+        let s = Stats::for_topology(["parse", "store"], Duration::from_secs(30));
+        let mut local = Histogram::default();
+        for us in [5, 40, 40, 2_000] {
+            local.observe_in(Duration::from_micros(us), &BOLT_LATENCY_BOUNDS);
+        }
+        s.merge_bolt_latency(1, &mut local);
+        assert_eq!(local.count, 0);
+        let mut acked = [2, 0, 1, 0, 0, 4];
+        s.add_acked_by_attempt(&mut acked);
+        assert_eq!(acked, [0; ACKED_ATTEMPTS]);
+        let snap = s.snapshot();
+        assert_eq!(snap.bolt_latency["parse"].count, 0);
+        let store = &snap.bolt_latency["store"];
+        assert_eq!((store.count, store.buckets[0], store.buckets[2]), (4, 1, 2));
+        assert_eq!(snap.acked_by_attempt, [2, 0, 1, 0, 0, 4]);
+        assert_eq!(snap.message_timeout, Duration::from_secs(30));
     }
 }

@@ -1,6 +1,9 @@
 //! What the user sees of a running application: the one place where `run` and `serve` look
 //! different. `run` draws a progress bar, keeps its logs quiet and prints a report; `serve`
-//! logs at `info` and prints one start-up line that scripts read the address from.
+//! logs at `info` and prints one start-up line that scripts read the address from. Both write
+//! their log lines as text or, with `--log-format json`, as one JSON object per line, and
+//! both log a panic that the executor caught (an injected crash of the store bolt) as one
+//! line.
 
 use super::{AdminListen, Options};
 use crate::Outcome;
@@ -8,6 +11,47 @@ use crate::pipeline::{PipelineError, ProgressView, Report};
 use rebound_engine::reload::Reloader;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+/// How log lines are written on stderr (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines: time, level, target, message, then the fields.
+    #[default]
+    Text,
+    /// One JSON object per line: `{"timestamp", "level", "fields": {"message", …}, "target",
+    /// "span"?, "spans"?}` (tracing-subscriber's JSON format). Everything else the process
+    /// writes on stderr while it runs (the admin address, errors) takes the same shape.
+    Json,
+}
+
+/// The format chosen at [`Console::init_logging`], for the lines written beside the logs.
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
+/// Writes one line for the user on stderr, whatever the log filter: `text` as it is, or,
+/// with `--log-format json`, a JSON object shaped like the log lines (level `level`).
+pub(crate) fn say(level: &str, text: &str) {
+    if FORMAT.get() == Some(&LogFormat::Json) {
+        let line = serde_json::json!({
+            "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+            "level": level,
+            "fields": { "message": text },
+            "target": "rebound",
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("{text}");
+    }
+}
+
+/// `error: {text}` on stderr (see [`say`]; in JSON, level `ERROR` and the text alone).
+pub(crate) fn say_error(text: impl std::fmt::Display) {
+    if FORMAT.get() == Some(&LogFormat::Json) {
+        say("ERROR", &text.to_string());
+    } else {
+        eprintln!("error: {text}");
+    }
+}
 
 /// The two faces of the application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,40 +81,53 @@ impl Console {
         self == Console::Progress
     }
 
-    /// Logs go to stderr (through the bar, for `Progress`); `RUST_LOG` filters them.
+    /// Logs go to stderr (through the bar, for `Progress`) in `format`; `RUST_LOG` filters
+    /// them.
     ///
     /// `Progress` shows only warnings by default, and each rule set that a reload accepts (its
-    /// version, source and file count; rejected ones are warnings). Every retry and dead letter
-    /// is logged at `debug`/`info` (`RUST_LOG=info` shows the dead letters), and the store
-    /// bolt's injected crashes are part of the show, so the bolt tasks' panic reports and the
-    /// default panic message are kept quiet for them (the report counts them under `PANIC`).
-    pub fn init_logging(self, view: &ProgressView) {
-        match self {
-            Console::Progress => {
-                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| {
-                        tracing_subscriber::EnvFilter::new(
-                            "warn,rebound_engine::reload::reloader=info,rebound_runtime::executor::bolt=off",
-                        )
-                    });
+    /// version, source and file count; rejected ones are warnings). Every retry (with its id,
+    /// attempt, rule, code and delay) and dead letter is logged at `info` (`RUST_LOG=info`
+    /// shows them). The store bolt's injected crashes are part of the show: `Progress` keeps
+    /// the bolt tasks' panic lines quiet by default (the report counts them under `PANIC`).
+    ///
+    /// Either way, a panic that the executor catches (in a bolt, a spout or the policy) is one
+    /// log line, the executor's, with the panic's message and location: the panic hook prints
+    /// nothing for it (no default message, no backtrace). Every other panic gets the default
+    /// hook, as before.
+    pub fn init_logging(self, view: &ProgressView, format: LogFormat) {
+        let _ = FORMAT.set(format);
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(match self {
+                Console::Progress => {
+                    "warn,rebound_engine::reload::reloader=info,rebound_runtime::executor::bolt=off"
+                }
+                Console::Server => "info",
+            })
+        });
+        let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(ansi);
+        let _ = match (self, format) {
+            (Console::Progress, LogFormat::Text) => {
                 let view = view.clone();
-                let _ = tracing_subscriber::fmt()
-                    .with_env_filter(filter)
+                builder
                     .with_writer(move || BarWriter(view.clone()))
-                    .with_ansi(std::io::stderr().is_terminal())
-                    .try_init();
-                quiet_injected_panics();
+                    .try_init()
             }
-            Console::Server => {
-                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-                let _ = tracing_subscriber::fmt()
-                    .with_env_filter(filter)
-                    .with_writer(std::io::stderr)
-                    .with_ansi(std::io::stderr().is_terminal())
-                    .try_init();
+            (Console::Progress, LogFormat::Json) => {
+                let view = view.clone();
+                builder
+                    .json()
+                    .with_writer(move || BarWriter(view.clone()))
+                    .try_init()
             }
-        }
+            (Console::Server, LogFormat::Text) => builder.with_writer(std::io::stderr).try_init(),
+            (Console::Server, LogFormat::Json) => {
+                builder.json().with_writer(std::io::stderr).try_init()
+            }
+        };
+        one_line_caught_panics();
     }
 
     /// Why the admin listener could not be bound.
@@ -107,7 +164,9 @@ impl Console {
         token: bool,
     ) {
         match self {
-            Console::Progress => view.suspend(|| eprintln!("admin API on http://{bound}")),
+            Console::Progress => {
+                view.suspend(|| say("INFO", &format!("admin API on http://{bound}")))
+            }
             Console::Server => {
                 // The one line on stdout: tests and scripts read the port from it.
                 if options.json {
@@ -135,7 +194,7 @@ impl Console {
     pub(super) fn stopping(self, view: &ProgressView) {
         match self {
             Console::Progress => view.suspend(|| {
-                eprintln!("stopping: letting the trees in flight finish (again to stop at once; the next run continues either way)")
+                say("INFO", "stopping: letting the trees in flight finish (again to stop at once; the next run continues either way)")
             }),
             Console::Server => tracing::info!("shutting down"),
         }
@@ -167,7 +226,7 @@ fn print_report(report: &Report, json: bool) -> Outcome {
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
     if report.lost > 0 {
-        eprintln!("error: {} messages were lost", report.lost);
+        say_error(format_args!("{} messages were lost", report.lost));
         Outcome::Wrong
     } else {
         Outcome::Ok
@@ -187,17 +246,16 @@ impl Write for BarWriter {
     }
 }
 
-/// The default panic message, except for the store bolt's injected faults.
-fn quiet_injected_panics() {
+/// The default panic hook, except for the panics the executor catches: it logs those itself,
+/// as one line with the message and the location this hook hands it
+/// ([`rebound_runtime::caught_panic`] tells them apart by a flag the executor sets on its
+/// thread while user code runs). So an injected crash is one line, not a message and a
+/// backtrace per crash, and a genuine panic anywhere else (the main thread, a task that is
+/// not a bolt) still prints in full.
+fn one_line_caught_panics() {
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        if !message.starts_with("injected fault") {
+        if !rebound_runtime::caught_panic(info) {
             default_hook(info);
         }
     }));

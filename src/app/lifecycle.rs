@@ -56,7 +56,7 @@ impl Signals {
     pub fn exit_on_next(mut self) {
         tokio::spawn(async move {
             self.next().await;
-            eprintln!("stopping at once");
+            super::console::say("INFO", "stopping at once");
             std::process::exit(INTERRUPTED);
         });
     }

@@ -23,7 +23,8 @@ pub mod lifecycle;
 pub mod shared_rules;
 
 pub use admin::{AdminListen, TokenFrom};
-pub use console::Console;
+use console::say_error;
+pub use console::{Console, LogFormat};
 
 use crate::Outcome;
 use crate::admin::AdminState;
@@ -80,6 +81,8 @@ pub struct Options {
     pub console: Console,
     /// JSON on stdout: the report (`run`) or the start-up line (`serve`).
     pub json: bool,
+    /// How log lines are written on stderr: text (the default) or JSON, one object a line.
+    pub log_format: LogFormat,
     /// On a shared store: the fleet this node joins; `None`: the embedded store in `data`.
     pub fleet: Option<crate::pipeline::FleetOptions>,
     /// The bundled topology's runtime settings (`topology:` of the configuration file);
@@ -109,6 +112,7 @@ impl Options {
             watch_required: false,
             console: Console::Progress,
             json: false,
+            log_format: LogFormat::Text,
             fleet: None,
             topology: rebound_runtime::topology::Config::default(),
             receivers: Receivers::default(),
@@ -135,6 +139,7 @@ impl Options {
             watch_required: true,
             console: Console::Server,
             json: false,
+            log_format: LogFormat::Text,
             fleet: None,
             topology: rebound_runtime::topology::Config::default(),
             receivers: Receivers::default(),
@@ -186,7 +191,7 @@ fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// it ended. Errors are printed on stderr.
 pub fn run(options: Options, set: CompiledSet) -> Outcome {
     let view = options.console.view(options.messages);
-    options.console.init_logging(&view);
+    options.console.init_logging(&view, options.log_format);
     // A fleet's node checks and connects to the shared store first: the rules are published
     // there.
     let shared = match &options.fleet {
@@ -201,7 +206,7 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
         Ok(r) => r,
         Err(e) => {
             view.finish();
-            eprintln!("error: cannot start the async runtime: {e}");
+            say_error(format_args!("cannot start the async runtime: {e}"));
             return Outcome::Trouble;
         }
     };
@@ -215,7 +220,7 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
 /// Prints `error: {message}` once the bar is cleared, and says exit 2.
 fn trouble(view: &ProgressView, message: impl std::fmt::Display) -> Outcome {
     view.finish();
-    eprintln!("error: {message}");
+    say_error(message);
     Outcome::Trouble
 }
 
@@ -372,7 +377,7 @@ async fn wire(
         served = ended(&mut admin_task) => {
             stop_progress(progress);
             let e = admin_result(served).err().unwrap_or_else(|| "it stopped".into());
-            eprintln!("error: the admin API failed: {e}");
+            say_error(format_args!("the admin API failed: {e}"));
             return Outcome::Trouble;
         }
     };
@@ -381,7 +386,7 @@ async fn wire(
         Ending::Interrupted => console.stopping(&view),
         Ending::StoreFailed(failure) => {
             stop_progress(progress);
-            eprintln!("error: {failure}");
+            say_error(failure);
             return Outcome::Trouble;
         }
     }
@@ -432,14 +437,14 @@ async fn wire(
     let _ = stop_following.send(true);
     match stopped {
         Err(e) => {
-            eprintln!("error: {}", console.cannot_stop(&e));
+            say_error(console.cannot_stop(&e));
             Outcome::Trouble
         }
         Ok(report) => {
             let outcome = console.report(&report, options.json);
             match served {
                 Err(e) => {
-                    eprintln!("error: the admin API failed: {e}");
+                    say_error(format_args!("the admin API failed: {e}"));
                     Outcome::Trouble
                 }
                 Ok(()) => {

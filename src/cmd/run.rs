@@ -56,6 +56,9 @@ pub struct Args {
     /// before the run stops with the cause (exit 2) [default: 30s].
     #[arg(long, value_name = "DUR", value_parser = super::duration)]
     store_give_up: Option<Duration>,
+    /// How log lines are written on stderr: `text`, or `json` (one JSON object per line).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    log_format: app::LogFormat,
     #[command(flatten)]
     store: super::store::StoreArgs,
 }
@@ -110,5 +113,6 @@ pub fn run(args: Args) -> Outcome {
     options.topology = file.topology.apply(options.topology);
     options.receivers = file.receivers;
     options.json = args.json;
+    options.log_format = args.log_format;
     app::run(options, set)
 }

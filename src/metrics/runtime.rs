@@ -5,6 +5,10 @@
 //! runtime group is a [`Collector`]: a scrape takes one snapshot and encodes it. Before a
 //! topology is attached (or in a process without one), every metric reads zero, so scrapers
 //! and dashboards see the names from the start.
+//!
+//! One count is not the runtime's: `rebound_duplicates_total`, the deliveries the bundled
+//! pipeline's idempotent order sink absorbed, is counted by that sink and attached here
+//! ([`RuntimeMetrics::attach_duplicates`]); the runtime cannot tell a duplicate write.
 
 use arc_swap::ArcSwapOption;
 use prometheus_client::collector::Collector;
@@ -12,7 +16,10 @@ use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
 };
 use prometheus_client::metrics::MetricType;
-use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS, RETRY_DELAY_BOUNDS, Stats, StatsSnapshot};
+use rebound_runtime::stats::{
+    ACKED_ATTEMPTS, BOLT_LATENCY_BOUNDS, Histogram, LATENCY_BOUNDS, RETRY_DELAY_BOUNDS, Stats,
+    StatsSnapshot,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -23,6 +30,8 @@ pub struct RuntimeMetrics {
     stats: ArcSwapOption<Stats>,
     /// On a shared store: the fleet's retry queue depth, read from the store.
     fleet_depth: ArcSwapOption<AtomicU64>,
+    /// The deliveries an idempotent sink absorbed (the bundled pipeline's order sink).
+    duplicates: ArcSwapOption<AtomicU64>,
 }
 
 impl std::fmt::Debug for RuntimeMetrics {
@@ -43,6 +52,12 @@ impl RuntimeMetrics {
     /// the shared store, rather than this process's queues).
     pub fn attach_fleet_depth(&self, depth: Arc<AtomicU64>) {
         self.fleet_depth.store(Some(depth));
+    }
+
+    /// Reports `duplicates` as `rebound_duplicates_total` from now on: the deliveries an
+    /// idempotent sink of the topology absorbed, which only the sink can tell.
+    pub fn attach_duplicates(&self, duplicates: Arc<AtomicU64>) {
+        self.duplicates.store(Some(duplicates));
     }
 
     fn snapshot(&self) -> StatsSnapshot {
@@ -85,12 +100,36 @@ impl EncodeMetric for SecondsTotal {
     }
 }
 
+/// A gauge of seconds.
+#[derive(Debug)]
+struct SecondsGauge(std::time::Duration);
+
+impl EncodeMetric for SecondsGauge {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.0.as_secs_f64())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
+}
+
 /// A histogram snapshot with its bucket bounds, in seconds.
 #[derive(Debug)]
 struct Seconds<'a>(&'a Histogram, &'a [std::time::Duration]);
 
 impl EncodeMetric for Seconds<'_> {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.encode_with(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+impl Seconds<'_> {
+    fn encode_with(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         // prometheus-client takes per-bucket counts and makes them cumulative itself.
         let buckets: Vec<(f64, u64)> = self
             .0
@@ -103,10 +142,6 @@ impl EncodeMetric for Seconds<'_> {
         // can be in the count and not yet in a bucket; `_count` must equal the `+Inf` bucket.
         let count = self.0.buckets.iter().sum();
         encoder.encode_histogram::<NoLabelSet>(self.0.sum.as_secs_f64(), count, &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
     }
 }
 
@@ -123,6 +158,19 @@ struct Rule {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Label {
     label: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Attempt {
+    attempt: &'static str,
+}
+
+/// The `attempt` label of each slot of [`StatsSnapshot::acked_by_attempt`].
+const ATTEMPTS: [&str; ACKED_ATTEMPTS] = ["1", "2", "3", "4", "5", "6+"];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Component {
+    component: String,
 }
 
 pub(super) fn single(
@@ -150,6 +198,37 @@ fn by_label<L: EncodeLabelSet>(
     Ok(())
 }
 
+/// `rebound_acked_by_attempt_total{attempt}`: every attempt label, zeros included.
+fn acked_by_attempt(encoder: &mut DescriptorEncoder, s: &StatsSnapshot) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "acked_by_attempt",
+        "Acked messages, by the attempt that succeeded (1 to 5, then 6+).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (attempt, count) in ATTEMPTS.into_iter().zip(s.acked_by_attempt) {
+        Value(MetricType::Counter, count).encode(family.encode_family(&Attempt { attempt })?)?;
+    }
+    Ok(())
+}
+
+/// `rebound_bolt_latency_seconds{component}`: one histogram per bolt component.
+fn bolt_latency(encoder: &mut DescriptorEncoder, s: &StatsSnapshot) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "bolt_latency_seconds",
+        "Time a bolt task spends on one tuple, by component.",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (component, h) in &s.bolt_latency {
+        let labels = Component {
+            component: component.clone(),
+        };
+        Seconds(h, &BOLT_LATENCY_BOUNDS).encode_with(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 impl Collector for RuntimeMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.snapshot();
@@ -164,10 +243,17 @@ impl Collector for RuntimeMetrics {
         )?;
         single(
             e,
+            "messages_new",
+            "First deliveries: messages emitted for the first time (retries are not new).",
+            &counter(s.new_messages),
+        )?;
+        single(
+            e,
             "messages_acked",
             "Messages whose whole tuple tree completed.",
             &counter(s.acked),
         )?;
+        acked_by_attempt(e, &s)?;
         single(
             e,
             "retry_fuse_open",
@@ -190,6 +276,13 @@ impl Collector for RuntimeMetrics {
         )?;
         by_label(
             e,
+            "retries_fired",
+            "Retries fired (redeliveries emitted), by the rule that decided the retry.",
+            &s.retries_fired_by_rule,
+            |rule| Rule { rule },
+        )?;
+        by_label(
+            e,
             "dead_letters",
             "Dead letters stored, by label.",
             &s.dead_letters_by_label,
@@ -197,9 +290,32 @@ impl Collector for RuntimeMetrics {
         )?;
         single(
             e,
+            "duplicates",
+            "Deliveries that the idempotent sink absorbed (written before).",
+            &counter(
+                self.duplicates
+                    .load()
+                    .as_ref()
+                    .map_or(0, |d| d.load(Relaxed)),
+            ),
+        )?;
+        single(
+            e,
             "pending",
             "Tuple trees in flight now.",
             &gauge(s.pending),
+        )?;
+        single(
+            e,
+            "pending_high_water",
+            "The most tuple trees in flight at once since start.",
+            &gauge(s.pending_high_water),
+        )?;
+        single(
+            e,
+            "message_timeout_seconds",
+            "The message timeout in force: a tree not complete after it fails with TIMEOUT.",
+            &SecondsGauge(s.message_timeout),
         )?;
         single(
             e,
@@ -236,6 +352,7 @@ impl Collector for RuntimeMetrics {
             "Delays waited before scheduled retries.",
             &Seconds(&s.retry_delay, &RETRY_DELAY_BOUNDS),
         )?;
+        bolt_latency(e, &s)?;
         Ok(())
     }
 }
@@ -247,9 +364,16 @@ mod tests {
     use std::sync::Arc;
 
     /// Every runtime metric name of the spec, as a Prometheus scraper sees it.
-    const NAMES: [&str; 10] = [
+    const NAMES: [&str; 17] = [
         "rebound_messages_emitted_total",
+        "rebound_messages_new_total 0\n",
         "rebound_messages_acked_total",
+        "rebound_acked_by_attempt_total{attempt=\"6+\"} 0\n",
+        "# TYPE rebound_retries_fired_total counter",
+        "rebound_duplicates_total 0\n",
+        "rebound_pending_high_water 0\n",
+        "rebound_message_timeout_seconds 0",
+        "# TYPE rebound_bolt_latency_seconds histogram",
         "rebound_retry_fuse_open",
         "rebound_pending",
         "rebound_retry_queue_depth",
@@ -355,5 +479,60 @@ mod tests {
             text.contains("rebound_dead_letters_total{label=\"L3\"} 1\n"),
             "{text}"
         );
+    }
+}
+
+#[cfg(test)]
+mod operations_metrics {
+    use crate::metrics::Metrics;
+    use rebound_runtime::stats::{BOLT_LATENCY_BOUNDS, Histogram, Stats, StatsSnapshot};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
+
+    #[test]
+    fn the_operations_metrics_show_their_values_and_labels() {
+        let metrics = Metrics::new();
+        let mut parse = Histogram::default();
+        for us in [20, 20, 700] {
+            parse.observe_in(Duration::from_micros(us), &BOLT_LATENCY_BOUNDS);
+        }
+        let stats = StatsSnapshot {
+            new_messages: 10,
+            acked: 9,
+            acked_by_attempt: [6, 2, 0, 0, 0, 1],
+            retries_fired_by_rule: [("db-lock".to_owned(), 3)].into(),
+            pending_high_water: 4,
+            message_timeout: Duration::from_millis(300),
+            bolt_latency: [
+                ("parse".to_owned(), parse),
+                ("store".to_owned(), Histogram::default()),
+            ]
+            .into(),
+            ..StatsSnapshot::default()
+        };
+        metrics.runtime.attach(Arc::new(Stats::from(&stats)));
+        metrics
+            .runtime
+            .attach_duplicates(Arc::new(AtomicU64::new(2)));
+        let text = metrics.encode(false);
+        for line in [
+            "rebound_messages_new_total 10\n",
+            "rebound_acked_by_attempt_total{attempt=\"1\"} 6\n",
+            "rebound_acked_by_attempt_total{attempt=\"2\"} 2\n",
+            "rebound_acked_by_attempt_total{attempt=\"5\"} 0\n",
+            "rebound_acked_by_attempt_total{attempt=\"6+\"} 1\n",
+            "rebound_retries_fired_total{rule=\"db-lock\"} 3\n",
+            "rebound_duplicates_total 2\n",
+            "rebound_pending_high_water 4\n",
+            "rebound_message_timeout_seconds 0.3\n",
+            "# TYPE rebound_bolt_latency_seconds histogram\n",
+            "rebound_bolt_latency_seconds_bucket{le=\"0.000025\",component=\"parse\"} 2\n",
+            "rebound_bolt_latency_seconds_bucket{le=\"0.001\",component=\"parse\"} 3\n",
+            "rebound_bolt_latency_seconds_count{component=\"parse\"} 3\n",
+            "rebound_bolt_latency_seconds_count{component=\"store\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
     }
 }

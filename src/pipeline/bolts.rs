@@ -1,7 +1,7 @@
 //! The pipeline's bolts: `parse` (payload → order fields, or `BAD_JSON` / `VALIDATION_FAILED`)
 //! and `store` (an idempotent write into `pipeline.db`, with the injected [faults](super::faults)).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -98,17 +98,19 @@ pub(crate) struct OrdersWriter {
 }
 
 impl OrdersWriter {
-    /// Starts the writer thread on `conn`.
+    /// Starts the writer thread on `sink`; it adds the duplicates each write absorbed to
+    /// `duplicates`.
     pub(crate) fn spawn(
         sink: Box<dyn OrderSink>,
         time: Arc<dyn TimeSource>,
+        duplicates: Arc<AtomicU64>,
     ) -> std::io::Result<OrdersWriter> {
         let (tx, rx) = mpsc::channel();
         let closed = Arc::new(AtomicBool::new(false));
         let thread_closed = closed.clone();
         std::thread::Builder::new()
             .name("rebound-orders".into())
-            .spawn(move || run_writer(sink, rx, time, &thread_closed))?;
+            .spawn(move || run_writer(sink, rx, time, &thread_closed, &duplicates))?;
         Ok(OrdersWriter { tx, closed })
     }
 
@@ -189,12 +191,14 @@ const MAX_BATCH: usize = 512;
 /// The orders writer: takes what queued up while the last commit ran, writes it in one
 /// transaction, then acks each tuple (after the commit, so an ack means the order is durable).
 /// A failed transaction fails its tuples with `DB_LOCK_WAIT`, and the rules retry them. Runs
-/// until every sender is gone; once `closed`, it writes nothing more.
+/// until every sender is gone; once `closed`, it writes nothing more. Counts the duplicates
+/// each transaction absorbed into `duplicates`.
 fn run_writer(
     mut sink: Box<dyn OrderSink>,
     rx: mpsc::Receiver<ToWriter>,
     time: Arc<dyn TimeSource>,
     closed: &AtomicBool,
+    duplicates: &AtomicU64,
 ) {
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_BATCH);
     let mut drained = Vec::new();
@@ -216,7 +220,10 @@ fn run_writer(
             rows.clear();
             rows.extend(batch.iter().map(|w| w.row.clone()));
             match sink.write(&rows, time.wall().as_millis()) {
-                Ok(_) => batch.drain(..).for_each(|w| w.handle.ack()),
+                Ok(absorbed) => {
+                    duplicates.fetch_add(absorbed, Ordering::Relaxed);
+                    batch.drain(..).for_each(|w| w.handle.ack());
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, orders = batch.len(), "writing orders failed");
                     let failure =

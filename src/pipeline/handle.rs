@@ -55,6 +55,12 @@ impl PipelineHandle {
         self.shared.stats.clone()
     }
 
+    /// The deliveries the order sink absorbed as duplicates in this session (the report's
+    /// `duplicates` covers the whole run, from the durable state).
+    pub fn duplicates(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.shared.live.duplicates.clone()
+    }
+
     /// The store (dead letters, audit log, fates, scheduled retries).
     pub fn store(&self) -> Arc<dyn Store> {
         self.shared.store.clone()

@@ -364,7 +364,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         Some(f) => f.order_sink(),
         None => Box::new(SqliteOrders(db::connect(&options.data_dir)?)),
     };
-    let writer = OrdersWriter::spawn(sink, time.clone())
+    let writer = OrdersWriter::spawn(sink, time.clone(), live.duplicates.clone())
         .map_err(|e| PipelineError::Task(format!("cannot start the orders writer: {e}")))?;
 
     let faults = Arc::new(options.faults.clone());
@@ -475,6 +475,10 @@ pub async fn serve_admin(
 ) -> std::io::Result<()> {
     state.metrics.runtime.attach(pipeline.stats());
     state.metrics.letters.attach(pipeline.clone());
+    state
+        .metrics
+        .runtime
+        .attach_duplicates(pipeline.duplicates());
     if let Some(fleet) = pipeline.fleet() {
         state.fleet = Some(Arc::new(fleet.clone()));
         state

@@ -26,6 +26,9 @@ pub struct Live {
     pub acked: AtomicU64,
     /// Orders dead-lettered in this session.
     pub dead_lettered: AtomicU64,
+    /// Deliveries the order sink absorbed as duplicates in this session (the order was
+    /// written before): what `rebound_duplicates_total` reports.
+    pub duplicates: Arc<AtomicU64>,
 }
 
 /// Paces new orders at a fixed rate (for a long-running `serve`).

@@ -147,3 +147,68 @@ pub fn fates(store: &SqliteStore, n: u64) -> Vec<(String, Option<Fate>)> {
     }
     out
 }
+
+/// `promtool` (Debian's `prometheus` package; `.ci/run` installs it). A test that needs it
+/// fails, never skips, when it is missing.
+pub fn promtool() -> Command {
+    let found = Command::new("promtool")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "promtool is not installed: `apt-get install -y prometheus` (Debian's package) brings it; \
+         .ci/run installs it"
+    );
+    Command::new("promtool")
+}
+
+/// Runs `promtool ARGS…` with `stdin` as its input; panics with its output unless it succeeds.
+pub fn promtool_ok(args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let mut child = promtool()
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn promtool");
+    let mut input = child.stdin.take().expect("promtool's stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write to promtool");
+    }
+    drop(input);
+    let out = child.wait_with_output().expect("wait for promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?} failed:\n{said}");
+    said
+}
+
+/// The value of the sample `series` (a name with its labels, as exposed) in `text`.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.trim().parse().expect("a sample value"))
+}
+
+/// Every sample of metric `name` with one label `label`, as label value → value.
+pub fn samples_by(text: &str, name: &str, label: &str) -> std::collections::BTreeMap<String, f64> {
+    let head = format!("{name}{{{label}=\"");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&head)?;
+            let (key, value) = rest.split_once("\"} ")?;
+            Some((
+                key.to_owned(),
+                value.trim().parse().expect("a sample value"),
+            ))
+        })
+        .collect()
+}

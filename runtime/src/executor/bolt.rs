@@ -1,5 +1,7 @@
 //! Bolt tasks: run the user's bolt on each input, catch panics (fail the tuple with `PANIC`,
-//! restart the instance), and turn the outcome into anchored emits and acker messages.
+//! restart the instance, log one line), and turn the outcome into anchored emits and acker
+//! messages. Each task times its bolt on every tuple with the monotonic clock, into a local
+//! histogram it adds to its component's in [`Stats`] once per batch.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -9,8 +11,8 @@ use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 
 use super::outbox::Outbox;
-use super::panic_message;
-use crate::stats::Stats;
+use super::{Caught, guarded};
+use crate::stats::{BOLT_LATENCY_BOUNDS, Histogram, Stats};
 use crate::topology::bolt::{Completion, while_restarting};
 use crate::topology::tuple::Anchors;
 use crate::topology::{
@@ -23,6 +25,8 @@ pub(crate) struct BoltParts {
     pub(crate) input: mpsc::Receiver<Vec<Tuple>>,
     pub(crate) outbox: Outbox,
     pub(crate) stats: Arc<Stats>,
+    /// The component's index among the topology's bolts (its bolt-latency histogram).
+    pub(crate) component: usize,
     pub(crate) arity: usize,
     pub(crate) tick: Option<Duration>,
 }
@@ -30,10 +34,10 @@ pub(crate) struct BoltParts {
 /// Builds an instance, or `None` if the factory panicked (every tuple then fails with `PANIC`
 /// until an attempt succeeds).
 fn make<B>(factory: &(dyn Fn(&TaskInfo) -> B + Send + Sync), info: &TaskInfo) -> Option<B> {
-    match catch_unwind(AssertUnwindSafe(|| factory(info))) {
+    match guarded(|| factory(info)) {
         Ok(b) => Some(b),
         Err(p) => {
-            tracing::error!(component = info.component, task = info.index, panic = %panic_message(&p), "bolt factory panicked");
+            tracing::error!(component = info.component, task = info.index, panic = %p.message, at = p.at(), "bolt factory panicked");
             None
         }
     }
@@ -46,16 +50,22 @@ fn discard<B>(bolt: Option<B>) {
     });
 }
 
-fn panic_failure(info: &TaskInfo, payload: &(dyn std::any::Any + Send)) -> Failure {
-    Failure::new(
+/// The tuple's failure for a panic, logged as one line (its message and location; the
+/// process's panic hook prints nothing for it when it asks [`crate::caught_panic`]).
+fn panic_failure(p: &BoltParts, caught: &Caught, during: &str) -> Failure {
+    let (component, task) = (p.info.component, p.info.index);
+    let f = Failure::new(
         codes::PANIC,
-        format!(
-            "bolt {}[{}] panicked: {}",
-            info.component,
-            info.index,
-            panic_message(payload)
-        ),
-    )
+        format!("bolt {component}[{task}] panicked: {}", caught.message),
+    );
+    tracing::error!(component, task, panic = %caught.message, at = caught.at(), "bolt panicked{during}; restarting the task");
+    p.stats.panic();
+    f
+}
+
+/// Time spent on one tuple, into the task's local histogram.
+fn time_tuple(latency: &mut Histogram, started: tokio::time::Instant) {
+    latency.observe_in(crate::time::now() - started, &BOLT_LATENCY_BOUNDS);
 }
 
 /// Runs a simple-path bolt task.
@@ -65,6 +75,7 @@ pub(crate) async fn run_bolt<B: Bolt>(
 ) {
     let mut bolt = make(&*factory, &p.info);
     let mut emits: Vec<Values> = Vec::new();
+    let mut latency = Histogram::default();
     while let Some(batch) = p.input.recv().await {
         for tuple in batch {
             if bolt.is_none() {
@@ -77,9 +88,9 @@ pub(crate) async fn run_bolt<B: Bolt>(
             };
             emits.clear();
             let arity = p.arity;
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                b.execute(&tuple, &mut Emitter::new(&mut emits, arity))
-            }));
+            let started = crate::time::now();
+            let result = guarded(|| b.execute(&tuple, &mut Emitter::new(&mut emits, arity)));
+            time_tuple(&mut latency, started);
             match result {
                 Ok(Ok(())) => {
                     let mut ack_val = [0u64];
@@ -91,10 +102,8 @@ pub(crate) async fn run_bolt<B: Bolt>(
                     p.outbox.ack(&tuple.anchors, ack_val[0]);
                 }
                 Ok(Err(f)) => p.outbox.fail(&tuple.anchors, &f),
-                Err(payload) => {
-                    let f = panic_failure(&p.info, &*payload);
-                    tracing::error!(component = p.info.component, task = p.info.index, message = %f.message, "bolt panicked; restarting the task");
-                    p.stats.panic();
+                Err(caught) => {
+                    let f = panic_failure(&p, &caught, "");
                     p.outbox.fail(&tuple.anchors, &f);
                     discard(bolt.take());
                     bolt = make(&*factory, &p.info);
@@ -104,6 +113,7 @@ pub(crate) async fn run_bolt<B: Bolt>(
                 p.outbox.flush().await;
             }
         }
+        p.stats.merge_bolt_latency(p.component, &mut latency);
         p.outbox.flush().await;
     }
     if let Some(mut b) = bolt {
@@ -150,6 +160,7 @@ pub(crate) async fn run_deferred<B: DeferredBolt>(
 ) {
     let (tx, mut done) = mpsc::unbounded_channel::<Completion>();
     let mut bolt = make(&*factory, &p.info);
+    let mut latency = Histogram::default();
     let mut ticker = p.tick.map(|every| {
         let mut t = tokio::time::interval_at(crate::time::now() + every, every);
         t.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -176,10 +187,11 @@ pub(crate) async fn run_deferred<B: DeferredBolt>(
                         continue;
                     };
                     // On a panic the handle is dropped while unwinding and fails as PANIC.
-                    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| b.execute(handle))) {
-                        let f = panic_failure(&p.info, &*payload);
-                        tracing::error!(component = p.info.component, task = p.info.index, message = %f.message, "bolt panicked; restarting the task");
-                        p.stats.panic();
+                    let started = crate::time::now();
+                    let result = guarded(|| b.execute(handle));
+                    time_tuple(&mut latency, started);
+                    if let Err(caught) = result {
+                        panic_failure(&p, &caught, "");
                         discard(bolt.take());
                         bolt = make(&*factory, &p.info);
                     }
@@ -190,16 +202,15 @@ pub(crate) async fn run_deferred<B: DeferredBolt>(
                         p.outbox.flush().await;
                     }
                 }
+                p.stats.merge_bolt_latency(p.component, &mut latency);
             }
             () = next_tick(&mut ticker) => {
                 let ticked = match bolt.as_mut() {
-                    Some(b) => catch_unwind(AssertUnwindSafe(|| b.tick())),
+                    Some(b) => guarded(|| b.tick()),
                     None => Ok(()),
                 };
-                if let Err(payload) = ticked {
-                    let f = panic_failure(&p.info, &*payload);
-                    tracing::error!(component = p.info.component, task = p.info.index, message = %f.message, "bolt panicked in tick; restarting the task");
-                    p.stats.panic();
+                if let Err(caught) = ticked {
+                    panic_failure(&p, &caught, " in tick");
                     discard(bolt.take());
                     bolt = make(&*factory, &p.info);
                 }

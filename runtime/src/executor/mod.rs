@@ -12,7 +12,9 @@ pub(crate) mod spout;
 mod stall;
 
 use std::any::Any;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, PanicHookInfo, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +55,63 @@ impl SpoutStatus {
     fn quiescent(&self) -> bool {
         self.exited || (self.exhausted && self.in_flight == 0 && self.queued == 0)
     }
+}
+
+thread_local! {
+    /// Set while this thread runs user code under [`guarded`].
+    static GUARDED: Cell<bool> = const { Cell::new(false) };
+    /// Where the last panic under [`guarded`] happened, as the panic hook saw it.
+    static CAUGHT_AT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// For a process's panic hook: whether this panic happens inside a spout, bolt or policy call
+/// that the executor catches. Those are logged by the executor itself, as one line with the
+/// panic's message and (when the hook called this) its location, and the task carries on (a
+/// bolt is restarted, its tuple fails with `PANIC`); so a hook that gets `true` need print
+/// nothing. Any other panic gets `false`: print it as usual.
+///
+/// ```no_run
+/// let default_hook = std::panic::take_hook();
+/// std::panic::set_hook(Box::new(move |info| {
+///     if !rebound_runtime::caught_panic(info) {
+///         default_hook(info);
+///     }
+/// }));
+/// ```
+pub fn caught_panic(info: &PanicHookInfo<'_>) -> bool {
+    if !GUARDED.with(Cell::get) {
+        return false;
+    }
+    let at = info
+        .location()
+        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+    CAUGHT_AT.with(|c| *c.borrow_mut() = at);
+    true
+}
+
+/// A panic caught by [`guarded`]: its message, and where it happened if the panic hook told
+/// ([`caught_panic`]).
+pub(crate) struct Caught {
+    pub(crate) message: String,
+    pub(crate) location: Option<String>,
+}
+
+impl Caught {
+    /// The location, or `unknown` when no hook told it.
+    pub(crate) fn at(&self) -> &str {
+        self.location.as_deref().unwrap_or("unknown")
+    }
+}
+
+/// Runs user code, catching a panic (see [`caught_panic`]).
+pub(crate) fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, Caught> {
+    let outer = GUARDED.with(|g| g.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(outer));
+    result.map_err(|payload| Caught {
+        message: panic_message(&*payload),
+        location: CAUGHT_AT.with(|c| c.borrow_mut().take()),
+    })
 }
 
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -96,7 +155,10 @@ impl Topology {
     /// When called outside a tokio runtime.
     pub fn start(self, seams: Seams) -> RunningTopology {
         let cfg = Arc::new(self.config);
-        let stats = Arc::new(Stats::default());
+        let stats = Arc::new(Stats::for_topology(
+            self.bolts.iter().map(|b| b.name),
+            cfg.message_timeout,
+        ));
         let Seams {
             policy,
             dead_letters,
@@ -192,6 +254,7 @@ impl Topology {
                     input,
                     outbox: outbox_for(b.name, b.fields),
                     stats: stats.clone(),
+                    component: i,
                     arity: b.fields.len(),
                     tick: b.tick,
                 };

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{Control, SpoutStatus, panic_message};
+use super::{Control, SpoutStatus, guarded};
 use crate::acker::Terminal;
 use crate::fairness::{Mixer, RetryFuse, Turn};
 use rebound_engine::SignalView;
@@ -18,7 +18,7 @@ use crate::fate::{
     AckedFates, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext, FailurePolicy,
     GiveUpReason, Label, MAX_RETRY_DELAY, RetryQueue, RuleRef, Signals, Version,
 };
-use crate::stats::{Histogram, Stats};
+use crate::stats::{ACKED_ATTEMPTS, Histogram, Stats};
 use crate::time::{TimeSource, Timestamp};
 use crate::topology::{
     Config, Failure, FailureRecord, Message, MessageId, NextMessage, Spout, Value, Values, codes,
@@ -134,7 +134,9 @@ pub(crate) struct SpoutTask<S: Spout> {
     stall: StallWatch,
     // Published to the shared stats once per pass.
     emitted: u64,
+    new_messages: u64,
     acked: u64,
+    acked_by_attempt: [u64; ACKED_ATTEMPTS],
     latency: Histogram,
     published_pending: usize,
     published_queue: usize,
@@ -176,7 +178,9 @@ impl<S: Spout> SpoutTask<S> {
             fuse: RetryFuse::new(p.cfg.fuse, now),
             stall: StallWatch::default(),
             emitted: 0,
+            new_messages: 0,
             acked: 0,
+            acked_by_attempt: [0; ACKED_ATTEMPTS],
             latency: Histogram::default(),
             published_pending: 0,
             published_queue: 0,
@@ -323,7 +327,7 @@ impl<S: Spout> SpoutTask<S> {
         if self.source != Source::Open {
             return None;
         }
-        match catch_unwind(AssertUnwindSafe(|| self.spout.next())) {
+        match guarded(|| self.spout.next()) {
             Ok(NextMessage::Ready(m)) => Some(m),
             Ok(NextMessage::Idle) => {
                 self.source = Source::Idle;
@@ -334,7 +338,7 @@ impl<S: Spout> SpoutTask<S> {
                 None
             }
             Err(p) => {
-                tracing::error!(panic = %panic_message(&p), "spout panicked in next(); asking again later");
+                tracing::error!(panic = %p.message, at = p.at(), "spout panicked in next(); asking again later");
                 self.source = Source::Idle;
                 None
             }
@@ -342,6 +346,12 @@ impl<S: Spout> SpoutTask<S> {
     }
 
     fn deliver(&mut self, mut msg: Message, at: u64, wall: Timestamp) {
+        match msg.retry.last_failure() {
+            _ if msg.retry.attempt == 0 => self.new_messages += 1,
+            Some(last) => self.p.stats.retry_fired(last.rule.as_str()),
+            // Delivered before but never retried by a rule: nothing fired it.
+            None => {}
+        }
         msg.retry.attempt += 1;
         msg.retry.first_delivery.get_or_insert(wall);
         let slot = self.pending.next_slot();
@@ -362,7 +372,7 @@ impl<S: Spout> SpoutTask<S> {
         self.emitted += 1;
         if xor == 0 {
             // No bolt subscribes: the tree is complete as soon as it exists.
-            self.acked += 1;
+            self.count_ack(&msg);
             self.p.acked.acked(&msg, wall);
             self.tell_spout(|s| s.ack(&msg.id));
             return;
@@ -393,7 +403,7 @@ impl<S: Spout> SpoutTask<S> {
                     acked += 1;
                     let latency = now_nanos.saturating_sub(flight.emitted_at);
                     self.latency.observe(Duration::from_nanos(latency));
-                    self.acked += 1;
+                    self.count_ack(&flight.msg);
                     // Recorded before the spout hears it: a source's position that covers
                     // the message is then queued after its fate.
                     let at = *wall.get_or_insert_with(|| self.p.time.wall());
@@ -409,6 +419,13 @@ impl<S: Spout> SpoutTask<S> {
             }
         }
         self.fuse.record(now, acked, 0);
+    }
+
+    /// Counts an acked message, and the attempt that succeeded.
+    fn count_ack(&mut self, msg: &Message) {
+        self.acked += 1;
+        let attempt = (msg.retry.attempt.max(1) as usize).min(ACKED_ATTEMPTS);
+        self.acked_by_attempt[attempt - 1] += 1;
     }
 
     fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
@@ -436,9 +453,9 @@ impl<S: Spout> SpoutTask<S> {
             attrs: &failure.attrs,
             signals: SignalView::Pairs(&signals),
         };
-        let decided = catch_unwind(AssertUnwindSafe(|| self.p.policy.decide(&ctx)))
+        let decided = guarded(|| self.p.policy.decide(&ctx))
             .unwrap_or_else(|p| {
-                tracing::error!(id = %msg.id, panic = %panic_message(&p), "failure policy panicked; dead-lettering");
+                tracing::error!(id = %msg.id, panic = %p.message, at = p.at(), "failure policy panicked; dead-lettering");
                 Decided {
                     decision: Decision::DeadLetter {
                         label: Label::from("POLICY_ERROR"),
@@ -454,14 +471,16 @@ impl<S: Spout> SpoutTask<S> {
                 // Saturate here, once: the due instant, the stored due time and the stored
                 // delay are all computed from this.
                 let delay = delay.min(MAX_RETRY_DELAY);
-                // One span per retry: the scheduling (and a durable queue's write) runs in it.
-                let span = tracing::info_span!(
-                    "retry", id = %msg.id, rule = %rule, version = %version,
-                    attempt = msg.retry.attempt, delay_ms = delay.as_millis() as u64,
-                    code = %failure.code,
+                let delay_ms = delay.as_millis() as u64;
+                // Each retry is one `info` line, its facts as fields (so `--log-format json`
+                // gives them as keys), outside the span so that text logs say them once.
+                tracing::info!(
+                    id = %msg.id, attempt = msg.retry.attempt, rule = %rule,
+                    code = %failure.code, delay_ms, version = %version, "retry scheduled"
                 );
+                // One span per retry: the scheduling (and a durable queue's write) runs in it.
+                let span = tracing::info_span!("retry", id = %msg.id, rule = %rule);
                 let _entered = span.enter();
-                tracing::debug!("retry scheduled");
                 self.p.stats.retry(rule.as_str());
                 self.p.stats.retry_delay(delay);
                 msg.retry.failures.push(FailureRecord {
@@ -513,8 +532,8 @@ impl<S: Spout> SpoutTask<S> {
     }
 
     fn tell_spout(&mut self, f: impl FnOnce(&mut S)) {
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&mut self.spout))) {
-            tracing::error!(panic = %panic_message(&p), "spout panicked while told a fate");
+        if let Err(p) = guarded(|| f(&mut self.spout)) {
+            tracing::error!(panic = %p.message, at = p.at(), "spout panicked while told a fate");
         }
     }
 
@@ -523,14 +542,18 @@ impl<S: Spout> SpoutTask<S> {
         if self.emitted > 0 {
             stats.add_emitted(std::mem::take(&mut self.emitted));
         }
+        if self.new_messages > 0 {
+            stats.add_new_messages(std::mem::take(&mut self.new_messages));
+        }
         if self.acked > 0 {
             stats.add_acked(std::mem::take(&mut self.acked));
+            stats.add_acked_by_attempt(&mut self.acked_by_attempt);
         }
         stats.merge_latency(&mut self.latency);
         let in_flight = self.in_flight();
         if in_flight != self.published_pending {
             stats.add_pending(in_flight as i64 - self.published_pending as i64);
-            stats.note_pending(in_flight as u64);
+            stats.note_task_pending(in_flight as u64);
             self.published_pending = in_flight;
         }
         let queued = self.p.queue.len();

@@ -265,9 +265,9 @@ async fn run_scenario(s: Scenario) {
         "the store holds exactly the dead-lettered ids"
     );
     assert!(
-        stats.pending_high_water <= s.max_pending as u64,
+        stats.task_pending_high_water <= s.max_pending as u64,
         "pending high water {} > max_spout_pending {}",
-        stats.pending_high_water,
+        stats.task_pending_high_water,
         s.max_pending
     );
     assert_eq!(stats.pending, 0);
