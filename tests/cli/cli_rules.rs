@@ -24,7 +24,8 @@ fn check_accepts_the_shipped_rules_with_a_summary() {
         .assert()
         .success()
         .stdout(
-            predicate::str::is_match(r"^ok: 5 files, \d+ rules, version [0-9a-f]{16}\n$").unwrap(),
+            predicate::str::is_match(r"^ok: 6 files, \d+ rules, 3 labels, version [0-9a-f]{16}\n$")
+                .unwrap(),
         );
 }
 
