@@ -19,7 +19,7 @@ fn rules_with_redrive() -> tempfile::TempDir {
         }
     }
     std::fs::write(
-        dir.path().join("90-labels.yaml"),
+        dir.path().join("50-labels.yaml"),
         "version: 1\nlabels:\n  L3:\n    redrive: { after: 1s, max: 2 }\n",
     )
     .unwrap();

@@ -21,7 +21,7 @@ fn rules() -> tempfile::TempDir {
         }
     }
     std::fs::write(
-        dir.path().join("90-labels.yaml"),
+        dir.path().join("50-labels.yaml"),
         "version: 1\nlabels:\n  L3:\n    alert: oncall\n",
     )
     .unwrap();
@@ -204,7 +204,7 @@ fn a_set_alerting_a_receiver_the_configuration_lacks_is_refused_at_start_and_at_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("90-labels.yaml:4:12: error: label 'L3' alerts receiver 'oncall'"),
+        stderr.contains("50-labels.yaml:4:12: error: label 'L3' alerts receiver 'oncall'"),
         "{stderr}"
     );
     assert!(!data.path().join("rebound.db").exists(), "nothing started");
@@ -222,7 +222,7 @@ fn a_set_alerting_a_receiver_the_configuration_lacks_is_refused_at_start_and_at_
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_str().unwrap().to_owned();
         let mut text = std::fs::read_to_string(&path).unwrap();
-        if name == "90-labels.yaml" {
+        if name == "50-labels.yaml" {
             text = text.replace("oncall", "pager");
         }
         files.insert(name, Value::String(text));
@@ -236,7 +236,7 @@ fn a_set_alerting_a_receiver_the_configuration_lacks_is_refused_at_start_and_at_
     );
     assert_eq!(status, 422, "{body}");
     let error = &body["errors"][0];
-    assert_eq!(error["file"], "90-labels.yaml", "{body}");
+    assert_eq!(error["file"], "50-labels.yaml", "{body}");
     assert_eq!(
         (error["line"].as_u64(), error["column"].as_u64()),
         (Some(4), Some(12)),
