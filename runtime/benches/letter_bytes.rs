@@ -1,6 +1,7 @@
 //! Bytes stored per dead letter, with its message's failure history: 1,000 letters whose
-//! message failed 3 times (and, separately, 40 times) before the failure that ended it, each
-//! failure with 2 attrs and a ~40-byte message, each message with a 200-byte payload.
+//! message failed 3 times (and, separately, 40 times, and none for comparison) before the
+//! failure that ended it, each failure with 2 attrs and a ~40-byte message, each message with
+//! a 200-byte payload. Beyond 32 failures a message keeps 32 (the first and the last 16).
 //!
 //! ```sh
 //! cargo bench -p rebound-runtime --bench letter_bytes --features test-server
