@@ -8,7 +8,7 @@
 # Variants, each with a fresh data directory and its own copy of the rules:
 #   base    BASE run on the shipped rules/
 #   plain   NEW run on the shipped rules/ (the failure history is always on: its cost alone)
-#   full    NEW run on rules/ plus labels.yaml (every label the shipped rules dead-letter to,
+#   full    NEW run on rules/ with its 50-labels.yaml replaced (every label the shipped rules dead-letter to,
 #           L1 L2 L3, with `sla` and `expire: 30d`; `alert: oncall` on L1, the most letters)
 #           and --config CFG whose receiver `oncall` is a local webhook this script starts
 #           (answers 200 to every POST, counts the letters)
@@ -121,10 +121,11 @@ measure() {
   mkdir -p "$dir"
   cp -r "$root/rules" "$dir/rules"
   case "$v" in
-    base) bin=$BASE ;;
-    plain) bin=$REBOUND ;;
-    full) bin=$REBOUND; labels 0 >"$dir/rules/labels.yaml"; extra=(--config "$tmp/config.yaml") ;;
-    redrive) bin=$REBOUND; labels 1 >"$dir/rules/labels.yaml"; extra=(--config "$tmp/config.yaml") ;;
+    # The base binary knows no `labels:`, and plain is the same rules without them.
+    base) bin=$BASE; rm -f "$dir/rules/50-labels.yaml" ;;
+    plain) bin=$REBOUND; rm -f "$dir/rules/50-labels.yaml" ;;
+    full) bin=$REBOUND; labels 0 >"$dir/rules/50-labels.yaml"; extra=(--config "$tmp/config.yaml") ;;
+    redrive) bin=$REBOUND; labels 1 >"$dir/rules/50-labels.yaml"; extra=(--config "$tmp/config.yaml") ;;
   esac
   a0=$(alerts_seen)
   local TIMEFORMAT='%3R %3U %3S' times
