@@ -92,11 +92,7 @@ impl StoreDesk {
         op: fn(OperatorAction) -> WriteOp,
         answer: fn(store::Applied, &MessageId) -> Result<T, StoreError>,
     ) -> Result<Each<T>, StoreError> {
-        let now = Timestamp::now();
-        let ops = ids
-            .iter()
-            .map(|id| Ok(op(OperatorAction::new(id.clone(), operator, reason, now)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let ops = store::bulk_actions(ids, operator, reason, Timestamp::now(), op)?;
         let applied = self.0.apply(&ops)?;
         Ok(ids
             .iter()

@@ -12,7 +12,9 @@ use std::time::Duration;
 use super::queue::Command;
 use super::{Durable, Inbox};
 use crate::fate::{DeadLetter, GiveUpReason, Label, RuleRef};
-use crate::store::{AuditAction, OperatorAction, Result, ScheduledRetry, StoreError, WriteOp};
+use crate::store::{
+    Applied, AuditAction, OperatorAction, Result, ScheduledRetry, StoreError, WriteOp, bulk_actions,
+};
 use crate::topology::{Failure, Message, MessageId};
 
 /// How long an operator's command waits for the spout task that holds the retry.
@@ -115,22 +117,7 @@ impl Durable {
         operator: &str,
         reason: &str,
     ) -> Result<Vec<Result<ScheduledRetry>>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let at = self.shared.time.wall();
-        let ops = ids
-            .iter()
-            .map(|id| {
-                Ok(WriteOp::Replay(OperatorAction::new(
-                    id.clone(),
-                    operator,
-                    reason,
-                    at,
-                )?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let applied = self.shared.journal.commit_blocking(ops)?;
+        let applied = self.commit_each(ids, operator, reason, WriteOp::Replay)?;
         Ok(ids
             .iter()
             .zip(applied)
@@ -152,27 +139,27 @@ impl Durable {
         operator: &str,
         reason: &str,
     ) -> Result<Vec<Result<crate::store::StoredDeadLetter>>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let at = self.shared.time.wall();
-        let ops = ids
-            .iter()
-            .map(|id| {
-                Ok(WriteOp::Skip(OperatorAction::new(
-                    id.clone(),
-                    operator,
-                    reason,
-                    at,
-                )?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let applied = self.shared.journal.commit_blocking(ops)?;
+        let applied = self.commit_each(ids, operator, reason, WriteOp::Skip)?;
         Ok(ids
             .iter()
             .zip(applied)
             .map(|(id, a)| a.into_skipped(id))
             .collect())
+    }
+
+    /// Commits `op` for each of `ids` in one batch (nothing for none).
+    fn commit_each(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+        op: fn(OperatorAction) -> WriteOp,
+    ) -> Result<Vec<Applied>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ops = bulk_actions(ids, operator, reason, self.shared.time.wall(), op)?;
+        self.shared.journal.commit_blocking(ops)
     }
 
     /// The inbox of the live queue that holds `id`'s retry: on a store of one's own with a

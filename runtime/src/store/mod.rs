@@ -167,6 +167,21 @@ impl OperatorAction {
     }
 }
 
+/// The same operator action on every message of `ids` (a bulk action), as the ops of one
+/// batch: `op` makes each (`WriteOp::Replay`, `WriteOp::Skip`). A blank operator or reason
+/// is refused before any op is made.
+pub fn bulk_actions(
+    ids: &[MessageId],
+    operator: &str,
+    reason: &str,
+    at: Timestamp,
+    op: fn(OperatorAction) -> WriteOp,
+) -> Result<Vec<WriteOp>> {
+    ids.iter()
+        .map(|id| Ok(op(OperatorAction::new(id.clone(), operator, reason, at)?)))
+        .collect()
+}
+
 /// One write. [`Store::apply`] applies a slice of them, in order, in one transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
