@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::Result;
-use super::rows::{corrupt, rule_from_sql, version_from_sql};
+use super::values::{corrupt, rule_from_sql, version_from_sql};
 use crate::time::Timestamp;
 use crate::topology::{FailureRecord, Failures};
 

@@ -47,6 +47,7 @@ pub mod redis;
 mod rows;
 pub mod schema;
 pub mod sqlite;
+mod values;
 mod writes;
 
 pub use claims::{ClaimQueue, ClaimToken, Claimed, Reaped};
