@@ -347,3 +347,11 @@ async fn a_held_acked_fate_waits_for_a_position_not_the_disk_so_it_is_not_backlo
     let stats = journal.stats();
     assert_eq!((stats.committed, stats.moot, stats.backlog), (1, 0, 0));
 }
+
+#[test]
+fn a_commit_of_no_ops_is_answered_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let journal = Journal::spawn(store, JournalOptions::default());
+    assert_eq!(journal.commit_blocking(Vec::new()).unwrap(), Vec::new());
+}
