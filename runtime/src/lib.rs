@@ -12,6 +12,8 @@
 //!   in, its `Decided` out), `RetryQueue`, `DeadLetterSink`, `AckedFates`, the one
 //!   `DeadLetter`, and in-memory implementations.
 //! - `fairness` (private): mixing due retries with new messages, and the retry fuse.
+//! - [`adaptive`]: the state the runtime keeps between failures for the rules' signals: the
+//!   fault [`Heat`](adaptive::Heat) of each biz.
 //! - [`stats`]: counters and fixed-bucket histograms (complete latency, retry delay, bolt time
 //!   per tuple by component), for whoever exports metrics.
 //! - `executor` (private): the spout, bolt and acker tasks, start/shutdown
@@ -37,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod acker;
+pub mod adaptive;
 pub mod durable;
 mod executor;
 mod fairness;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use rand::rngs::SmallRng;
 use rebound_engine::PolicyHandle;
 
-use crate::fate::{Decided, Decision, FailureContext, FailurePolicy};
+use crate::fate::{DEFAULT_HEAT_HALF_LIFE, Decided, Decision, FailureContext, FailurePolicy};
 pub use crate::time::TimeScale;
 
 thread_local! {
@@ -85,6 +85,17 @@ impl FailurePolicy for RulePolicy {
             *delay = real;
         }
         decided
+    }
+
+    /// Every failure weighs 1: the rule set's `heat.weights` are not read yet.
+    fn heat_weight(&self, _code: &str) -> f64 {
+        1.0
+    }
+
+    /// The default half-life (30 s of rule time), in real time: heat cools `F` times faster
+    /// at `--time-scale F`, as every other rule-time duration does.
+    fn heat_half_life(&self) -> std::time::Duration {
+        self.scale.to_real(DEFAULT_HEAT_HALF_LIFE)
     }
 }
 
@@ -263,6 +274,17 @@ rules:
             Signals::default(),
         );
         assert!(matches!(calm.decision, Decision::Retry { .. }), "{calm:?}");
+    }
+
+    #[test]
+    fn heat_weighs_one_and_cools_by_the_default_half_life_in_real_time() {
+        let p = policy(10.0);
+        assert_eq!(p.heat_weight("NET_TIMEOUT"), 1.0);
+        assert_eq!(
+            p.heat_half_life(),
+            Duration::from_secs(3),
+            "30 s of rule time at 10×"
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! - [`Journal`]: one writer thread, one FIFO queue; the spout task queues writes and never
 //!   waits on the disk.
 //! - [`DurableRetryQueue`]: each spout task's retry queue, in memory and written behind. On a
-//!   restart, [`Durable::recover`] loads every scheduled retry back with its due time (overdue
-//!   ones fire at once) and its retry metadata.
+//!   restart, [`Durable::recover`] loads every scheduled retry back with its due time and its
+//!   retry metadata; the overdue ones are spread over `min(n / 1000, 60)` seconds in due order
+//!   (`overdue.rs`).
 //! - [`DurableDeadLetters`]: the dead-letter sink; the spout hears `dead_lettered(id)` only
 //!   after the letter is committed.
 //! - `DurableFates`: the acked fates, recorded by the spout task itself (a source never has
@@ -50,6 +51,7 @@ mod held;
 mod held_acks;
 pub mod journal;
 mod operator;
+mod overdue;
 mod queue;
 mod shared_queue;
 mod source;
@@ -74,7 +76,7 @@ use crate::store::{
     Applied, ClaimQueue, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store,
     StoreError, StoredDeadLetter, WriteOp,
 };
-use crate::time::{TimeMap, TimeSource};
+use crate::time::{TimeMap, TimeSource, Timestamp};
 use crate::topology::{Message, MessageId, TaskInfo};
 
 /// How the durable seams behave.
@@ -95,7 +97,8 @@ struct Shared {
     /// How a message's offset names its source, when there are several positioned sources
     /// (set by [`Durable::name_offsets`]).
     offsets: OnceLock<OffsetOf>,
-    restored: Mutex<Vec<(Instant, Message)>>,
+    /// What [`Durable::recover`] loaded, with the due times the queues start with.
+    restored: Mutex<Vec<(Timestamp, Message)>>,
     inboxes: Inboxes,
     /// On a shared store: the node's claimer (see `claimer.rs`).
     claimer: Option<Claimer>,
@@ -233,8 +236,9 @@ impl Durable {
 
     /// Loads every scheduled retry from the store, with its due time and metadata, for the
     /// retry queues [`Durable::seams`] makes, and tells the journal their rows exist. Retries
-    /// due while the process was down are due at once. Returns the ids (a source skips them:
-    /// they are the queues' to deliver).
+    /// that came due while the process was down are spread from now over `min(n / 1000, 60)`
+    /// seconds, oldest due first (in memory only: see `overdue.rs`). Returns the ids (a source
+    /// skips them: they are the queues' to deliver).
     ///
     /// Blocking: call it before the topology starts.
     pub fn recover(&self) -> Result<Vec<MessageId>> {
@@ -248,8 +252,18 @@ impl Durable {
         for chunk in scheduled.chunks(512) {
             let ids: Vec<MessageId> = chunk.iter().map(|(id, _)| id.clone()).collect();
             for retry in s.store.retries(&ids)? {
-                restored.push((s.map.instant(retry.due), retry.message));
+                restored.push((retry.due, retry.message));
             }
+        }
+        let now = s.map.now_timestamp(s.time.now());
+        let overdue = overdue::spread(&mut restored, now);
+        if overdue > 0 {
+            let spread_ms = overdue::spread_of(overdue).as_millis() as u64;
+            tracing::info!(
+                overdue,
+                spread_ms,
+                "retries overdue after the restart are spread"
+            );
         }
         let ids: Vec<MessageId> = restored.iter().map(|(_, m)| m.id.clone()).collect();
         s.journal.known_rows(ids.clone());
@@ -305,7 +319,7 @@ impl Durable {
             .with_acked_fates(DurableFates { shared: s.clone() })
             .with_time(TimeShare(s.time.clone()))
             .with_retry_queues(move |info: &TaskInfo| -> Box<dyn RetryQueue> {
-                let mine: Vec<(Instant, Message)> = {
+                let mine: Vec<(Timestamp, Message)> = {
                     let mut restored = s.restored.lock().unwrap_or_else(PoisonError::into_inner);
                     let (mine, rest) =
                         std::mem::take(&mut *restored)

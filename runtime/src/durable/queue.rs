@@ -107,13 +107,13 @@ impl std::fmt::Debug for DurableRetryQueue {
 }
 
 impl DurableRetryQueue {
-    /// A queue holding `restored` (retries recovered from the store, already persisted), which
-    /// writes new retries to `journal`.
+    /// A queue holding `restored` (retries recovered from the store, already persisted, with
+    /// the due times to fire them at), which writes new retries to `journal`.
     pub(crate) fn new(
         journal: Journal,
         map: TimeMap,
         inbox: Arc<Inbox>,
-        restored: Vec<(Instant, Message)>,
+        restored: Vec<(Timestamp, Message)>,
     ) -> DurableRetryQueue {
         let mut queue = DurableRetryQueue {
             scheduler: RetryScheduler::new(),
@@ -123,8 +123,7 @@ impl DurableRetryQueue {
             inbox,
         };
         for (due, message) in restored {
-            let ts = queue.map.due_timestamp(due);
-            queue.insert(ts, message);
+            queue.insert(due, message);
         }
         queue
     }

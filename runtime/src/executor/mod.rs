@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::acker::run_acker;
+use crate::adaptive::Heat;
 use crate::fate::{FailurePolicy, RetryQueue, Seams};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::topology::builder::BoltFactory;
@@ -134,6 +135,7 @@ pub struct RunningTopology {
     spout_tasks: Vec<JoinHandle<()>>,
     other_tasks: Vec<JoinHandle<()>>,
     stats: Arc<Stats>,
+    heat: Arc<Heat>,
 }
 
 /// How a shutdown went.
@@ -166,6 +168,8 @@ impl Topology {
             acked,
             time,
         } = seams;
+        // One heat for every spout task: the failures of a biz heat it wherever decided.
+        let heat = Arc::new(Heat::new(policy.heat_half_life()));
 
         // Bolt tasks are numbered globally, component after component.
         let mut first_task = Vec::with_capacity(self.bolts.len());
@@ -293,6 +297,7 @@ impl Topology {
                     acked: acked.clone(),
                     time: time.clone(),
                     stats: stats.clone(),
+                    heat: heat.clone(),
                     control: control_rx.clone(),
                     status,
                 };
@@ -311,6 +316,7 @@ impl Topology {
             spout_tasks: spout_handles,
             other_tasks,
             stats,
+            heat,
         }
     }
 }
@@ -324,6 +330,11 @@ impl RunningTopology {
     /// The live counters (for an exporter that reads them on its own schedule).
     pub fn stats_handle(&self) -> Arc<Stats> {
         self.stats.clone()
+    }
+
+    /// The fault heat the spout tasks add their failures to (for an exporter, or a test).
+    pub fn heat(&self) -> Arc<Heat> {
+        self.heat.clone()
     }
 
     /// Waits until every spout is exhausted and has nothing in flight and nothing waiting to

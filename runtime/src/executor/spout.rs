@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::{Control, SpoutStatus, guarded};
 use crate::acker::Terminal;
+use crate::adaptive::{self, Heat};
 use crate::fairness::{Mixer, RetryFuse, Turn};
 use rebound_engine::SignalView;
 
@@ -112,6 +113,7 @@ pub(crate) struct SpoutParts {
     pub(crate) acked: Arc<dyn AckedFates>,
     pub(crate) time: Arc<dyn TimeSource>,
     pub(crate) stats: Arc<Stats>,
+    pub(crate) heat: Arc<Heat>,
     pub(crate) control: watch::Receiver<Control>,
     pub(crate) status: watch::Sender<SpoutStatus>,
 }
@@ -430,12 +432,22 @@ impl<S: Spout> SpoutTask<S> {
 
     fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
         let fuse_open = self.fuse.is_open(now);
+        let (biz, code, policy) = (&*msg.biz, &*failure.code, &*self.p.policy);
+        let (heat, heat_total) =
+            guarded(|| adaptive::heat_of_failure(&self.p.heat, policy, biz, code, now))
+                .unwrap_or_else(|p| {
+                    tracing::error!(id = %msg.id, panic = %p.message, at = p.at(), "failure policy panicked weighing heat");
+                    (0.0, 0.0)
+                });
         // On the stack: the decision borrows them, nothing is copied.
         let signals = Signals {
             fail_rate: self.fuse.fail_rate(now),
             retry_queue_depth: self.p.queue.len() as u64,
             pending: self.in_flight() as u64,
             fuse_open,
+            heat,
+            heat_total,
+            breaker_open: false,
         }
         .named();
         let wall = self.p.time.wall();

@@ -36,7 +36,10 @@ use crate::topology::{Failure, Message, MessageId};
 /// A boxed, sendable future (the seams' async methods return one so they stay object safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The runtime's state, as the policy sees it when it decides. Values are per spout task.
+/// The runtime's state, as the policy sees it when it decides. Values are per spout task,
+/// except the heats, which are the topology's (every spout task adds to one [`Heat`]).
+///
+/// [`Heat`]: crate::adaptive::Heat
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Signals {
     /// Failed trees / finished trees over the fuse window (0 when nothing finished).
@@ -47,17 +50,26 @@ pub struct Signals {
     pub pending: u64,
     /// Whether the retry fuse is holding retries back.
     pub fuse_open: bool,
+    /// The fault heat of the failed message's biz, this failure included.
+    pub heat: f64,
+    /// The fault heat of every biz together.
+    pub heat_total: f64,
+    /// Whether a circuit breaker over this failure is open (never yet: breakers are to come).
+    pub breaker_open: bool,
 }
 
 impl Signals {
-    /// The signals by name, as numbers (`fuse_open` is 0 or 1): what the rules see as
-    /// `signals.*`. On the stack, so a decision borrows them without allocating.
-    pub fn named(&self) -> [(&'static str, f64); 4] {
+    /// The signals by name, as numbers (`fuse_open` and `breaker_open` are 0 or 1): what the
+    /// rules see as `signals.*`. On the stack, so a decision borrows them without allocating.
+    pub fn named(&self) -> [(&'static str, f64); 7] {
         [
             ("fail_rate", self.fail_rate),
             ("retry_queue_depth", self.retry_queue_depth as f64),
             ("pending", self.pending as f64),
             ("fuse_open", if self.fuse_open { 1.0 } else { 0.0 }),
+            ("heat", self.heat),
+            ("heat_total", self.heat_total),
+            ("breaker_open", if self.breaker_open { 1.0 } else { 0.0 }),
         ]
     }
 }
@@ -68,14 +80,37 @@ impl Signals {
 /// clock and column, so nothing overflows or wraps on the way to the store.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(i64::MAX as u64);
 
+/// The half-life of fault heat when the rule set names none (`heat.half_life`, rules' time).
+pub const DEFAULT_HEAT_HALF_LIFE: Duration = Duration::from_secs(30);
+
 /// Decides retry or dead letter for a failed message, in the engine's own terms: it takes the
 /// engine's [`FailureContext`] (built by the spout task from the message, the failure and the
 /// [`Signals`], nothing copied) and answers the engine's [`Decided`]. Called on the spout task,
 /// so it must be quick and must not block (a rule-engine `decide` is). It should not panic; if
 /// it does, the message becomes a dead letter with [`GiveUpReason::PolicyError`].
+///
+/// The policy also says how much each failure heats its biz (see [`Heat`]): the spout task
+/// asks [`FailurePolicy::heat_weight`] and [`FailurePolicy::heat_half_life`] just before
+/// [`FailurePolicy::decide`], so the decision's `signals.heat` includes its own failure.
+///
+/// [`Heat`]: crate::adaptive::Heat
 pub trait FailurePolicy: Send + Sync + 'static {
     /// Decides one failure.
     fn decide(&self, ctx: &FailureContext<'_>) -> Decided;
+
+    /// What one failure with `code` adds to its biz's heat (the rule set's `heat.weights`).
+    /// 1 unless the policy says otherwise.
+    fn heat_weight(&self, code: &str) -> f64 {
+        let _ = code;
+        1.0
+    }
+
+    /// How fast heat cools, in real time: it halves every this long (the rule set's
+    /// `heat.half_life`). [`DEFAULT_HEAT_HALF_LIFE`] unless the policy says otherwise; asked
+    /// at every failure, so a policy whose rules reload may change it.
+    fn heat_half_life(&self) -> Duration {
+        DEFAULT_HEAT_HALF_LIFE
+    }
 }
 
 /// Where retries wait until they are due: one queue per spout task, owned by that task (so no

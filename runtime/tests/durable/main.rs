@@ -1,7 +1,8 @@
 //! The durable layer over SQLite (and, in `shared_store`, over a shared Redis): the seams on their own and in a live topology
 //! (`durable_seams`), the journal as a writer (`journal_writes`) and giving up on a store that
 //! refuses every commit (`journal_gives_up`), a durable source's position (`durable_source`), the rule engine deciding through the durable seams
-//! (`durable_policy`), and a real SIGKILL in the middle of writing (`crash_recovery`).
+//! (`durable_policy`), overdue retries spread after a restart (`restart_spread`), and a real
+//! SIGKILL in the middle of writing (`crash_recovery`).
 
 mod crash_recovery;
 mod durable_policy;
@@ -10,4 +11,5 @@ mod durable_source;
 mod failure_history;
 mod journal_gives_up;
 mod journal_writes;
+mod restart_spread;
 mod shared_store;

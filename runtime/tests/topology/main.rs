@@ -1,7 +1,8 @@
 //! The topology runtime on its own, in memory: at-least-once under injected faults
 //! (`topology_at_least_once`), the field's failure modes (`topology_handles`), fairness and
-//! the retry fuse (`topology_fairness`), and the retry scheduler against its model
-//! (`scheduler_model`, `scheduler_async`). The acker's model test is a unit test beside it.
+//! the retry fuse (`topology_fairness`), fault heat in the signals (`topology_heat`), and the
+//! retry scheduler against its model (`scheduler_model`, `scheduler_async`). The acker's
+//! model test is a unit test beside it.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,3 +12,4 @@ mod scheduler_model;
 mod topology_at_least_once;
 mod topology_fairness;
 mod topology_handles;
+mod topology_heat;

@@ -1,0 +1,30 @@
+//! The runtime's adaptive state: what it keeps between failures and shows the rules as
+//! signals (`operations.md`, "Adaptive retries at run time"). The rule set declares it; the
+//! runtime keeps one per running topology, shared by its spout tasks, each of which adds the
+//! failures it decides.
+//!
+//! - [`Heat`] (`heat.rs`): each failure's weight added to its biz's heat, halving every
+//!   half-life; a decision sees `signals.heat` and `signals.heat_total`.
+
+mod heat;
+
+pub use heat::{COLD, Heat, MAX_BIZ};
+
+use tokio::time::Instant;
+
+use crate::fate::FailurePolicy;
+
+/// Adds a failure of `biz` with `code` to `heat`, weighed and cooling as `policy` says (the
+/// rule set's, so a reload's half-life counts from the next failure), and reads what its
+/// decision sees: `(signals.heat, signals.heat_total)`. Called by the spout task before it
+/// asks `policy` to decide, so the decision sees its own failure.
+pub(crate) fn heat_of_failure(
+    heat: &Heat,
+    policy: &dyn FailurePolicy,
+    biz: &str,
+    code: &str,
+    now: Instant,
+) -> (f64, f64) {
+    heat.set_half_life(policy.heat_half_life());
+    heat.add_and_read(biz, policy.heat_weight(code), now)
+}
