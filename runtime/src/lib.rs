@@ -37,6 +37,7 @@
 #![warn(missing_docs)]
 
 mod acker;
+pub mod adaptive;
 pub mod durable;
 mod executor;
 mod fairness;

@@ -1,0 +1,5 @@
+//! The runtime's side of adaptive retries (`operations.md`, "Adaptive retries at run time"):
+//! the state the rule set's `budgets:` and `breakers:` describe, kept per process.
+
+pub mod budget;
+pub use budget::{Budget, BudgetLimits};
