@@ -66,7 +66,10 @@ impl Budget {
     /// allowance (nothing is counted).
     pub fn has_room(&mut self, now: Instant) -> bool {
         self.prune(now);
-        fits(self.fired.len() + 1, self.limits.allowance(self.firsts.len()))
+        fits(
+            self.fired.len() + 1,
+            self.limits.allowance(self.firsts.len()),
+        )
     }
 
     /// Fires one retry at `now` if there is room: true if it was counted.
