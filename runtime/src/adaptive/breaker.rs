@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// The most state changes a breaker remembers.
+const MAX_HISTORY: usize = 100;
+
 /// What a breaker does, from the rule set's `breakers:` entry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BreakerLimits {
@@ -69,8 +72,10 @@ pub struct Breaker {
     /// Half-open: retries asked and released since it began.
     asked: u64,
     released: u64,
-    /// Every state it entered, in order, with when (for the report).
+    /// How many times it changed state.
     transitions: u64,
+    /// The states it entered, in order (the first [`MAX_HISTORY`]).
+    history: Vec<BreakerState>,
 }
 
 impl Breaker {
@@ -85,6 +90,7 @@ impl Breaker {
             asked: 0,
             released: 0,
             transitions: 0,
+            history: Vec::new(),
         }
     }
 
@@ -139,6 +145,11 @@ impl Breaker {
         self.transitions
     }
 
+    /// The states it entered, in order (the first 100).
+    pub fn history(&self) -> &[BreakerState] {
+        &self.history
+    }
+
     fn advance(&mut self, now: Instant) {
         let in_state = now.saturating_duration_since(self.since);
         if self.state == BreakerState::Open && in_state >= self.limits.cool_down {
@@ -158,6 +169,9 @@ impl Breaker {
         self.asked = 0;
         self.released = 0;
         self.transitions += 1;
+        if self.history.len() < MAX_HISTORY {
+            self.history.push(state);
+        }
         if state == BreakerState::Open {
             // The half-open that follows judges what happens after the cool-down.
             self.outcomes.clear();

@@ -3,5 +3,7 @@
 
 pub mod breaker;
 pub mod budget;
+pub mod gate;
 pub use breaker::{Breaker, BreakerLimits, BreakerState, ramp_share};
 pub use budget::{Budget, BudgetLimits};
+pub use gate::{GateSnapshot, RetryGate};
