@@ -86,6 +86,10 @@ impl FailurePolicy for RulePolicy {
         }
         decided
     }
+
+    fn adaptive(&self) -> Option<(Arc<rebound_engine::CompiledSet>, TimeScale)> {
+        Some((self.handle.current(), self.scale))
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! (the builder rejects cycles between bolts).
 
 pub(crate) mod bolt;
+mod gating;
 pub(crate) mod outbox;
 pub(crate) mod spout;
 mod stall;
@@ -134,6 +135,7 @@ pub struct RunningTopology {
     spout_tasks: Vec<JoinHandle<()>>,
     other_tasks: Vec<JoinHandle<()>>,
     stats: Arc<Stats>,
+    gate: Arc<crate::adaptive::RetryGate>,
 }
 
 /// How a shutdown went.
@@ -166,6 +168,7 @@ impl Topology {
             acked,
             time,
         } = seams;
+        let gate = Arc::new(crate::adaptive::RetryGate::default());
 
         // Bolt tasks are numbered globally, component after component.
         let mut first_task = Vec::with_capacity(self.bolts.len());
@@ -295,6 +298,7 @@ impl Topology {
                     stats: stats.clone(),
                     control: control_rx.clone(),
                     status,
+                    gate: gate.clone(),
                 };
                 let (task, batcher) = SpoutTask::new((s.factory)(&info), parts);
                 spout_handles.push(tokio::spawn(task.run()));
@@ -311,6 +315,7 @@ impl Topology {
             spout_tasks: spout_handles,
             other_tasks,
             stats,
+            gate,
         }
     }
 }
@@ -324,6 +329,12 @@ impl RunningTopology {
     /// The live counters (for an exporter that reads them on its own schedule).
     pub fn stats_handle(&self) -> Arc<Stats> {
         self.stats.clone()
+    }
+
+    /// The budgets and breakers the topology's spout tasks keep (their state, for an
+    /// exporter and a report).
+    pub fn retry_gate(&self) -> Arc<crate::adaptive::RetryGate> {
+        self.gate.clone()
     }
 
     /// Waits until every spout is exhausted and has nothing in flight and nothing waiting to

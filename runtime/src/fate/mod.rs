@@ -76,6 +76,18 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_millis(i64::MAX as u64);
 pub trait FailurePolicy: Send + Sync + 'static {
     /// Decides one failure.
     fn decide(&self, ctx: &FailureContext<'_>) -> Decided;
+
+    /// The rule set in force and the time scale its durations run at, for the budgets and
+    /// breakers it declares (the runtime keeps their state: `adaptive::RetryGate`). `None`
+    /// (the default): a policy without them.
+    fn adaptive(
+        &self,
+    ) -> Option<(
+        std::sync::Arc<rebound_engine::CompiledSet>,
+        crate::time::TimeScale,
+    )> {
+        None
+    }
 }
 
 /// Where retries wait until they are due: one queue per spout task, owned by that task (so no
