@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+mod adaptive;
 mod labels;
 
 /// Loads, validates and compiles a set from its files.
@@ -54,6 +55,8 @@ pub(crate) fn compile_with(
     let (defaults, partial) = cx.defaults(&parsed);
     let rules = cx.rules(&parsed, &defaults, &partial);
     let labels = cx.labels(&parsed);
+    let budgets = cx.budgets(&parsed);
+    let breakers = cx.breakers(&parsed);
     cx.check_dead_letters(&labels);
     let Compiler { mut diags, .. } = cx;
     if diags.iter().any(Diagnostic::is_error) {
@@ -78,6 +81,8 @@ pub(crate) fn compile_with(
         rules,
         defaults,
         labels,
+        budgets,
+        breakers,
         index,
         scripts,
         warnings: diags,

@@ -42,6 +42,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adaptive;
 pub mod backoff;
 mod compile;
 mod context;
@@ -73,6 +74,7 @@ mod yaml_seek;
 mod yaml_syntax;
 mod yaml_view;
 
+pub use adaptive::{BreakerPolicy, BudgetPolicy, Exhausted, PerKey, Scope};
 pub use compile::compile;
 pub use context::{Attrs, FailureContext, OwnedFailure, SignalView, Signals};
 pub use decide::{Explanation, TraceStep};

@@ -32,6 +32,83 @@ pub(crate) struct RuleFile {
     /// have them; a label is defined once in the set.
     #[serde(default)]
     pub labels: Option<LabelsSpec>,
+    /// Retry budgets: a failure the rules would retry needs room in the first budget whose
+    /// `match` holds, in file order across the set.
+    #[serde(default)]
+    pub budgets: Option<Vec<BudgetSpec>>,
+    /// Circuit breakers: every breaker whose `match` holds counts the failure, and while one
+    /// is open its scope's due retries are held.
+    #[serde(default)]
+    pub breakers: Option<Vec<BreakerSpec>>,
+}
+
+/// What a budget or a breaker applies to: `biz`, `code` and `attrs` as in a rule's `match`
+/// (omitted: everything).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScopeSpec {
+    /// Business type: `NAME`, `[A, B]`, or a glob with `*`.
+    #[serde(default)]
+    pub biz: Option<OneOrMany>,
+    /// Error code: `NAME`, `[A, B]`, or a glob with `*`.
+    #[serde(default)]
+    pub code: Option<OneOrMany>,
+    /// String attributes of the failure: name to `NAME`, list or glob (an absent attribute
+    /// never matches).
+    #[serde(default)]
+    pub attrs: Option<BTreeMap<String, OneOrMany>>,
+}
+
+/// One retry budget.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BudgetSpec {
+    /// Unique among the set's budgets; rule-id syntax (`payment-retries`).
+    pub id: String,
+    /// Which failures it counts (omitted: all).
+    #[serde(default, rename = "match")]
+    pub scope: Option<ScopeSpec>,
+    /// Retries at most this share of the first deliveries of the budget's biz in the window:
+    /// `20%`, or a number from 0 to 1.
+    pub ratio: Scalar,
+    /// At least this many retries per second are always allowed (default 1).
+    #[serde(default)]
+    pub min_per_s: Option<Scalar>,
+    /// The sliding window the budget is counted over (default `10s`).
+    #[serde(default)]
+    pub window: Option<Scalar>,
+    /// Without room: `hold` (default: scheduled as decided, fired once there is room) or
+    /// `dead_letter` (at once, reason `budget`).
+    #[serde(default)]
+    pub exhausted: Option<String>,
+}
+
+/// One circuit breaker.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BreakerSpec {
+    /// Unique among the set's breakers; rule-id syntax (`payment-gateway`).
+    pub id: String,
+    /// Which finished trees it counts, and which failures count as failed (omitted: all).
+    #[serde(default, rename = "match")]
+    pub scope: Option<ScopeSpec>,
+    /// One breaker per value of this key: `biz`, `code` or `attrs.NAME` (omitted: one).
+    #[serde(default)]
+    pub per: Option<String>,
+    /// Opens when the failed share reaches this: `50%`, or a number from 0 to 1.
+    pub open_at: Scalar,
+    /// Opens only once at least this many trees finished in the window (default 20).
+    #[serde(default)]
+    pub min_samples: Option<u64>,
+    /// The sliding window it counts over (default `10s`).
+    #[serde(default)]
+    pub window: Option<Scalar>,
+    /// How long it stays open before it goes half-open.
+    pub cool_down: Scalar,
+    /// Half-open: the share of held retries released rises from 10% to 100% over this
+    /// (default `1m`).
+    #[serde(default)]
+    pub ramp: Option<Scalar>,
 }
 
 /// `defaults:`: what a rule that does not say takes, and what decides when no rule matches.

@@ -123,10 +123,25 @@ fn constrain_rules(schema: &mut Value) {
             { "type": "string", "pattern": r"^[^?\[\]{}]*$" }
         ]
     });
+    let share = json!({
+        "description": "A share: a percentage from 0% to 100% such as \"20%\", or a number from 0 to 1.",
+        "anyOf": [
+            { "type": "number", "minimum": 0, "maximum": 1 },
+            { "type": "string", "pattern": r"^\s*(100(\.0*)?|\d{1,2}(\.\d*)?|\.\d+)\s*%\s*$" }
+        ],
+        "examples": ["20%", "50%", 0.2]
+    });
+    let rate = json!({
+        "description": "Retries per second, a number >= 0.",
+        "type": "number",
+        "minimum": 0
+    });
     let definitions = schema["definitions"]
         .as_object_mut()
         .expect("a generated schema has definitions");
     for (key, value) in [
+        ("Share", share),
+        ("PerSecond", rate),
         ("Duration", duration),
         ("Jitter", jitter),
         ("AttemptCondition", list_of("AttemptComparison", "attempt")),
@@ -146,6 +161,12 @@ fn constrain_rules(schema: &mut Value) {
         ("RetrySpec", &["max_elapsed"], "Duration"),
         ("LabelSpec", &["sla", "expire"], "Duration"),
         ("RedriveSpec", &["after"], "Duration"),
+        ("BudgetSpec", &["ratio"], "Share"),
+        ("BudgetSpec", &["min_per_s"], "PerSecond"),
+        ("BudgetSpec", &["window"], "Duration"),
+        ("BreakerSpec", &["open_at"], "Share"),
+        ("BreakerSpec", &["window", "cool_down", "ramp"], "Duration"),
+        ("ScopeSpec", &["biz", "code", "attrs"], "Names"),
         ("MatchSpec", &["attempt"], "AttemptCondition"),
         ("MatchSpec", &["elapsed"], "ElapsedCondition"),
         ("MatchSpec", &["biz", "code", "attrs"], "Names"),
@@ -179,6 +200,12 @@ fn constrain_rules(schema: &mut Value) {
         definitions[def]["properties"]["dead_letter"]["pattern"] = r"\S".into();
     }
     definitions["LabelSpec"]["properties"]["alert"]["pattern"] = r"\S".into();
+    for def in ["BudgetSpec", "BreakerSpec"] {
+        definitions[def]["properties"]["id"]["pattern"] = "^[a-z0-9][a-z0-9._-]*$".into();
+    }
+    definitions["BudgetSpec"]["properties"]["exhausted"]["enum"] = json!(["hold", "dead_letter"]);
+    definitions["BreakerSpec"]["properties"]["per"]["pattern"] = r"^(biz|code|attrs\..+)$".into();
+    definitions["BreakerSpec"]["properties"]["min_samples"]["minimum"] = 1.into();
     // Every use of the catch-alls now has its own kind.
     definitions.remove("Scalar");
     definitions.remove("OneOrMany");

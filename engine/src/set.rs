@@ -1,7 +1,9 @@
 //! A compiled rule set: the rules in first-match order, the index over them, the defaults,
 //! and what callers may read of them. `decide.rs` holds the decision loop over a set.
 
+use crate::adaptive::{BreakerPolicy, BudgetPolicy};
 use crate::backoff::RetryPolicy;
+use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos};
 use crate::index::RuleIndex;
 use crate::labels::Labels;
@@ -34,6 +36,8 @@ pub struct CompiledSet {
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) defaults: Defaults,
     pub(crate) labels: Labels,
+    pub(crate) budgets: Vec<BudgetPolicy>,
+    pub(crate) breakers: Vec<BreakerPolicy>,
     pub(crate) index: RuleIndex,
     pub(crate) scripts: ScriptEngine,
     pub(crate) warnings: Vec<Diagnostic>,
@@ -69,6 +73,29 @@ impl CompiledSet {
     /// The labels its files define, with their policies (empty when none does).
     pub fn labels(&self) -> &Labels {
         &self.labels
+    }
+
+    /// Its retry budgets, in file order.
+    pub fn budgets(&self) -> &[BudgetPolicy] {
+        &self.budgets
+    }
+
+    /// Its breakers, in file order.
+    pub fn breakers(&self) -> &[BreakerPolicy] {
+        &self.breakers
+    }
+
+    /// The budget a failure falls under: the first, in file order, whose `match` holds.
+    pub fn budget_for(&self, ctx: &FailureContext<'_>) -> Option<&BudgetPolicy> {
+        self.budgets.iter().find(|b| b.scope.matches(ctx))
+    }
+
+    /// The breakers a failure falls under: every one whose `match` holds.
+    pub fn breakers_for<'s>(
+        &'s self,
+        ctx: &'s FailureContext<'_>,
+    ) -> impl Iterator<Item = &'s BreakerPolicy> + 's {
+        self.breakers.iter().filter(move |b| b.scope.matches(ctx))
     }
 
     /// Warnings found at load (the set loaded anyway).

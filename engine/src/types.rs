@@ -164,10 +164,14 @@ pub enum GiveUpReason {
     /// The runtime's own: an operator killed the scheduled retry (`POST /v1/retries/{id}/kill`),
     /// so it was dead-lettered at once with its rule's label. `decide` never returns it.
     Killed,
+    /// The runtime's own: the rules would retry, but the failure's retry budget had no room
+    /// and says `exhausted: dead_letter`. `decide` never returns it.
+    Budget,
 }
 
 impl GiveUpReason {
-    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error`, `crash_loop` or `killed`.
+    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error`, `crash_loop`, `killed` or
+    /// `budget`.
     pub fn as_str(self) -> &'static str {
         match self {
             GiveUpReason::GiveUp => "give_up",
@@ -176,6 +180,7 @@ impl GiveUpReason {
             GiveUpReason::PolicyError => "policy_error",
             GiveUpReason::CrashLoop => "crash_loop",
             GiveUpReason::Killed => "killed",
+            GiveUpReason::Budget => "budget",
         }
     }
 }

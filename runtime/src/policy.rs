@@ -97,6 +97,10 @@ impl FailurePolicy for RulePolicy {
     fn heat_half_life(&self) -> std::time::Duration {
         self.scale.to_real(DEFAULT_HEAT_HALF_LIFE)
     }
+
+    fn adaptive(&self) -> Option<(Arc<rebound_engine::CompiledSet>, TimeScale)> {
+        Some((self.handle.current(), self.scale))
+    }
 }
 
 #[cfg(test)]

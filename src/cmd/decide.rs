@@ -23,14 +23,20 @@ pub fn run(args: Args) -> Outcome {
     };
     let handle = PolicyHandle::new(set);
     let failure = f.failure();
-    let decided = handle.decide(&failure.context(), &mut f.rng());
+    let ctx = failure.context();
+    let decided = handle.decide(&ctx, &mut f.rng());
+    let set = handle.current();
     if f.json {
+        let keys = super::adaptive::keys(&set, &ctx);
         println!(
             "{}",
-            serde_json::to_string(&decided.report(f.attempt)).unwrap_or_default()
+            super::adaptive::with_keys(&decided.report(f.attempt), keys)
         );
     } else {
         println!("{}", describe(&decided, f.attempt));
+        if let Some(line) = super::adaptive::line(&set, &ctx) {
+            println!("{line}");
+        }
     }
     Outcome::Ok
 }

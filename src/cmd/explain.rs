@@ -30,15 +30,20 @@ pub fn run(args: Args) -> Outcome {
     let failure = f.failure();
     // Seeded as `decide --seed` seeds, so the seed printed replays the same draw there.
     let seed = f.seed.unwrap_or_else(rand::random);
-    let explained = handle.explain(&failure.context(), &mut StdRng::seed_from_u64(seed));
+    let ctx = failure.context();
+    let explained = handle.explain(&ctx, &mut StdRng::seed_from_u64(seed));
+    let set = handle.current();
     if f.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "decision": explained.decided.report(f.attempt),
             "trace": explained.trace,
             "note": explained.defaults_note,
             "seed": seed,
             "pacing": explained.pacing,
         });
+        for (key, value) in super::adaptive::keys(&set, &ctx) {
+            doc[key] = value;
+        }
         println!("{doc}");
         return Outcome::Ok;
     }
@@ -71,6 +76,9 @@ pub fn run(args: Args) -> Outcome {
     }
     if let Some(note) = &explained.defaults_note {
         println!("  note: {note}");
+    }
+    if let Some(line) = super::adaptive::line(&set, &ctx) {
+        println!("{line}");
     }
     if let Some(pacing) = &explained.pacing {
         let given = if f.seed.is_some() {

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod adaptive;
 pub mod check;
 pub mod decide;
 pub mod explain;

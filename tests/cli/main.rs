@@ -6,6 +6,7 @@
 //! (`shipped_rules_props`), and the README's examples run as written (`readme_examples`).
 //! Fixtures are in `tests/fixtures/`.
 
+mod budgets_breakers;
 mod cli_rules;
 mod config_file;
 mod fmt;

@@ -265,3 +265,54 @@ fn the_rules_schema_knows_labels_as_check_does() {
         assert_eq!(rules_schema_errors(&text), Vec::<String>::new(), "{text}");
     }
 }
+
+#[test]
+fn the_rules_schema_knows_budgets_and_breakers_as_check_does() {
+    let spec = "version: 1
+budgets:
+  - id: payment-retries
+    match: { biz: PAYMENT }
+    ratio: 20%
+    min_per_s: 5
+    window: 10s
+    exhausted: hold
+breakers:
+  - id: payment-gateway
+    match: { biz: PAYMENT, code: [NET_TIMEOUT, PAY_PROCESSING] }
+    per: attrs.downstream
+    open_at: 50%
+    min_samples: 20
+    window: 10s
+    cool_down: 30s
+    ramp: 1m
+";
+    assert_eq!(rules_schema_errors(spec), Vec::<String>::new());
+    for (what, text) in [
+        (
+            "a ratio over 100%",
+            spec.replace("ratio: 20%", "ratio: 120%"),
+        ),
+        (
+            "an unknown exhausted",
+            spec.replace("exhausted: hold", "exhausted: drop"),
+        ),
+        (
+            "a bad per",
+            spec.replace("per: attrs.downstream", "per: downstream"),
+        ),
+        (
+            "a bad duration",
+            spec.replace("cool_down: 30s", "cool_down: soon"),
+        ),
+        (
+            "an upper-case id",
+            spec.replace("id: payment-gateway", "id: Gateway"),
+        ),
+        ("an unknown key", spec.replace("ramp: 1m", "rmap: 1m")),
+    ] {
+        assert!(
+            !rules_schema_errors(&text).is_empty(),
+            "{what} passes the schema:\n{text}"
+        );
+    }
+}

@@ -44,7 +44,10 @@ impl Outcome {
                 GiveUpReason::GiveUp => Some(Outcome::GiveUp),
                 GiveUpReason::MaxRetries => Some(Outcome::MaxRetries),
                 GiveUpReason::MaxElapsed => Some(Outcome::MaxElapsed),
-                GiveUpReason::PolicyError | GiveUpReason::CrashLoop | GiveUpReason::Killed => None,
+                GiveUpReason::PolicyError
+                | GiveUpReason::CrashLoop
+                | GiveUpReason::Killed
+                | GiveUpReason::Budget => None,
             },
         }
     }

@@ -1,13 +1,22 @@
 //! The runtime's adaptive state: what it keeps between failures and shows the rules as
-//! signals (`operations.md`, "Adaptive retries at run time"). The rule set declares it; the
-//! runtime keeps one per running topology, shared by its spout tasks, each of which adds the
-//! failures it decides.
+//! signals, and the budgets and breakers it applies after the rules decide (`operations.md`,
+//! "Adaptive retries at run time"). The rule set declares them; the runtime keeps one state
+//! per running topology, shared by its spout tasks.
 //!
 //! - [`Heat`] (`heat.rs`): each failure's weight added to its biz's heat, halving every
 //!   half-life; a decision sees `signals.heat` and `signals.heat_total`.
+//! - [`Budget`] (`budget.rs`) and [`Breaker`] (`breaker.rs`): one budget's sliding window, one
+//!   breaker's state machine; [`RetryGate`] (`gate.rs`): all of the set's, between a
+//!   decision and a retry's firing.
 
+pub mod breaker;
+pub mod budget;
+pub mod gate;
 mod heat;
 
+pub use breaker::{Breaker, BreakerLimits, BreakerState, ramp_share};
+pub use budget::{Budget, BudgetLimits};
+pub use gate::{GateSnapshot, RetryGate};
 pub use heat::{COLD, Heat, MAX_BIZ};
 
 use tokio::time::Instant;

@@ -7,6 +7,7 @@
 //! (the builder rejects cycles between bolts).
 
 pub(crate) mod bolt;
+mod gating;
 pub(crate) mod outbox;
 pub(crate) mod spout;
 mod stall;
@@ -136,6 +137,7 @@ pub struct RunningTopology {
     other_tasks: Vec<JoinHandle<()>>,
     stats: Arc<Stats>,
     heat: Arc<Heat>,
+    gate: Arc<crate::adaptive::RetryGate>,
 }
 
 /// How a shutdown went.
@@ -170,6 +172,7 @@ impl Topology {
         } = seams;
         // One heat for every spout task: the failures of a biz heat it wherever decided.
         let heat = Arc::new(Heat::new(policy.heat_half_life()));
+        let gate = Arc::new(crate::adaptive::RetryGate::default());
 
         // Bolt tasks are numbered globally, component after component.
         let mut first_task = Vec::with_capacity(self.bolts.len());
@@ -300,6 +303,7 @@ impl Topology {
                     heat: heat.clone(),
                     control: control_rx.clone(),
                     status,
+                    gate: gate.clone(),
                 };
                 let (task, batcher) = SpoutTask::new((s.factory)(&info), parts);
                 spout_handles.push(tokio::spawn(task.run()));
@@ -317,6 +321,7 @@ impl Topology {
             other_tasks,
             stats,
             heat,
+            gate,
         }
     }
 }
@@ -335,6 +340,12 @@ impl RunningTopology {
     /// The fault heat the spout tasks add their failures to (for an exporter, or a test).
     pub fn heat(&self) -> Arc<Heat> {
         self.heat.clone()
+    }
+
+    /// The budgets and breakers the topology's spout tasks keep (their state, for an
+    /// exporter and a report).
+    pub fn retry_gate(&self) -> Arc<crate::adaptive::RetryGate> {
+        self.gate.clone()
     }
 
     /// Waits until every spout is exhausted and has nothing in flight and nothing waiting to

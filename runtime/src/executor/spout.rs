@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::gating::Gating;
 use super::{Control, SpoutStatus, guarded};
 use crate::acker::Terminal;
 use crate::adaptive::{self, Heat};
@@ -116,6 +117,8 @@ pub(crate) struct SpoutParts {
     pub(crate) heat: Arc<Heat>,
     pub(crate) control: watch::Receiver<Control>,
     pub(crate) status: watch::Sender<SpoutStatus>,
+    /// The topology's budgets and breakers (one for all its spout tasks).
+    pub(crate) gate: Arc<crate::adaptive::RetryGate>,
 }
 
 pub(crate) struct SpoutTask<S: Spout> {
@@ -133,6 +136,8 @@ pub(crate) struct SpoutTask<S: Spout> {
     source: Source,
     mixer: Mixer,
     fuse: RetryFuse,
+    /// Due retries the budgets and breakers hold back.
+    gating: Gating,
     stall: StallWatch,
     // Published to the shared stats once per pass.
     emitted: u64,
@@ -178,6 +183,7 @@ impl<S: Spout> SpoutTask<S> {
             source: Source::Open,
             mixer: Mixer::new(p.cfg.retry_mix),
             fuse: RetryFuse::new(p.cfg.fuse, now),
+            gating: Gating::new(p.gate.clone()),
             stall: StallWatch::default(),
             emitted: 0,
             new_messages: 0,
@@ -261,11 +267,16 @@ impl<S: Spout> SpoutTask<S> {
             if self.source == Source::Idle {
                 at(now + self.p.cfg.spout_idle_wait);
             }
-            if !self.p.queue.is_empty() {
+            if !self.p.queue.is_empty() || self.gating.held() > 0 {
                 if self.fuse.is_open(now) {
                     at(self.fuse.next_check());
-                } else if let Some(due) = self.p.queue.next_due() {
-                    at(due);
+                } else {
+                    if let Some(due) = self.p.queue.next_due() {
+                        at(due);
+                    }
+                    if let Some(t) = self.gating.next_check(now) {
+                        at(t);
+                    }
                 }
             }
         }
@@ -308,7 +319,10 @@ impl<S: Spout> SpoutTask<S> {
             let mut next = None;
             for turn in self.mixer.order() {
                 let msg = match turn {
-                    Turn::Retry if retries_allowed => self.p.queue.pop_due(now),
+                    Turn::Retry if retries_allowed => {
+                        self.gating
+                            .pop_due(self.p.policy.as_ref(), self.p.queue.as_mut(), now)
+                    }
                     Turn::Retry => None,
                     Turn::New => self.next_new(),
                 };
@@ -319,6 +333,10 @@ impl<S: Spout> SpoutTask<S> {
                 }
             }
             let Some(msg) = next else { break };
+            if msg.retry.attempt == 0 {
+                self.gating
+                    .first_delivery(self.p.policy.as_ref(), &msg, now);
+            }
             self.deliver(msg, at, wall);
             n += 1;
         }
@@ -406,6 +424,8 @@ impl<S: Spout> SpoutTask<S> {
                     let latency = now_nanos.saturating_sub(flight.emitted_at);
                     self.latency.observe(Duration::from_nanos(latency));
                     self.count_ack(&flight.msg);
+                    self.gating
+                        .finished(self.p.policy.as_ref(), &flight.msg, None, now);
                     // Recorded before the spout hears it: a source's position that covers
                     // the message is then queued after its fate.
                     let at = *wall.get_or_insert_with(|| self.p.time.wall());
@@ -416,6 +436,8 @@ impl<S: Spout> SpoutTask<S> {
                     // Recorded before deciding, so the policy sees this failure in the rate.
                     self.fuse.record(now, 0, 1);
                     self.p.stats.failure(&failure.code);
+                    self.gating
+                        .finished(self.p.policy.as_ref(), &flight.msg, Some(&failure), now);
                     self.decide(flight.msg, *failure, now);
                 }
             }
@@ -439,15 +461,20 @@ impl<S: Spout> SpoutTask<S> {
                     tracing::error!(id = %msg.id, panic = %p.message, at = p.at(), "failure policy panicked weighing heat");
                     (0.0, 0.0)
                 });
+        let breaker_open = {
+            let mut scope = FailureContext::new(biz, code, msg.retry.attempt);
+            scope.attrs = &failure.attrs;
+            self.gating.breaker_open(policy, &scope, now)
+        };
         // On the stack: the decision borrows them, nothing is copied.
         let signals = Signals {
             fail_rate: self.fuse.fail_rate(now),
-            retry_queue_depth: self.p.queue.len() as u64,
+            retry_queue_depth: (self.p.queue.len() + self.gating.held()) as u64,
             pending: self.in_flight() as u64,
             fuse_open,
             heat,
             heat_total,
-            breaker_open: false,
+            breaker_open,
         }
         .named();
         let wall = self.p.time.wall();
@@ -478,7 +505,21 @@ impl<S: Spout> SpoutTask<S> {
                 }
             });
         let version = decided.version;
-        match decided.decision {
+        // A retry its budget has no room for, and that says `dead_letter`, ends here.
+        let decision = match decided.decision {
+            Decision::Retry { rule, .. }
+                if !self.gating.retry_allowed(self.p.policy.as_ref(), &ctx, now) =>
+            {
+                Decision::DeadLetter {
+                    label: Gating::label_of(self.p.policy.as_ref(), &rule)
+                        .unwrap_or_else(|| Label::from("default")),
+                    reason: GiveUpReason::Budget,
+                    rule,
+                }
+            }
+            decision => decision,
+        };
+        match decision {
             Decision::Retry { delay, rule } => {
                 // Saturate here, once: the due instant, the stored due time and the stored
                 // delay are all computed from this.
@@ -568,7 +609,7 @@ impl<S: Spout> SpoutTask<S> {
             stats.note_task_pending(in_flight as u64);
             self.published_pending = in_flight;
         }
-        let queued = self.p.queue.len();
+        let queued = self.p.queue.len() + self.gating.held();
         if queued != self.published_queue {
             stats.add_retry_queue_depth(queued as i64 - self.published_queue as i64);
             self.published_queue = queued;

@@ -111,6 +111,18 @@ pub trait FailurePolicy: Send + Sync + 'static {
     fn heat_half_life(&self) -> Duration {
         DEFAULT_HEAT_HALF_LIFE
     }
+
+    /// The rule set in force and the time scale its durations run at, for the budgets and
+    /// breakers it declares (the runtime keeps their state: `adaptive::RetryGate`). `None`
+    /// (the default): a policy without them.
+    fn adaptive(
+        &self,
+    ) -> Option<(
+        std::sync::Arc<rebound_engine::CompiledSet>,
+        crate::time::TimeScale,
+    )> {
+        None
+    }
 }
 
 /// Where retries wait until they are due: one queue per spout task, owned by that task (so no

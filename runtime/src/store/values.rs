@@ -145,6 +145,7 @@ pub(super) fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveU
         "policy_error" => GiveUpReason::PolicyError,
         "crash_loop" => GiveUpReason::CrashLoop,
         "killed" => GiveUpReason::Killed,
+        "budget" => GiveUpReason::Budget,
         other => return Err(corrupt(table, "reason", other)),
     })
 }

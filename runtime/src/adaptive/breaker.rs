@@ -1,0 +1,315 @@
+//! One circuit breaker's state (`operations.md`, "Breakers"): over a sliding window it counts
+//! the finished trees of its scope and those that failed with its codes; at `min_samples` and a
+//! failed share of `open_at` it opens, and due retries in its scope are held (never dropped)
+//! while new messages keep flowing. After `cool_down` it is half-open: the share of held
+//! retries it releases rises linearly from 10% to 100% over `ramp`; a failed share at or above
+//! `open_at` during the ramp opens it again; when the ramp ends it is closed.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The most state changes a breaker remembers.
+const MAX_HISTORY: usize = 100;
+
+/// What a breaker does, from the rule set's `breakers:` entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerLimits {
+    /// The failed share that opens it, 0 to 1.
+    pub open_at: f64,
+    /// The fewest finished trees in the window before it may open.
+    pub min_samples: u64,
+    /// The sliding window.
+    pub window: Duration,
+    /// Open this long before half-open.
+    pub cool_down: Duration,
+    /// Half-open this long before closed.
+    pub ramp: Duration,
+}
+
+/// Where a breaker stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Retries fire as due.
+    Closed,
+    /// Retries in its scope are held.
+    Open,
+    /// A rising share of held retries is released.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// `closed`, `open` or `half_open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// The share of held retries released this far into the ramp: 10% at its start, 100% at its
+/// end.
+pub fn ramp_share(into: Duration, ramp: Duration) -> f64 {
+    if ramp.is_zero() {
+        return 1.0;
+    }
+    (0.1 + 0.9 * into.as_secs_f64() / ramp.as_secs_f64()).min(1.0)
+}
+
+/// One breaker (one value of its `per` key).
+#[derive(Debug)]
+pub struct Breaker {
+    limits: BreakerLimits,
+    /// Finished trees in the window: when, and whether they failed with its codes.
+    outcomes: VecDeque<(Instant, bool)>,
+    failed: usize,
+    state: BreakerState,
+    /// When the state began.
+    since: Instant,
+    /// Half-open: retries asked and released since it began.
+    asked: u64,
+    released: u64,
+    /// How many times it changed state.
+    transitions: u64,
+    /// The states it entered, in order (the first [`MAX_HISTORY`]).
+    history: Vec<BreakerState>,
+}
+
+impl Breaker {
+    /// A closed breaker under `limits`.
+    pub fn new(limits: BreakerLimits, now: Instant) -> Breaker {
+        Breaker {
+            limits,
+            outcomes: VecDeque::new(),
+            failed: 0,
+            state: BreakerState::Closed,
+            since: now,
+            asked: 0,
+            released: 0,
+            transitions: 0,
+            history: Vec::new(),
+        }
+    }
+
+    /// The limits now in force (a reload may change them; the state stays).
+    pub fn set_limits(&mut self, limits: BreakerLimits) {
+        self.limits = limits;
+    }
+
+    /// A finished tree of its scope at `now`: `failed` if it failed with the breaker's codes.
+    /// Returns the state after it (it may have opened).
+    pub fn record(&mut self, failed: bool, now: Instant) -> BreakerState {
+        self.advance(now);
+        self.prune(now);
+        self.outcomes.push_back((now, failed));
+        self.failed += usize::from(failed);
+        let samples = self.outcomes.len() as u64;
+        let share = self.failed as f64 / samples as f64;
+        if self.state != BreakerState::Open
+            && samples >= self.limits.min_samples
+            && share >= self.limits.open_at
+        {
+            self.enter(BreakerState::Open, now);
+        }
+        self.state
+    }
+
+    /// Where it stands at `now` (open turns half-open after the cool-down, half-open closed
+    /// after the ramp).
+    pub fn state(&mut self, now: Instant) -> BreakerState {
+        self.advance(now);
+        self.state
+    }
+
+    /// Whether a due retry of its scope may fire at `now`: always when closed, never when
+    /// open, and half-open as long as the share released stays within the ramp's.
+    pub fn admit(&mut self, now: Instant) -> bool {
+        match self.state(now) {
+            BreakerState::Closed => true,
+            BreakerState::Open => false,
+            BreakerState::HalfOpen => {
+                let share = ramp_share(now.saturating_duration_since(self.since), self.limits.ramp);
+                self.asked += 1;
+                let admit = (self.released + 1) as f64 <= share * self.asked as f64 + 1e-9;
+                self.released += u64::from(admit);
+                admit
+            }
+        }
+    }
+
+    /// How many times it changed state.
+    pub fn transitions(&self) -> u64 {
+        self.transitions
+    }
+
+    /// The states it entered, in order (the first 100).
+    pub fn history(&self) -> &[BreakerState] {
+        &self.history
+    }
+
+    fn advance(&mut self, now: Instant) {
+        let in_state = now.saturating_duration_since(self.since);
+        if self.state == BreakerState::Open && in_state >= self.limits.cool_down {
+            let at = self.since + self.limits.cool_down;
+            self.enter(BreakerState::HalfOpen, at);
+        }
+        let in_state = now.saturating_duration_since(self.since);
+        if self.state == BreakerState::HalfOpen && in_state >= self.limits.ramp {
+            let at = self.since + self.limits.ramp;
+            self.enter(BreakerState::Closed, at);
+        }
+    }
+
+    fn enter(&mut self, state: BreakerState, at: Instant) {
+        self.state = state;
+        self.since = at;
+        self.asked = 0;
+        self.released = 0;
+        self.transitions += 1;
+        if self.history.len() < MAX_HISTORY {
+            self.history.push(state);
+        }
+        if state == BreakerState::Open {
+            // The half-open that follows judges what happens after the cool-down.
+            self.outcomes.clear();
+            self.failed = 0;
+        }
+    }
+
+    fn prune(&mut self, now: Instant) {
+        let Some(start) = now.checked_sub(self.limits.window) else {
+            return;
+        };
+        while let Some(&(t, failed)) = self.outcomes.front() {
+            if t > start {
+                break;
+            }
+            self.outcomes.pop_front();
+            self.failed -= usize::from(failed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> BreakerLimits {
+        BreakerLimits {
+            open_at: 0.5,
+            min_samples: 10,
+            window: Duration::from_secs(10),
+            cool_down: Duration::from_secs(30),
+            ramp: Duration::from_secs(60),
+        }
+    }
+
+    fn s(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn closed_open_half_open_ramp_reopen_and_closed_over_manual_time() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        // Below min_samples it stays closed whatever fails.
+        for _ in 0..9 {
+            assert_eq!(b.record(true, t0), BreakerState::Closed);
+        }
+        // The tenth sample at a failed share of 100%: open.
+        assert_eq!(b.record(true, t0), BreakerState::Open);
+        assert!(!b.admit(t0 + s(29)), "held while open");
+        // After the cool-down: half-open, releasing 10% at first.
+        assert_eq!(b.state(t0 + s(30)), BreakerState::HalfOpen);
+        let released = (0..100).filter(|_| b.admit(t0 + s(30))).count();
+        assert_eq!(released, 10, "10% at the ramp's start");
+        // Halfway up the ramp: 55% of what is asked from then on (the counts carry over).
+        let mut b2 = Breaker::new(limits(), t0);
+        for _ in 0..10 {
+            b2.record(true, t0);
+        }
+        let mid = t0 + s(30) + s(30);
+        let released = (0..100).filter(|_| b2.admit(mid)).count();
+        assert_eq!(released, 55);
+        // Failures during the ramp open it again.
+        let during = t0 + s(40);
+        for _ in 0..9 {
+            b.record(true, during);
+        }
+        assert_eq!(b.record(true, during), BreakerState::Open);
+        assert!(!b.admit(during));
+        // Cool-down and the whole ramp with the dependency healthy: closed, everything fires.
+        let healed = during + s(30);
+        assert_eq!(b.state(healed), BreakerState::HalfOpen);
+        for _ in 0..20 {
+            b.record(false, healed);
+        }
+        assert_eq!(b.state(healed + s(60)), BreakerState::Closed);
+        assert!(
+            (0..1000).all(|_| b.admit(healed + s(60))),
+            "all held retries fire once closed"
+        );
+        assert_eq!(
+            b.transitions(),
+            5,
+            "open, half-open, open, half-open, closed"
+        );
+    }
+
+    #[test]
+    fn a_failed_share_below_open_at_keeps_it_closed_and_old_outcomes_leave_the_window() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        for i in 0..40 {
+            // 40% failed.
+            assert_eq!(b.record(i % 5 >= 3, t0), BreakerState::Closed);
+        }
+        // Ten seconds on, the old successes are gone; ten failures alone reach 100%.
+        let later = t0 + s(11);
+        for _ in 0..9 {
+            assert_eq!(b.record(true, later), BreakerState::Closed);
+        }
+        assert_eq!(b.record(true, later), BreakerState::Open);
+    }
+
+    #[test]
+    fn held_retries_are_released_at_the_ramps_share_and_all_once_closed() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        for _ in 0..10 {
+            b.record(true, t0);
+        }
+        // 1,000 retries held; asked every second from the cool-down on, they are released
+        // at a rising share and the rest once closed: none is dropped.
+        let mut held = 1000u32;
+        let mut released_at = Vec::new();
+        for sec in 0..=90 {
+            let now = t0 + s(30 + sec);
+            let mut released = 0;
+            for _ in 0..held {
+                if b.admit(now) {
+                    released += 1;
+                }
+            }
+            held -= released;
+            released_at.push(released);
+        }
+        assert_eq!(held, 0);
+        assert_eq!(b.state(t0 + s(120)), BreakerState::Closed);
+        assert!(
+            released_at[0] >= 90 && released_at[0] <= 110,
+            "{released_at:?}"
+        );
+    }
+
+    #[test]
+    fn the_ramp_share_rises_linearly_from_ten_percent() {
+        assert_eq!(ramp_share(Duration::ZERO, s(60)), 0.1);
+        assert!((ramp_share(s(30), s(60)) - 0.55).abs() < 1e-12);
+        assert_eq!(ramp_share(s(60), s(60)), 1.0);
+        assert_eq!(ramp_share(s(99), s(60)), 1.0);
+    }
+}

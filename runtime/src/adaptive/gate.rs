@@ -1,0 +1,278 @@
+//! [`RetryGate`]: the process's budgets and breakers, as the rule set in force declares them,
+//! between the rules' decision and the retry's firing. One per topology, shared by its spout
+//! tasks (one owner: the state they must agree on lives here, behind one lock, touched only
+//! when the set has budgets or breakers).
+//!
+//! - A first delivery counts toward every budget whose scope takes its biz.
+//! - A retry the rules decided, without room in its budget, is dead-lettered at once when
+//!   the budget says `exhausted: dead_letter` ([`RetryGate::retry_allowed`]).
+//! - A due retry fires only if every breaker of its scope admits it and its budget has room
+//!   ([`RetryGate::admit`]); otherwise the spout task holds it and asks again (never dropped).
+//! - A finished tree is a sample of every breaker whose scope takes its biz; a failure with
+//!   the breaker's codes is a failed one ([`RetryGate::finished`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+
+use rebound_engine::{BreakerPolicy, BudgetPolicy, CompiledSet, Exhausted, FailureContext, PerKey};
+use tokio::time::Instant;
+
+use super::breaker::{Breaker, BreakerLimits, BreakerState};
+use super::budget::{Budget, BudgetLimits};
+use crate::time::TimeScale;
+use crate::topology::{Message, MessageId};
+
+/// The most values of a breaker's `per` key kept apart; the rest share `other`.
+pub const MAX_KEYS: usize = 100;
+
+/// What the gate did, for the metrics and the report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GateSnapshot {
+    /// Per budget: retries held for want of room, and retries dead-lettered for it.
+    pub budgets: BTreeMap<String, (u64, u64)>,
+    /// Per breaker and key (`""` without `per`): its state now, and the states it entered,
+    /// in order.
+    pub breakers: BTreeMap<(String, String), (BreakerState, Vec<BreakerState>)>,
+}
+
+#[derive(Debug)]
+struct BudgetState {
+    budget: Budget,
+    /// The retries held now, each counted once in `held`.
+    waiting: HashSet<MessageId>,
+    held: u64,
+    exhausted: u64,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    budgets: HashMap<String, BudgetState>,
+    breakers: HashMap<String, HashMap<String, Breaker>>,
+}
+
+/// The budgets and breakers of one topology; see the [module docs](self).
+#[derive(Debug, Default)]
+pub struct RetryGate {
+    state: Mutex<State>,
+}
+
+/// The scope a message's retry is judged in: its biz, and its last failure's code and attrs.
+fn retry_scope(message: &Message) -> Option<FailureContext<'_>> {
+    let last = message.retry.last_failure()?;
+    let mut ctx = FailureContext::new(&message.biz, &last.code, message.retry.attempt);
+    ctx.attrs = &last.attrs;
+    Some(ctx)
+}
+
+/// True if the set asks anything of the gate.
+pub fn active(set: &CompiledSet) -> bool {
+    !(set.budgets().is_empty() && set.breakers().is_empty())
+}
+
+fn budget_limits(b: &BudgetPolicy, scale: TimeScale) -> BudgetLimits {
+    BudgetLimits {
+        ratio: b.ratio,
+        min_per_s: b.min_per_s,
+        window: scale.to_real(b.window),
+    }
+}
+
+fn breaker_limits(b: &BreakerPolicy, scale: TimeScale) -> BreakerLimits {
+    BreakerLimits {
+        open_at: b.open_at,
+        min_samples: b.min_samples,
+        window: scale.to_real(b.window),
+        cool_down: scale.to_real(b.cool_down),
+        ramp: scale.to_real(b.ramp),
+    }
+}
+
+impl State {
+    fn budget(&mut self, b: &BudgetPolicy, scale: TimeScale) -> &mut BudgetState {
+        let limits = budget_limits(b, scale);
+        let s = self
+            .budgets
+            .entry(b.id.clone())
+            .or_insert_with(|| BudgetState {
+                budget: Budget::new(limits),
+                waiting: HashSet::new(),
+                held: 0,
+                exhausted: 0,
+            });
+        if s.budget.limits() != limits {
+            s.budget.set_limits(limits);
+        }
+        s
+    }
+
+    /// The breaker of `b` for `key` (a new one closed), or `other` beyond [`MAX_KEYS`].
+    fn breaker(
+        &mut self,
+        b: &BreakerPolicy,
+        key: &str,
+        scale: TimeScale,
+        now: Instant,
+    ) -> (String, &mut Breaker) {
+        let limits = breaker_limits(b, scale);
+        let keys = self.breakers.entry(b.id.clone()).or_default();
+        let key = if keys.contains_key(key) || keys.len() < MAX_KEYS {
+            key.to_owned()
+        } else {
+            "other".to_owned()
+        };
+        let breaker = keys
+            .entry(key.clone())
+            .or_insert_with(|| Breaker::new(limits, now));
+        breaker.set_limits(limits);
+        (key, breaker)
+    }
+}
+
+/// The key of a `per` breaker for `ctx` (`""` for an absent attribute or without `per`).
+fn key_of<'a>(per: Option<&PerKey>, ctx: &FailureContext<'a>) -> &'a str {
+    per.and_then(|p| p.value(ctx)).unwrap_or("")
+}
+
+impl RetryGate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A first delivery of `biz` at `now`.
+    pub fn first_delivery(&self, set: &CompiledSet, scale: TimeScale, biz: &str, now: Instant) {
+        if set.budgets().is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        for b in set.budgets().iter().filter(|b| b.scope.matches_biz(biz)) {
+            s.budget(b, scale).budget.first_delivery(now);
+        }
+    }
+
+    /// Whether a retry the rules decided for `ctx` may be scheduled: false when its budget
+    /// has no room and says `dead_letter` (counted as exhausted; the caller dead-letters it
+    /// with reason `budget`).
+    pub fn retry_allowed(
+        &self,
+        set: &CompiledSet,
+        scale: TimeScale,
+        ctx: &FailureContext<'_>,
+        now: Instant,
+    ) -> bool {
+        let Some(b) = set.budget_for(ctx) else {
+            return true;
+        };
+        if b.exhausted != Exhausted::DeadLetter {
+            return true;
+        }
+        let mut s = self.lock();
+        let state = s.budget(b, scale);
+        if state.budget.has_room(now) {
+            return true;
+        }
+        state.exhausted += 1;
+        false
+    }
+
+    /// Whether the due retry of `message` may fire at `now` (if so, its budget counts it).
+    pub fn admit(
+        &self,
+        set: &CompiledSet,
+        scale: TimeScale,
+        message: &Message,
+        now: Instant,
+    ) -> bool {
+        let Some(ctx) = retry_scope(message) else {
+            return true; // a replayed letter's fresh delivery: no failure to judge it by
+        };
+        let mut s = self.lock();
+        for b in set.breakers_for(&ctx) {
+            let key = key_of(b.per.as_ref(), &ctx);
+            let (_, breaker) = s.breaker(b, key, scale, now);
+            if !breaker.admit(now) {
+                return false;
+            }
+        }
+        let Some(b) = set.budget_for(&ctx) else {
+            return true;
+        };
+        let state = s.budget(b, scale);
+        if state.budget.try_fire(now) {
+            state.waiting.remove(&message.id);
+            return true;
+        }
+        if state.waiting.insert(message.id.clone()) {
+            state.held += 1;
+        }
+        false
+    }
+
+    /// A finished tree of `biz` at `now`: acked (`failure` `None`), or failed as `failure`.
+    /// `last` is the message's last failure before, if any (an acked retry's breaker key).
+    pub fn finished(
+        &self,
+        set: &CompiledSet,
+        scale: TimeScale,
+        biz: &str,
+        failure: Option<&FailureContext<'_>>,
+        last: Option<&FailureContext<'_>>,
+        now: Instant,
+    ) {
+        if set.breakers().is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        for b in set.breakers() {
+            if !b.scope.matches_biz(biz) {
+                continue;
+            }
+            let failed = failure.is_some_and(|ctx| b.scope.matches(ctx));
+            let keys: Vec<String> = match (failure.or(last), &b.per) {
+                (Some(ctx), _) => vec![key_of(b.per.as_ref(), ctx).to_owned()],
+                // A success with no key of its own: a sample of every key seen.
+                (None, Some(_)) => s
+                    .breakers
+                    .get(&b.id)
+                    .map(|k| k.keys().cloned().collect())
+                    .unwrap_or_default(),
+                (None, None) => vec![String::new()],
+            };
+            for key in keys {
+                s.breaker(b, &key, scale, now).1.record(failed, now);
+            }
+        }
+    }
+
+    /// 1 while a breaker of `ctx`'s scope is open or half-open (`signals.breaker_open`).
+    pub fn breaker_open(&self, set: &CompiledSet, ctx: &FailureContext<'_>, now: Instant) -> bool {
+        if set.breakers().is_empty() {
+            return false;
+        }
+        let mut s = self.lock();
+        set.breakers_for(ctx).any(|b| {
+            let key = key_of(b.per.as_ref(), ctx);
+            s.breakers
+                .get_mut(&b.id)
+                .and_then(|k| k.get_mut(key))
+                .is_some_and(|br| br.state(now) != BreakerState::Closed)
+        })
+    }
+
+    /// What it did so far, and where each breaker stands at `now`.
+    pub fn snapshot(&self, now: Instant) -> GateSnapshot {
+        let mut s = self.lock();
+        let budgets = s
+            .budgets
+            .iter()
+            .map(|(id, b)| (id.clone(), (b.held, b.exhausted)))
+            .collect();
+        let mut breakers = BTreeMap::new();
+        for (id, keys) in s.breakers.iter_mut() {
+            for (key, b) in keys.iter_mut() {
+                let now_in = b.state(now);
+                breakers.insert((id.clone(), key.clone()), (now_in, b.history().to_vec()));
+            }
+        }
+        GateSnapshot { budgets, breakers }
+    }
+}

@@ -1,0 +1,165 @@
+//! A spout task's side of the [`RetryGate`]: it asks the gate before it fires a due retry,
+//! holds back the ones the gate refuses (in memory: their rows stay in the store, so a crash
+//! loses none) and asks again every [`HOLD_TICK`], and tells the gate of first deliveries and
+//! finished trees. With a set that has no budgets or breakers it only passes retries through.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rebound_engine::{CompiledSet, FailureContext};
+use tokio::time::Instant;
+
+use crate::adaptive::{RetryGate, gate};
+use crate::fate::{FailurePolicy, RetryQueue};
+use crate::time::TimeScale;
+use crate::topology::{Failure, Message};
+
+/// How often held retries are asked about again.
+pub(crate) const HOLD_TICK: Duration = Duration::from_millis(50);
+
+pub(crate) struct Gating {
+    gate: Arc<RetryGate>,
+    /// Due retries the gate refused, oldest first.
+    held: VecDeque<Message>,
+}
+
+/// The policy's set, when it declares budgets or breakers.
+fn rules(policy: &dyn FailurePolicy) -> Option<(Arc<CompiledSet>, TimeScale)> {
+    policy.adaptive().filter(|(set, _)| gate::active(set))
+}
+
+/// The scope of a message's last failure (`None` for a message that never failed).
+fn last_scope(message: &Message) -> Option<FailureContext<'_>> {
+    let last = message.retry.last_failure()?;
+    let mut ctx = FailureContext::new(&message.biz, &last.code, message.retry.attempt);
+    ctx.attrs = &last.attrs;
+    Some(ctx)
+}
+
+impl Gating {
+    pub(crate) fn new(gate: Arc<RetryGate>) -> Gating {
+        Gating {
+            gate,
+            held: VecDeque::new(),
+        }
+    }
+
+    /// Retries held back now.
+    pub(crate) fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// When to ask about the held retries again.
+    pub(crate) fn next_check(&self, now: Instant) -> Option<Instant> {
+        (!self.held.is_empty()).then(|| now + HOLD_TICK)
+    }
+
+    /// The next due retry the gate lets fire: a held one first, then the queue's (each due
+    /// one it refuses is held).
+    pub(crate) fn pop_due(
+        &mut self,
+        policy: &dyn FailurePolicy,
+        queue: &mut dyn RetryQueue,
+        now: Instant,
+    ) -> Option<Message> {
+        let Some((set, scale)) = rules(policy) else {
+            // No budgets or breakers (any more): what was held goes first.
+            return self.held.pop_front().or_else(|| queue.pop_due(now));
+        };
+        for _ in 0..self.held.len() {
+            let m = self.held.pop_front()?;
+            if self.gate.admit(&set, scale, &m, now) {
+                return Some(m);
+            }
+            self.held.push_back(m);
+        }
+        while let Some(m) = queue.pop_due(now) {
+            if self.gate.admit(&set, scale, &m, now) {
+                return Some(m);
+            }
+            self.held.push_back(m);
+        }
+        None
+    }
+
+    /// A first delivery of `message` at `now`.
+    pub(crate) fn first_delivery(
+        &self,
+        policy: &dyn FailurePolicy,
+        message: &Message,
+        now: Instant,
+    ) {
+        if let Some((set, scale)) = rules(policy) {
+            self.gate.first_delivery(&set, scale, &message.biz, now);
+        }
+    }
+
+    /// `message`'s tree finished at `now`: acked, or failed with `failure`.
+    pub(crate) fn finished(
+        &self,
+        policy: &dyn FailurePolicy,
+        message: &Message,
+        failure: Option<&Failure>,
+        now: Instant,
+    ) {
+        let Some((set, scale)) = rules(policy) else {
+            return;
+        };
+        let failed = failure.map(|f| {
+            let mut ctx = FailureContext::new(&message.biz, &f.code, message.retry.attempt);
+            ctx.attrs = &f.attrs;
+            ctx
+        });
+        let last = last_scope(message);
+        self.gate.finished(
+            &set,
+            scale,
+            &message.biz,
+            failed.as_ref(),
+            last.as_ref(),
+            now,
+        );
+    }
+
+    /// Whether a retry the rules decided for `ctx` may be scheduled (false: its budget is
+    /// exhausted and says `dead_letter`).
+    pub(crate) fn retry_allowed(
+        &self,
+        policy: &dyn FailurePolicy,
+        ctx: &FailureContext<'_>,
+        now: Instant,
+    ) -> bool {
+        match rules(policy) {
+            Some((set, scale)) => self.gate.retry_allowed(&set, scale, ctx, now),
+            None => true,
+        }
+    }
+
+    /// Whether a breaker of `ctx`'s scope is open or half-open.
+    pub(crate) fn breaker_open(
+        &self,
+        policy: &dyn FailurePolicy,
+        ctx: &FailureContext<'_>,
+        now: Instant,
+    ) -> bool {
+        match rules(policy) {
+            Some((set, _)) => self.gate.breaker_open(&set, ctx, now),
+            None => false,
+        }
+    }
+
+    /// The label of `rule` in the policy's set (for a retry its budget dead-letters).
+    pub(crate) fn label_of(
+        policy: &dyn FailurePolicy,
+        rule: &rebound_engine::RuleRef,
+    ) -> Option<rebound_engine::Label> {
+        let (set, _) = policy.adaptive()?;
+        Some(match rule {
+            rebound_engine::RuleRef::Rule(id) => set
+                .rule(*id)
+                .map_or(set.defaults().dead_letter, |r| r.dead_letter()),
+            rebound_engine::RuleRef::Defaults => set.defaults().dead_letter,
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! The retry gate over a compiled rule set: budgets that hold or dead-letter, breakers that
+//! open on their scope's failures, hold its due retries and release them as they ramp.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rebound_engine::{CompiledSet, FailureContext, SourceFile, compile};
+use rebound_runtime::adaptive::{BreakerState, RetryGate};
+use rebound_runtime::time::{TimeScale, Timestamp};
+use rebound_runtime::topology::{FailureRecord, Message};
+use tokio::time::Instant;
+
+fn set(yaml: &str) -> CompiledSet {
+    compile(vec![SourceFile::new("a.yaml", "rules/a.yaml", yaml)]).unwrap()
+}
+
+/// A message due again after failing with `code` (attrs `downstream=pg`).
+fn retry(id: &str, biz: &str, code: &str) -> Message {
+    let mut m = Message::new(id, biz, "{}");
+    m.retry.attempt = 1;
+    m.retry.failures.push(FailureRecord {
+        attempt: 1,
+        at: Timestamp::ZERO,
+        code: code.into(),
+        message: String::new(),
+        attrs: [("downstream".to_owned(), "pg".to_owned())].into(),
+        rule: rebound_engine::RuleRef::Defaults,
+        version: rebound_engine::Version::from_hash(1),
+        delay: Some(Duration::from_millis(10)),
+    });
+    m
+}
+
+const REAL: TimeScale = TimeScale::REAL;
+
+#[test]
+fn a_budget_without_room_holds_its_retries_and_releases_them_as_the_window_moves() {
+    let s = set(
+        "version: 1\nbudgets:\n  - { id: pay, match: { biz: PAYMENT }, ratio: 0%, min_per_s: 1, window: 2s }\n",
+    );
+    let gate = RetryGate::default();
+    let t0 = Instant::now();
+    let fired = (0..5)
+        .filter(|i| gate.admit(&s, REAL, &retry(&format!("m{i}"), "PAYMENT", "X"), t0))
+        .count();
+    assert_eq!(fired, 2, "the floor: 1/s over 2 s");
+    // Out of its scope: not held.
+    assert!(gate.admit(&s, REAL, &retry("o", "ORDER", "X"), t0));
+    let snap = gate.snapshot(t0);
+    assert_eq!(snap.budgets["pay"], (3, 0), "three held, once each");
+    // Asked again once the window moved on: they fire, and are not counted held again.
+    let later = t0 + Duration::from_secs(2);
+    let fired = (2..5)
+        .filter(|i| gate.admit(&s, REAL, &retry(&format!("m{i}"), "PAYMENT", "X"), later))
+        .count();
+    assert_eq!(fired, 2);
+    assert_eq!(gate.snapshot(later).budgets["pay"], (3, 0));
+}
+
+#[test]
+fn a_dead_letter_budget_refuses_the_retry_at_the_decision() {
+    let s = set(
+        "version: 1\nbudgets:\n  - { id: pay, ratio: 0%, min_per_s: 1, window: 1s, exhausted: dead_letter }\n",
+    );
+    let gate = RetryGate::default();
+    let t0 = Instant::now();
+    let attrs = BTreeMap::new();
+    let mut ctx = FailureContext::new("PAYMENT", "X", 1);
+    ctx.attrs = &attrs;
+    assert!(gate.retry_allowed(&s, REAL, &ctx, t0));
+    assert!(gate.admit(&s, REAL, &retry("a", "PAYMENT", "X"), t0));
+    assert!(
+        !gate.retry_allowed(&s, REAL, &ctx, t0),
+        "the one retry a second is used"
+    );
+    assert_eq!(gate.snapshot(t0).budgets["pay"], (0, 1));
+}
+
+#[test]
+fn a_breaker_opens_on_its_scopes_failures_holds_due_retries_and_closes_after_the_ramp() {
+    let s = set("version: 1
+breakers:
+  - id: gateway
+    match: { biz: PAYMENT, code: NET_TIMEOUT }
+    per: attrs.downstream
+    open_at: 50%
+    min_samples: 4
+    window: 10s
+    cool_down: 1s
+    ramp: 2s
+");
+    let gate = RetryGate::default();
+    let t0 = Instant::now();
+    let attrs: BTreeMap<String, String> = [("downstream".to_owned(), "pg".to_owned())].into();
+    let mut failed = FailureContext::new("PAYMENT", "NET_TIMEOUT", 1);
+    failed.attrs = &attrs;
+    for _ in 0..4 {
+        gate.finished(&s, REAL, "PAYMENT", Some(&failed), None, t0);
+    }
+    assert!(gate.breaker_open(&s, &failed, t0));
+    assert!(!gate.admit(&s, REAL, &retry("r", "PAYMENT", "NET_TIMEOUT"), t0));
+    // Another biz flows.
+    assert!(gate.admit(&s, REAL, &retry("o", "ORDER", "NET_TIMEOUT"), t0));
+    // Half-open after the cool-down: a share is released; closed after the ramp: all are.
+    let half = t0 + Duration::from_secs(1);
+    let released = (0..100)
+        .filter(|i| {
+            gate.admit(
+                &s,
+                REAL,
+                &retry(&format!("h{i}"), "PAYMENT", "NET_TIMEOUT"),
+                half,
+            )
+        })
+        .count();
+    assert_eq!(released, 10);
+    let closed = t0 + Duration::from_secs(3);
+    for _ in 0..8 {
+        gate.finished(&s, REAL, "PAYMENT", None, Some(&failed), half);
+    }
+    assert!((0..100).all(|i| gate.admit(
+        &s,
+        REAL,
+        &retry(&format!("c{i}"), "PAYMENT", "NET_TIMEOUT"),
+        closed
+    )));
+    let snap = gate.snapshot(closed);
+    let (state, history) = &snap.breakers[&("gateway".to_owned(), "pg".to_owned())];
+    assert_eq!(*state, BreakerState::Closed);
+    assert_eq!(
+        history,
+        &[
+            BreakerState::Open,
+            BreakerState::HalfOpen,
+            BreakerState::Closed
+        ]
+    );
+    assert!(!gate.breaker_open(&s, &failed, closed));
+}
+
+#[test]
+fn breaker_keys_are_bounded() {
+    let s = set(
+        "version: 1\nbreakers:\n  - { id: per-code, per: code, open_at: 50%, cool_down: 1s }\n",
+    );
+    let gate = RetryGate::default();
+    let t0 = Instant::now();
+    let attrs = BTreeMap::new();
+    let codes: Vec<String> = (0..150).map(|i| format!("C{i}")).collect();
+    for code in &codes {
+        let mut ctx = FailureContext::new("X", code, 1);
+        ctx.attrs = &attrs;
+        gate.finished(&s, REAL, "X", Some(&ctx), None, t0);
+    }
+    let snap = gate.snapshot(t0);
+    assert_eq!(snap.breakers.len(), 101, "100 keys and 'other'");
+    assert!(
+        snap.breakers
+            .contains_key(&("per-code".to_owned(), "other".to_owned()))
+    );
+}
