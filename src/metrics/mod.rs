@@ -22,11 +22,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub mod alerts;
 pub mod fleet;
+pub mod gate;
 pub mod letters;
 pub mod rule_errors;
 pub mod runtime;
 pub use alerts::AlertMetrics;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
+pub use gate::{GateGauges, GateMetrics};
 pub use letters::{LetterGauges, LetterMetrics, LetterSnapshot};
 pub use rule_errors::RuleErrorMetrics;
 pub use runtime::RuntimeMetrics;
@@ -47,6 +49,8 @@ pub struct Metrics {
     pub alerts: Arc<AlertMetrics>,
     /// The dead letters: open, overdue, oldest, redrives; attach a pipeline to fill them.
     pub letters: Arc<LetterMetrics>,
+    /// The budgets and breakers; attach a pipeline to fill them.
+    pub gate: Arc<GateMetrics>,
 }
 
 impl Default for Metrics {
@@ -70,6 +74,8 @@ impl Metrics {
         registry.register_collector(Box::new(alerts.clone()));
         let letters = Arc::new(LetterMetrics::default());
         registry.register_collector(Box::new(letters.clone()));
+        let gate = Arc::new(GateMetrics::default());
+        registry.register_collector(Box::new(gate.clone()));
         Metrics {
             registry,
             rules,
@@ -78,6 +84,7 @@ impl Metrics {
             rule_errors,
             alerts,
             letters,
+            gate,
         }
     }
 

@@ -30,6 +30,8 @@ pub(super) struct Shared {
     pub(super) letters: Option<super::LetterKeeper>,
     /// `--time-scale`: the rules' time, label durations included.
     pub(super) time_scale: rebound_runtime::time::TimeScale,
+    /// The topology's budgets and breakers (none for a run that had finished).
+    pub(super) gate: Option<Arc<rebound_runtime::adaptive::RetryGate>>,
 }
 
 /// A cheap, cloneable handle on a running (or finished) pipeline: its counters, its store,
@@ -158,6 +160,9 @@ impl PipelineHandle {
             &run,
             partitioned,
         )?;
+        if let Some(gate) = &self.shared.gate {
+            report.add_gate(&gate.snapshot(tokio::time::Instant::now()));
+        }
         if let Some(fleet) = &self.shared.fleet {
             report.node = Some(super::report::NodeShare {
                 name: fleet.node.clone(),
@@ -200,6 +205,13 @@ impl crate::metrics::FleetGauges for PipelineHandle {
             up: fleet.state.down_since().is_none(),
             nodes: fleet.state.nodes.load(Relaxed),
         }
+    }
+}
+
+impl crate::metrics::GateGauges for PipelineHandle {
+    fn gate_snapshot(&self) -> Option<rebound_runtime::adaptive::GateSnapshot> {
+        let gate = self.shared.gate.as_ref()?;
+        Some(gate.snapshot(tokio::time::Instant::now()))
     }
 }
 

@@ -331,6 +331,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
                 fleet: fleet.map(|f| f.view()),
                 letters: None,
                 time_scale: options.time_scale,
+                gate: None,
             }),
         };
         return Ok(RunningPipeline {
@@ -438,6 +439,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             fleet: keeper.as_ref().map(|(view, _)| view.clone()),
             letters: Some(letters),
             time_scale: scale,
+            gate: Some(running.retry_gate()),
         }),
     };
     let started = Instant::now();
@@ -475,6 +477,7 @@ pub async fn serve_admin(
 ) -> std::io::Result<()> {
     state.metrics.runtime.attach(pipeline.stats());
     state.metrics.letters.attach(pipeline.clone());
+    state.metrics.gate.attach(pipeline.clone());
     state
         .metrics
         .runtime

@@ -79,6 +79,56 @@ pub struct Report {
     /// On a fleet: what the node that prints the report did itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeShare>,
+    /// What the set's budgets did in this process: retries held for want of room, and
+    /// dead-lettered for it (absent without budgets).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: BTreeMap<String, BudgetShare>,
+    /// What the set's breakers did in this process: per breaker and key, the states it went
+    /// through in order and where it stands (absent without breakers).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub breakers: BTreeMap<String, BTreeMap<String, BreakerShare>>,
+}
+
+/// One budget in the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BudgetShare {
+    /// Retries held until the budget had room.
+    pub held: u64,
+    /// Retries dead-lettered with reason `budget`.
+    pub exhausted: u64,
+}
+
+/// One breaker (one key) in the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BreakerShare {
+    /// The states it entered, in order (`open`, `half_open`, `closed`).
+    pub states: Vec<&'static str>,
+    /// Where it stands now.
+    pub state: &'static str,
+}
+
+impl Report {
+    /// Adds what the retry gate of this process did.
+    pub fn add_gate(&mut self, gate: &rebound_runtime::adaptive::GateSnapshot) {
+        for (id, (held, exhausted)) in &gate.budgets {
+            self.budgets.insert(
+                id.clone(),
+                BudgetShare {
+                    held: *held,
+                    exhausted: *exhausted,
+                },
+            );
+        }
+        for ((id, key), (state, history)) in &gate.breakers {
+            self.breakers.entry(id.clone()).or_default().insert(
+                key.clone(),
+                BreakerShare {
+                    states: history.iter().map(|s| s.as_str()).collect(),
+                    state: state.as_str(),
+                },
+            );
+        }
+    }
 }
 
 /// What one node of a fleet did itself (`node` in the report).
@@ -316,6 +366,8 @@ impl Report {
             failures_by_code: stats.failures_by_code,
             sessions: sessions.len() as u64,
             node: None,
+            budgets: BTreeMap::new(),
+            breakers: BTreeMap::new(),
         })
     }
 
@@ -415,6 +467,28 @@ impl Report {
                 }
             ),
         );
+        for (id, b) in &self.budgets {
+            line(
+                "budget",
+                id.clone(),
+                format!("{} retries held, {} dead-lettered", b.held, b.exhausted),
+            );
+        }
+        for (id, keys) in &self.breakers {
+            for (key, b) in keys {
+                let name = if key.is_empty() {
+                    id.clone()
+                } else {
+                    format!("{id} ({key})")
+                };
+                let path = if b.states.is_empty() {
+                    "stayed closed".to_owned()
+                } else {
+                    format!("closed → {}", b.states.join(" → "))
+                };
+                line("breaker", name, format!("{path}; {} now", b.state));
+            }
+        }
         if let Some(node) = &self.node {
             line(
                 "this node",
