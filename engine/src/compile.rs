@@ -247,6 +247,12 @@ impl Compiler<'_> {
                         .flatten()
                         .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.attrs.{k}"), v)))
                         .collect(),
+                    headers: m
+                        .headers
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.headers.{k}"), v)))
+                        .collect(),
                 }
             })
             .unwrap_or_default();

@@ -64,7 +64,8 @@ pub(crate) struct RuleSpec {
     pub conditions: Option<MatchSpec>,
     /// A rhai boolean expression, evaluated only when `match` holds, e.g.
     /// `signals.fail_rate > 0.5`. In scope: biz, code, attempt, elapsed (ms), retry_after
-    /// (ms or ()), last_delay (ms), attrs, signals.
+    /// (ms or ()), last_delay (ms), attrs, headers, now (ms since the Unix epoch, UTC;
+    /// `hour_of_day(now, OFFSET_HOURS)`, `day_of_week(now, OFFSET_HOURS)`), signals.
     #[serde(default, rename = "if")]
     pub guard: Option<String>,
     /// How to retry. Fields it does not give come from `defaults.retry`. Never together
@@ -102,6 +103,10 @@ pub(crate) struct MatchSpec {
     /// failure does not carry never matches, not even `*`.
     #[serde(default)]
     pub attrs: Option<BTreeMap<String, OneOrMany>>,
+    /// Headers of the failed message, as its source gave them: name to `NAME`, list or glob,
+    /// as for `attrs`. A header the message does not carry never matches, not even `*`.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, OneOrMany>>,
 }
 
 /// `retry:`: every field optional; missing ones come from the defaults.

@@ -148,7 +148,7 @@ fn constrain_rules(schema: &mut Value) {
         ("RedriveSpec", &["after"], "Duration"),
         ("MatchSpec", &["attempt"], "AttemptCondition"),
         ("MatchSpec", &["elapsed"], "ElapsedCondition"),
-        ("MatchSpec", &["biz", "code", "attrs"], "Names"),
+        ("MatchSpec", &["biz", "code", "attrs", "headers"], "Names"),
     ] {
         for prop in props {
             refer_to(&mut definitions[def]["properties"][prop], to);

@@ -143,6 +143,8 @@ rules:
             retry_after: f.retry_after,
             last_delay: m.retry.last_delay(),
             attrs: &f.attrs,
+            headers: m.headers.view(),
+            now: 0,
             signals: rebound_engine::SignalView::Map(&signals),
         })
     }
