@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+mod heat;
 mod labels;
 
 /// Loads, validates and compiles a set from its files.
@@ -55,6 +56,7 @@ pub(crate) fn compile_with(
     let rules = cx.rules(&parsed, &defaults, &partial);
     let labels = cx.labels(&parsed);
     cx.check_dead_letters(&labels);
+    let heat = cx.heat(&parsed);
     let Compiler { mut diags, .. } = cx;
     if diags.iter().any(Diagnostic::is_error) {
         // Errors first; each kind in file order, then by position (a file's errors are
@@ -78,6 +80,7 @@ pub(crate) fn compile_with(
         rules,
         defaults,
         labels,
+        heat,
         index,
         scripts,
         warnings: diags,

@@ -30,6 +30,8 @@
 //!   way to decide.
 //! - `labels.rs`: the set's dead-letter labels and their policies ([`LabelPolicy`]: redrive,
 //!   alert, sla, expire), read through [`CompiledSet::labels`].
+//! - `heat.rs`: the set's `heat:` ([`HeatPolicy`]: half-life, weights by code), read through
+//!   [`CompiledSet::heat`]; checked in `compile/heat.rs`.
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
@@ -51,6 +53,7 @@ pub mod diag;
 pub mod duration;
 pub mod fmt;
 mod handle;
+mod heat;
 mod index;
 mod labels;
 mod lint;
@@ -80,6 +83,7 @@ pub use context::{Attrs, FailureContext, HeaderMap, OwnedFailure, SignalView, Si
 pub use decide::{Explanation, TraceStep};
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;
+pub use heat::{HeatPolicy, HeatWeight};
 pub use labels::{LabelPolicy, Labels, Redrive};
 pub use load::{SourceFile, read_dir};
 pub use report::DecisionReport;

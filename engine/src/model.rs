@@ -32,6 +32,10 @@ pub(crate) struct RuleFile {
     /// have them; a label is defined once in the set.
     #[serde(default)]
     pub labels: Option<LabelsSpec>,
+    /// How the runtime weighs failures into its decaying `heat` signal (`signals.heat`):
+    /// `half_life` and the `weights` of codes. At most one file of a set may have it.
+    #[serde(default)]
+    pub heat: Option<HeatSpec>,
 }
 
 /// `defaults:`: what a rule that does not say takes, and what decides when no rule matches.
@@ -225,6 +229,29 @@ pub(crate) struct RedriveSpec {
     /// How many times a letter is replayed at most (at least 1).
     #[schemars(range(min = 1))]
     pub max: u32,
+}
+
+/// `heat:`: how failures heat up. Both keys are optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeatSpec {
+    /// How long the heat takes to halve when nothing fails, e.g. `30s` (the default).
+    #[serde(default)]
+    pub half_life: Option<Scalar>,
+    /// What a failure adds to the heat, by its code: the first entry whose `code` pattern
+    /// matches wins; a code none matches weighs 1.
+    #[serde(default)]
+    pub weights: Option<Vec<HeatWeightSpec>>,
+}
+
+/// One entry of `heat.weights`, e.g. `{ code: "NET_*", weight: 3 }`.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeatWeightSpec {
+    /// An error code, or a glob with `*` (`NET_*`).
+    pub code: Scalar,
+    /// What one failure of a matching code adds to the heat: a number, at least 0.
+    pub weight: Scalar,
 }
 
 struct LabelsVisitor;

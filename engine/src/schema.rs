@@ -179,6 +179,19 @@ fn constrain_rules(schema: &mut Value) {
         definitions[def]["properties"]["dead_letter"]["pattern"] = r"\S".into();
     }
     definitions["LabelSpec"]["properties"]["alert"]["pattern"] = r"\S".into();
+    refer_to(
+        &mut definitions["HeatSpec"]["properties"]["half_life"],
+        "Duration",
+    );
+    refer_to(
+        &mut definitions["HeatWeightSpec"]["properties"]["code"],
+        "Name",
+    );
+    definitions["HeatWeightSpec"]["properties"]["weight"] = json!({
+        "description": "What one failure of a matching code adds to the heat: a number, at least 0.",
+        "type": "number",
+        "minimum": 0
+    });
     // Every use of the catch-alls now has its own kind.
     definitions.remove("Scalar");
     definitions.remove("OneOrMany");

@@ -3,6 +3,7 @@
 
 use crate::backoff::RetryPolicy;
 use crate::diag::{Diagnostic, Pos};
+use crate::heat::HeatPolicy;
 use crate::index::RuleIndex;
 use crate::labels::Labels;
 use crate::load::SourceFile;
@@ -34,6 +35,7 @@ pub struct CompiledSet {
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) defaults: Defaults,
     pub(crate) labels: Labels,
+    pub(crate) heat: HeatPolicy,
     pub(crate) index: RuleIndex,
     pub(crate) scripts: ScriptEngine,
     pub(crate) warnings: Vec<Diagnostic>,
@@ -69,6 +71,12 @@ impl CompiledSet {
     /// The labels its files define, with their policies (empty when none does).
     pub fn labels(&self) -> &Labels {
         &self.labels
+    }
+
+    /// How failures heat up (`heat:`): its half-life and each code's weight; the defaults
+    /// (30 s, every code 1) when no file has the section.
+    pub fn heat(&self) -> &HeatPolicy {
+        &self.heat
     }
 
     /// Warnings found at load (the set loaded anyway).
