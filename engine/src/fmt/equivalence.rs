@@ -16,6 +16,7 @@ use std::time::Duration;
 /// Versions are not compared: formatting changes them by design.
 pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
     same_labels(a, b)?;
+    same_heat(a, b)?;
     let mut names = Names::default();
     for file in a.files.iter().chain(&b.files) {
         if let Some(v) = file
@@ -78,6 +79,21 @@ fn one_each(names: &BTreeMap<String, BTreeSet<String>>) -> Vec<Attrs> {
         }
     }
     out
+}
+
+/// `Ok` when both sets weigh failures alike: the same half-life and weights, in order.
+fn same_heat(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
+    let heat = |s: &CompiledSet| {
+        let h = s.heat();
+        let weights: Vec<(String, f64)> =
+            h.weights().iter().map(|w| (w.code(), w.weight())).collect();
+        (h.half_life(), weights)
+    };
+    let (before, after) = (heat(a), heat(b));
+    if before == after {
+        return Ok(());
+    }
+    Err(format!("heat {before:?} before, {after:?} after"))
 }
 
 /// `Ok` when both sets define the same labels with the same policies, in any place.
