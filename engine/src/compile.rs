@@ -20,6 +20,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 mod adaptive;
+mod heat;
 mod labels;
 
 /// Loads, validates and compiles a set from its files.
@@ -58,6 +59,7 @@ pub(crate) fn compile_with(
     let budgets = cx.budgets(&parsed);
     let breakers = cx.breakers(&parsed);
     cx.check_dead_letters(&labels);
+    let heat = cx.heat(&parsed);
     let Compiler { mut diags, .. } = cx;
     if diags.iter().any(Diagnostic::is_error) {
         // Errors first; each kind in file order, then by position (a file's errors are
@@ -83,6 +85,7 @@ pub(crate) fn compile_with(
         labels,
         budgets,
         breakers,
+        heat,
         index,
         scripts,
         warnings: diags,
@@ -251,6 +254,12 @@ impl Compiler<'_> {
                         .iter()
                         .flatten()
                         .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.attrs.{k}"), v)))
+                        .collect(),
+                    headers: m
+                        .headers
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.headers.{k}"), v)))
                         .collect(),
                 }
             })

@@ -1,5 +1,6 @@
 //! What a decision looks at: a failure ([`FailureContext`], borrowed; [`OwnedFailure`],
-//! owned), its string attributes, and the runtime's signals as a borrowed [`SignalView`].
+//! owned), its string attributes, its message's headers, the time it happened, and the
+//! runtime's signals as a borrowed [`SignalView`].
 //!
 //! Nothing here imports the rest of the engine: matching, scripts and pacing all read a
 //! context, none of them is needed to make one.
@@ -13,7 +14,13 @@ pub type Attrs = BTreeMap<String, String>;
 /// `--signal`, rule tests and [`OwnedFailure`] hold.
 pub type Signals = BTreeMap<String, f64>;
 
+/// The headers of the failed message, as its source gave them: string keys to string values.
+/// Borrowed by a [`FailureContext`] like [`Attrs`]; a runtime that keeps them elsewhere lends
+/// its map (or [`HeaderMap::new`]'s empty one), never a copy.
+pub type HeaderMap = BTreeMap<String, String>;
+
 static NO_ATTRS: Attrs = BTreeMap::new();
+static NO_HEADERS: HeaderMap = BTreeMap::new();
 
 /// The runtime's signals as a decision sees them: borrowed, never copied.
 ///
@@ -83,12 +90,18 @@ pub struct FailureContext<'a> {
     pub last_delay: Duration,
     /// String attributes of the failure.
     pub attrs: &'a Attrs,
+    /// Headers of the failed message.
+    pub headers: &'a HeaderMap,
+    /// When the failure happened: milliseconds since the Unix epoch (UTC), from the runtime's
+    /// wall clock. Rule expressions see it as `now`.
+    pub now: u64,
     /// Signals from the runtime.
     pub signals: SignalView<'a>,
 }
 
 impl<'a> FailureContext<'a> {
-    /// A failure of `biz`/`code` at `attempt`, with nothing else known.
+    /// A failure of `biz`/`code` at `attempt`, with nothing else known (no attrs, headers or
+    /// signals; `now` is the epoch).
     pub fn new(biz: &'a str, code: &'a str, attempt: u32) -> Self {
         FailureContext {
             biz,
@@ -98,6 +111,8 @@ impl<'a> FailureContext<'a> {
             retry_after: None,
             last_delay: Duration::ZERO,
             attrs: &NO_ATTRS,
+            headers: &NO_HEADERS,
+            now: 0,
             signals: SignalView::NONE,
         }
     }
@@ -126,6 +141,10 @@ pub struct OwnedFailure {
     pub last_delay: Duration,
     /// String attributes.
     pub attrs: Attrs,
+    /// The message's headers.
+    pub headers: HeaderMap,
+    /// When it failed, in milliseconds since the Unix epoch.
+    pub now: u64,
     /// Runtime signals.
     pub signals: Signals,
 }
@@ -141,6 +160,8 @@ impl OwnedFailure {
             retry_after: self.retry_after,
             last_delay: self.last_delay,
             attrs: &self.attrs,
+            headers: &self.headers,
+            now: self.now,
             signals: SignalView::Map(&self.signals),
         }
     }

@@ -3,8 +3,8 @@
 //!
 //! The public API is what is re-exported here (the vocabulary, [`compile()`], [`load_dir`],
 //! [`PolicyHandle`], [`CompiledSet`] and its views) and the public modules: [`backoff`],
-//! [`diag`], [`duration`], [`load`], [`paths`], [`reload`], [`ruletest`], [`schema`] and
-//! `testing`. Every other module is the crate's own.
+//! [`diag`], [`duration`], [`load`], [`paths`], [`reload`], [`ruletest`], [`schema`],
+//! [`wall_time`] and `testing`. Every other module is the crate's own.
 //!
 //! The way through the crate:
 //!
@@ -12,6 +12,7 @@
 //!   [`Version`], [`RuleRef`], [`GiveUpReason`], [`Decision`], [`Decided`].
 //! - `context.rs`: what a decision looks at: [`FailureContext`] with its [`SignalView`],
 //!   [`OwnedFailure`]. `report.rs`: a decision as JSON ([`DecisionReport`]).
+//! - [`wall_time`]: `now` as rules see it: RFC 3339 in and out, `hour_of_day`, `day_of_week`.
 //! - [`load`]: a directory → [`SourceFile`]s (name, bytes) and the set's version hash;
 //!   [`duration`]: durations as rule files write them (`1.5s`, `2m`).
 //! - `model.rs`: what the YAML says (serde types that reject unknown keys); `positions.rs`
@@ -29,6 +30,8 @@
 //!   way to decide.
 //! - `labels.rs`: the set's dead-letter labels and their policies ([`LabelPolicy`]: redrive,
 //!   alert, sla, expire), read through [`CompiledSet::labels`].
+//! - `heat.rs`: the set's `heat:` ([`HeatPolicy`]: half-life, weights by code), read through
+//!   [`CompiledSet::heat`]; checked in `compile/heat.rs`.
 //! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
@@ -51,6 +54,7 @@ pub mod diag;
 pub mod duration;
 pub mod fmt;
 mod handle;
+mod heat;
 mod index;
 mod labels;
 mod lint;
@@ -69,6 +73,7 @@ mod set;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
+pub mod wall_time;
 mod yaml_errors;
 mod yaml_seek;
 mod yaml_syntax;
@@ -76,10 +81,11 @@ mod yaml_view;
 
 pub use adaptive::{BreakerPolicy, BudgetPolicy, Exhausted, PerKey, Scope};
 pub use compile::compile;
-pub use context::{Attrs, FailureContext, OwnedFailure, SignalView, Signals};
+pub use context::{Attrs, FailureContext, HeaderMap, OwnedFailure, SignalView, Signals};
 pub use decide::{Explanation, TraceStep};
 pub use diag::{Diagnostic, Pos, Rejected, Severity};
 pub use handle::PolicyHandle;
+pub use heat::{HeatPolicy, HeatWeight};
 pub use labels::{LabelPolicy, Labels, Redrive};
 pub use load::{SourceFile, read_dir};
 pub use report::DecisionReport;

@@ -32,6 +32,10 @@ pub(crate) struct RuleFile {
     /// have them; a label is defined once in the set.
     #[serde(default)]
     pub labels: Option<LabelsSpec>,
+    /// How the runtime weighs failures into its decaying `heat` signal (`signals.heat`):
+    /// `half_life` and the `weights` of codes. At most one file of a set may have it.
+    #[serde(default)]
+    pub heat: Option<HeatSpec>,
     /// Retry budgets: a failure the rules would retry needs room in the first budget whose
     /// `match` holds, in file order across the set.
     #[serde(default)]
@@ -141,7 +145,8 @@ pub(crate) struct RuleSpec {
     pub conditions: Option<MatchSpec>,
     /// A rhai boolean expression, evaluated only when `match` holds, e.g.
     /// `signals.fail_rate > 0.5`. In scope: biz, code, attempt, elapsed (ms), retry_after
-    /// (ms or ()), last_delay (ms), attrs, signals.
+    /// (ms or ()), last_delay (ms), attrs, headers, now (ms since the Unix epoch, UTC;
+    /// `hour_of_day(now, OFFSET_HOURS)`, `day_of_week(now, OFFSET_HOURS)`), signals.
     #[serde(default, rename = "if")]
     pub guard: Option<String>,
     /// How to retry. Fields it does not give come from `defaults.retry`. Never together
@@ -179,6 +184,10 @@ pub(crate) struct MatchSpec {
     /// failure does not carry never matches, not even `*`.
     #[serde(default)]
     pub attrs: Option<BTreeMap<String, OneOrMany>>,
+    /// Headers of the failed message, as its source gave them: name to `NAME`, list or glob,
+    /// as for `attrs`. A header the message does not carry never matches, not even `*`.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, OneOrMany>>,
 }
 
 /// `retry:`: every field optional; missing ones come from the defaults.
@@ -297,6 +306,29 @@ pub(crate) struct RedriveSpec {
     /// How many times a letter is replayed at most (at least 1).
     #[schemars(range(min = 1))]
     pub max: u32,
+}
+
+/// `heat:`: how failures heat up. Both keys are optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeatSpec {
+    /// How long the heat takes to halve when nothing fails, e.g. `30s` (the default).
+    #[serde(default)]
+    pub half_life: Option<Scalar>,
+    /// What a failure adds to the heat, by its code: the first entry whose `code` pattern
+    /// matches wins; a code none matches weighs 1.
+    #[serde(default)]
+    pub weights: Option<Vec<HeatWeightSpec>>,
+}
+
+/// One entry of `heat.weights`, e.g. `{ code: "NET_*", weight: 3 }`.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeatWeightSpec {
+    /// An error code, or a glob with `*` (`NET_*`).
+    pub code: Scalar,
+    /// What one failure of a matching code adds to the heat: a number, at least 0.
+    pub weight: Scalar,
 }
 
 struct LabelsVisitor;

@@ -45,7 +45,7 @@ pub use redrive::RedriveLeg;
 pub(crate) const MAX_ROWS: u32 = 10_000;
 
 /// How the sample context is described to readers of the table.
-pub(crate) const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time. A failure's retry_after makes a delay longer wherever respect_retry_after is on (the default)";
+pub(crate) const SAMPLE_CONTEXT: &str = "guards and script delays are evaluated on a sample context: biz SAMPLE, code SAMPLE, no attrs, headers, signals or retry_after; attempt, elapsed and last_delay follow the path, with no processing time, and now is the epoch plus elapsed. A failure's retry_after makes a delay longer wherever respect_retry_after is on (the default)";
 
 /// Whether a rule with these `attempt` conditions decides attempt `r` (and so retry `r`).
 pub(crate) fn decides_attempt(attempt: &[Cmp<u64>], r: u64) -> bool {
@@ -280,6 +280,8 @@ fn range_at(
     let ctx = FailureContext {
         elapsed: Duration::from_millis(elapsed_ms),
         last_delay: Duration::from_millis(last_ms),
+        // The sample's `now` (the epoch), advanced with elapsed like any path's.
+        now: elapsed_ms,
         ..FailureContext::new("SAMPLE", "SAMPLE", r)
     };
     let d = backoff

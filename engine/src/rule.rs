@@ -33,6 +33,8 @@ pub(crate) struct Conditions {
     pub elapsed: Vec<Cmp<Duration>>,
     /// Each named attribute must be present and match.
     pub attrs: Vec<(String, NameMatcher)>,
+    /// Each named header of the message must be present and match.
+    pub headers: Vec<(String, NameMatcher)>,
 }
 
 /// The first condition that failed, cheap to produce on the hot path.
@@ -48,6 +50,8 @@ pub(crate) enum Miss {
     Elapsed(usize),
     /// The attribute condition at this index did not hold (absent or different).
     Attr(usize),
+    /// The header condition at this index did not hold (absent or different).
+    Header(usize),
 }
 
 impl Conditions {
@@ -83,6 +87,13 @@ impl Conditions {
         {
             return Some(Miss::Attr(i));
         }
+        if let Some(i) = self
+            .headers
+            .iter()
+            .position(|(name, m)| !ctx.headers.get(name).is_some_and(|v| m.matches(v)))
+        {
+            return Some(Miss::Header(i));
+        }
         None
     }
 
@@ -116,6 +127,13 @@ impl Conditions {
                 match ctx.attrs.get(name) {
                     Some(v) => format!("attrs.{name} '{v}' does not match {m}"),
                     None => format!("attrs.{name} is absent (wanted {m})"),
+                }
+            }
+            Miss::Header(i) => {
+                let (name, m) = &self.headers[i];
+                match ctx.headers.get(name) {
+                    Some(v) => format!("headers.{name} '{v}' does not match {m}"),
+                    None => format!("headers.{name} is absent (wanted {m})"),
                 }
             }
         }

@@ -51,6 +51,6 @@ pub use run::{
 };
 #[cfg(feature = "testing")]
 pub use suite::{
-    Action, BrokenFile, CaseExpect, CaseTest, Given, PathExpect, PathTest, RuleTest, Suite,
-    TestKind, load_suite, load_suite_each, read_test_files,
+    Action, BrokenFile, CaseExpect, CaseTest, DEFAULT_NOW, Given, PathExpect, PathTest, RuleTest,
+    Suite, TestKind, load_suite, load_suite_each, read_test_files,
 };

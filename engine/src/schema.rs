@@ -169,7 +169,7 @@ fn constrain_rules(schema: &mut Value) {
         ("ScopeSpec", &["biz", "code", "attrs"], "Names"),
         ("MatchSpec", &["attempt"], "AttemptCondition"),
         ("MatchSpec", &["elapsed"], "ElapsedCondition"),
-        ("MatchSpec", &["biz", "code", "attrs"], "Names"),
+        ("MatchSpec", &["biz", "code", "attrs", "headers"], "Names"),
     ] {
         for prop in props {
             refer_to(&mut definitions[def]["properties"][prop], to);
@@ -206,6 +206,19 @@ fn constrain_rules(schema: &mut Value) {
     definitions["BudgetSpec"]["properties"]["exhausted"]["enum"] = json!(["hold", "dead_letter"]);
     definitions["BreakerSpec"]["properties"]["per"]["pattern"] = r"^(biz|code|attrs\..+)$".into();
     definitions["BreakerSpec"]["properties"]["min_samples"]["minimum"] = 1.into();
+    refer_to(
+        &mut definitions["HeatSpec"]["properties"]["half_life"],
+        "Duration",
+    );
+    refer_to(
+        &mut definitions["HeatWeightSpec"]["properties"]["code"],
+        "Name",
+    );
+    definitions["HeatWeightSpec"]["properties"]["weight"] = json!({
+        "description": "What one failure of a matching code adds to the heat: a number, at least 0.",
+        "type": "number",
+        "minimum": 0
+    });
     // Every use of the catch-alls now has its own kind.
     definitions.remove("Scalar");
     definitions.remove("OneOrMany");

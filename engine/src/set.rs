@@ -5,6 +5,7 @@ use crate::adaptive::{BreakerPolicy, BudgetPolicy};
 use crate::backoff::RetryPolicy;
 use crate::context::FailureContext;
 use crate::diag::{Diagnostic, Pos};
+use crate::heat::HeatPolicy;
 use crate::index::RuleIndex;
 use crate::labels::Labels;
 use crate::load::SourceFile;
@@ -38,6 +39,7 @@ pub struct CompiledSet {
     pub(crate) labels: Labels,
     pub(crate) budgets: Vec<BudgetPolicy>,
     pub(crate) breakers: Vec<BreakerPolicy>,
+    pub(crate) heat: HeatPolicy,
     pub(crate) index: RuleIndex,
     pub(crate) scripts: ScriptEngine,
     pub(crate) warnings: Vec<Diagnostic>,
@@ -96,6 +98,12 @@ impl CompiledSet {
         ctx: &'s FailureContext<'_>,
     ) -> impl Iterator<Item = &'s BreakerPolicy> + 's {
         self.breakers.iter().filter(move |b| b.scope.matches(ctx))
+    }
+
+    /// How failures heat up (`heat:`): its half-life and each code's weight; the defaults
+    /// (30 s, every code 1) when no file has the section.
+    pub fn heat(&self) -> &HeatPolicy {
+        &self.heat
     }
 
     /// Warnings found at load (the set loaded anyway).

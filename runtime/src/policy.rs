@@ -22,7 +22,7 @@ use std::sync::Arc;
 use rand::rngs::SmallRng;
 use rebound_engine::PolicyHandle;
 
-use crate::fate::{DEFAULT_HEAT_HALF_LIFE, Decided, Decision, FailureContext, FailurePolicy};
+use crate::fate::{Decided, Decision, FailureContext, FailurePolicy};
 pub use crate::time::TimeScale;
 
 thread_local! {
@@ -87,15 +87,15 @@ impl FailurePolicy for RulePolicy {
         decided
     }
 
-    /// Every failure weighs 1: the rule set's `heat.weights` are not read yet.
-    fn heat_weight(&self, _code: &str) -> f64 {
-        1.0
+    /// The set's `heat.weights`: the first code pattern that matches, else 1.
+    fn heat_weight(&self, code: &str) -> f64 {
+        self.handle.current().heat().weight(code)
     }
 
-    /// The default half-life (30 s of rule time), in real time: heat cools `F` times faster
-    /// at `--time-scale F`, as every other rule-time duration does.
+    /// The set's `heat.half_life` (30 s of rule time unless it says), in real time: heat
+    /// cools `F` times faster at `--time-scale F`, as every other rule-time duration does.
     fn heat_half_life(&self) -> std::time::Duration {
-        self.scale.to_real(DEFAULT_HEAT_HALF_LIFE)
+        self.scale.to_real(self.handle.current().heat().half_life())
     }
 
     fn adaptive(&self) -> Option<(Arc<rebound_engine::CompiledSet>, TimeScale)> {
@@ -158,6 +158,8 @@ rules:
             retry_after: f.retry_after,
             last_delay: m.retry.last_delay(),
             attrs: &f.attrs,
+            headers: m.headers.view(),
+            now: 0,
             signals: rebound_engine::SignalView::Map(&signals),
         })
     }
@@ -288,6 +290,28 @@ rules:
             p.heat_half_life(),
             Duration::from_secs(3),
             "30 s of rule time at 10×"
+        );
+    }
+
+    #[test]
+    fn heat_weighs_and_cools_as_the_sets_heat_says() {
+        let p = policy(10.0);
+        let with_heat = format!(
+            "{RULES}heat:\n  half_life: 1m\n  weights:\n    - {{ code: \"NET_*\", weight: 3 }}\n"
+        );
+        let set = compile(vec![SourceFile::new(
+            "a.yaml",
+            "a.yaml",
+            with_heat.as_str(),
+        )])
+        .unwrap();
+        p.handle().swap(Arc::new(set));
+        assert_eq!(p.heat_weight("NET_TIMEOUT"), 3.0);
+        assert_eq!(p.heat_weight("DB_LOCK_WAIT"), 1.0);
+        assert_eq!(
+            p.heat_half_life(),
+            Duration::from_secs(6),
+            "1 m of rule time at 10×"
         );
     }
 

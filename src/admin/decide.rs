@@ -8,7 +8,8 @@ use axum::Json;
 use axum::extract::State;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rebound_engine::{Attrs, DecisionReport, FailureContext, SignalView, Signals};
+use rebound_engine::wall_time::parse_rfc3339;
+use rebound_engine::{Attrs, DecisionReport, FailureContext, HeaderMap, SignalView, Signals};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -35,6 +36,12 @@ pub struct DecideBody {
     /// String attributes of the failure.
     #[serde(default)]
     pub attrs: Option<Attrs>,
+    /// Headers of the failed message.
+    #[serde(default)]
+    pub headers: Option<HeaderMap>,
+    /// When the failure happened, as RFC 3339 (default: now).
+    #[serde(default)]
+    pub now: Option<String>,
     /// Runtime signals.
     #[serde(default)]
     pub signals: Option<Signals>,
@@ -53,7 +60,13 @@ pub async fn decide(
             "attempt must be at least 1 (the first delivery is attempt 1)",
         ));
     }
+    let now = match &body.now {
+        Some(text) => parse_rfc3339(text)
+            .map_err(|e| ApiError::bad_request(format!("'now' must be an RFC 3339 time: {e}")))?,
+        None => rebound_engine::wall_time::system_now(),
+    };
     let attrs = body.attrs.unwrap_or_default();
+    let headers = body.headers.unwrap_or_default();
     let signals = body.signals.unwrap_or_default();
     let ctx = FailureContext {
         biz: &body.biz,
@@ -63,6 +76,8 @@ pub async fn decide(
         retry_after: body.retry_after_ms.map(Duration::from_millis),
         last_delay: Duration::from_millis(body.last_delay_ms.unwrap_or(0)),
         attrs: &attrs,
+        headers: &headers,
+        now,
         signals: SignalView::Map(&signals),
     };
     let mut rng = match body.seed {

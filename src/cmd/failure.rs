@@ -4,6 +4,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rebound_engine::OwnedFailure;
 use rebound_engine::duration::parse_duration;
+use rebound_engine::wall_time::parse_rfc3339;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -34,6 +35,12 @@ pub struct FailureArgs {
     /// A string attribute of the failure, as KEY=VALUE (repeatable).
     #[arg(long = "attr", value_parser = key_value)]
     pub attrs: Vec<(String, String)>,
+    /// A header of the failed message, as KEY=VALUE (repeatable), e.g. tenant=vip.
+    #[arg(long = "header", value_name = "K=V", value_parser = header)]
+    pub headers: Vec<(String, String)>,
+    /// When the failure happened, as RFC 3339 (e.g. 2026-01-05T08:30:00+01:00); default: now.
+    #[arg(long, value_name = "RFC3339", value_parser = now)]
+    pub now: Option<u64>,
     /// A runtime signal, as KEY=NUMBER (repeatable), e.g. fail_rate=0.7.
     #[arg(long = "signal", value_parser = signal)]
     pub signals: Vec<(String, f64)>,
@@ -55,6 +62,17 @@ fn key_value(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected KEY=VALUE, got '{s}'"))
 }
 
+fn header(s: &str) -> Result<(String, String), String> {
+    match key_value(s)? {
+        (k, _) if k.is_empty() => Err(format!("expected NAME=VALUE with a name, got '{s}'")),
+        kv => Ok(kv),
+    }
+}
+
+fn now(s: &str) -> Result<u64, String> {
+    parse_rfc3339(s).map_err(|e| e.to_string())
+}
+
 fn signal(s: &str) -> Result<(String, f64), String> {
     let (k, v) = key_value(s)?;
     let v = v
@@ -74,6 +92,10 @@ impl FailureArgs {
             retry_after: self.retry_after,
             last_delay: self.last_delay,
             attrs: self.attrs.iter().cloned().collect(),
+            headers: self.headers.iter().cloned().collect(),
+            now: self
+                .now
+                .unwrap_or_else(rebound_engine::wall_time::system_now),
             signals: self.signals.iter().cloned().collect(),
         }
     }

@@ -67,7 +67,8 @@ impl Collector for GateMetrics {
             MetricType::Counter,
         )?;
         for (id, (n, _)) in &s.budgets {
-            ConstCounter::new(*n).encode(held.encode_family(&BudgetLabel { budget: id.clone() })?)?;
+            ConstCounter::new(*n)
+                .encode(held.encode_family(&BudgetLabel { budget: id.clone() })?)?;
         }
         let mut exhausted = encoder.encode_descriptor(
             "budget_exhausted",
@@ -86,7 +87,11 @@ impl Collector for GateMetrics {
             MetricType::Gauge,
         )?;
         for ((id, key), (now, _)) in &s.breakers {
-            for st in [BreakerState::Closed, BreakerState::Open, BreakerState::HalfOpen] {
+            for st in [
+                BreakerState::Closed,
+                BreakerState::Open,
+                BreakerState::HalfOpen,
+            ] {
                 let labels = BreakerLabels {
                     breaker: id.clone(),
                     key: key.clone(),
@@ -112,7 +117,10 @@ mod tests {
             s.budgets.insert("pay".into(), (4, 2));
             s.breakers.insert(
                 ("gw".into(), "pg-1".into()),
-                (BreakerState::HalfOpen, vec![BreakerState::Open, BreakerState::HalfOpen]),
+                (
+                    BreakerState::HalfOpen,
+                    vec![BreakerState::Open, BreakerState::HalfOpen],
+                ),
             );
             Some(s)
         }

@@ -1,5 +1,6 @@
 //! The command line on rule sets, one module per former test file: `check`, `decide`,
-//! `explain` and `--json` (`cli_rules`), `labels:` sections (`labels`), the configuration file
+//! `explain` and `--json` (`cli_rules`), `--header` and `--now` (`headers_now`), `labels:`
+//! sections (`labels`), `heat:` sections (`heat`), the configuration file
 //! of `run` and `serve` (`config_file`), what a broken rule file reports (`load_errors`),
 //! `paths` (`paths_lints`, `paths_shipped`), `test` (`ruletest_cli`, `ruletest_seed_search`),
 //! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
@@ -10,6 +11,8 @@ mod budgets_breakers;
 mod cli_rules;
 mod config_file;
 mod fmt;
+mod headers_now;
+mod heat;
 mod labels;
 mod load_errors;
 mod paths_lints;

@@ -309,7 +309,9 @@ fn a_failing_case_replays_with_rebound_decide_and_its_seed() {
     let command = reproduce.split("   (or").next().unwrap();
     assert!(
         command.starts_with("rebound decide --rules ")
-            && command.ends_with(&format!(" --biz '' --code FLAKY --attempt 3 --seed {seed}")),
+            && command.ends_with(&format!(
+                " --biz '' --code FLAKY --attempt 3 --now 2026-01-01T00:00:00.000Z --seed {seed}"
+            )),
         "{failure}"
     );
     // The command as printed, run from another directory: it decides on the same set.

@@ -351,6 +351,52 @@ fn decide_answers_exactly_what_decide_json_prints() {
 }
 
 #[test]
+fn decide_takes_headers_and_now_as_decide_does() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/headers-now");
+    let server = Server::start(&fixture, &[]);
+    for (body, flags) in [
+        (
+            json!({"biz": "", "code": "X", "attempt": 1, "headers": {"tenant": "vip-eu"},
+                   "now": "2026-01-05T12:00:00Z"}),
+            vec!["--header", "tenant=vip-eu", "--now", "2026-01-05T12:00:00Z"],
+        ),
+        (
+            json!({"biz": "", "code": "X", "attempt": 1, "now": "2026-01-05T08:30:00+01:00"}),
+            vec!["--now", "2026-01-05T08:30:00+01:00"],
+        ),
+    ] {
+        let r = server.post("/v1/decide").json(&body).send().unwrap();
+        let (status, api) = status_and_json(r);
+        assert_eq!(status, 200, "{api}");
+        let out = rebound()
+            .args([
+                "decide",
+                "--json",
+                "--code",
+                "X",
+                "--attempt",
+                "1",
+                "--rules",
+            ])
+            .arg(&fixture)
+            .args(&flags)
+            .output()
+            .unwrap();
+        let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(api, cli, "{body}");
+    }
+    let r = server
+        .post("/v1/decide")
+        .json(&json!({"biz": "", "code": "X", "attempt": 1, "now": "at noon"}))
+        .send()
+        .unwrap();
+    let (status, body) = status_and_json(r);
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("'now'"), "{body}");
+}
+
+#[test]
 fn health_metrics_and_unknown_routes() {
     let dir = rules_dir_with("fast");
     let server = Server::start(dir.path(), &[]);

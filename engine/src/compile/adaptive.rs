@@ -231,7 +231,7 @@ impl Compiler<'_> {
 #[cfg(test)]
 mod tests {
     use crate::adaptive::{Exhausted, PerKey};
-    use crate::context::{FailureContext, SignalView};
+    use crate::context::FailureContext;
     use crate::{Diagnostic, Rejected, SourceFile, compile};
     use std::collections::BTreeMap;
     use std::time::Duration;
@@ -289,16 +289,9 @@ breakers:
         code: &'a str,
         attrs: &'a BTreeMap<String, String>,
     ) -> FailureContext<'a> {
-        FailureContext {
-            biz,
-            code,
-            attempt: 1,
-            elapsed: Duration::ZERO,
-            retry_after: None,
-            last_delay: Duration::ZERO,
-            attrs,
-            signals: SignalView::Pairs(&[]),
-        }
+        let mut ctx = FailureContext::new(biz, code, 1);
+        ctx.attrs = attrs;
+        ctx
     }
 
     #[test]

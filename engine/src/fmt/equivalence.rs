@@ -16,6 +16,7 @@ use std::time::Duration;
 /// Versions are not compared: formatting changes them by design.
 pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
     same_labels(a, b)?;
+    same_heat(a, b)?;
     let mut names = Names::default();
     for file in a.files.iter().chain(&b.files) {
         if let Some(v) = file
@@ -36,12 +37,7 @@ pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
         .unwrap_or(3)
         .saturating_add(2)
         .min(64);
-    let mut attr_sets: Vec<Attrs> = vec![Attrs::new()];
-    for (name, values) in &names.attrs {
-        for v in values {
-            attr_sets.push(Attrs::from([(name.clone(), v.clone())]));
-        }
-    }
+    let (attr_sets, header_sets) = (one_each(&names.attrs), one_each(&names.headers));
     let elapsed = [0, 1_500, 90_000, 1_800_000].map(Duration::from_millis);
     let mut n: u64 = 0;
     for biz in &names.biz {
@@ -50,18 +46,21 @@ pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
                 for e in elapsed {
                     n += 1;
                     let attrs = &attr_sets[n as usize % attr_sets.len()];
+                    // A stride prime to the attrs' keeps every pairing of the two in the grid.
+                    let headers = &header_sets[(n / 7) as usize % header_sets.len()];
                     let ctx = FailureContext {
                         elapsed: e,
                         retry_after: n.is_multiple_of(3).then(|| Duration::from_secs(2)),
                         last_delay: Duration::from_millis(n % 5 * 700),
                         attrs,
+                        headers,
                         ..FailureContext::new(biz, code, attempt)
                     };
                     let da = a.decide(&ctx, &mut StdRng::seed_from_u64(n)).decision;
                     let db = b.decide(&ctx, &mut StdRng::seed_from_u64(n)).decision;
                     if da != db {
                         return Err(format!(
-                            "biz {biz:?}, code {code:?}, attempt {attempt}, elapsed {e:?}, attrs {attrs:?}: {da:?} before, {db:?} after"
+                            "biz {biz:?}, code {code:?}, attempt {attempt}, elapsed {e:?}, attrs {attrs:?}, headers {headers:?}: {da:?} before, {db:?} after"
                         ));
                     }
                 }
@@ -69,6 +68,32 @@ pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The empty map, and one map per name and value of `names`.
+fn one_each(names: &BTreeMap<String, BTreeSet<String>>) -> Vec<Attrs> {
+    let mut out = vec![Attrs::new()];
+    for (name, values) in names {
+        for v in values {
+            out.push(Attrs::from([(name.clone(), v.clone())]));
+        }
+    }
+    out
+}
+
+/// `Ok` when both sets weigh failures alike: the same half-life and weights, in order.
+fn same_heat(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
+    let heat = |s: &CompiledSet| {
+        let h = s.heat();
+        let weights: Vec<(String, f64)> =
+            h.weights().iter().map(|w| (w.code(), w.weight())).collect();
+        (h.half_life(), weights)
+    };
+    let (before, after) = (heat(a), heat(b));
+    if before == after {
+        return Ok(());
+    }
+    Err(format!("heat {before:?} before, {after:?} after"))
 }
 
 /// `Ok` when both sets define the same labels with the same policies, in any place.
@@ -99,6 +124,7 @@ struct Names {
     biz: BTreeSet<String>,
     code: BTreeSet<String>,
     attrs: BTreeMap<String, BTreeSet<String>>,
+    headers: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Default for Names {
@@ -108,6 +134,7 @@ impl Default for Names {
             biz: base.clone(),
             code: base,
             attrs: BTreeMap::new(),
+            headers: BTreeMap::new(),
         }
     }
 }
@@ -122,12 +149,15 @@ impl Names {
                     match (under, key) {
                         (Some("match"), Some("biz")) => strings(v, &mut self.biz),
                         (Some("match"), Some("code")) => strings(v, &mut self.code),
-                        (Some("match"), Some("attrs")) => {
-                            if let Value::Mapping(attrs) = v {
-                                for (name, values) in attrs {
+                        (Some("match"), Some(which @ ("attrs" | "headers"))) => {
+                            let into = match which {
+                                "attrs" => &mut self.attrs,
+                                _ => &mut self.headers,
+                            };
+                            if let Value::Mapping(named) = v {
+                                for (name, values) in named {
                                     if let Some(name) = name.as_str() {
-                                        let set = self.attrs.entry(name.to_string()).or_default();
-                                        strings(values, set);
+                                        strings(values, into.entry(name.to_string()).or_default());
                                     }
                                 }
                             }

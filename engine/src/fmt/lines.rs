@@ -6,7 +6,7 @@ use super::{FileKind, FmtError};
 use serde_yaml::Value;
 
 /// Flow maps are written only when their line fits in this many columns.
-const WIDTH: usize = 100;
+pub(super) const WIDTH: usize = 100;
 
 /// The top-level keys, in the order of the spec.
 const RULES_TOP: &[&str] = &[
@@ -30,6 +30,7 @@ const RETRY: &[&str] = &[
 ];
 const LABEL: &[&str] = &["description", "redrive", "alert", "sla", "expire"];
 const REDRIVE: &[&str] = &["after", "max"];
+const HEAT: &[&str] = &["half_life", "weights"];
 const MATCH: &[&str] = &["biz", "code", "attempt", "elapsed", "attrs", "headers"];
 const TESTS_TOP: &[&str] = &["version", "cases", "paths"];
 const CASE: &[&str] = &["name", "given", "expect"];
@@ -76,7 +77,7 @@ fn yaml_error(text: &str) -> String {
     }
 }
 
-fn same_value(lines: &[String], original: &Value) -> bool {
+pub(super) fn same_value(lines: &[String], original: &Value) -> bool {
     parse(&join(lines)).is_some_and(|v| v == *original)
 }
 
@@ -97,6 +98,9 @@ fn round(text: &str, kind: FileKind, original: &Value) -> String {
     try_edit(&mut lines, original, blank_lines);
     reorder_all(&mut lines, kind, original);
     flow_maps(&mut lines, original);
+    if kind == FileKind::Rules {
+        super::heat::weights_as_flow_maps(&mut lines, original);
+    }
     join(&lines)
 }
 
@@ -157,20 +161,20 @@ fn blank_lines(lines: &[String]) -> Vec<String> {
     out
 }
 
-fn indent(line: &str) -> usize {
+pub(super) fn indent(line: &str) -> usize {
     line.len() - line.trim_start_matches(' ').len()
 }
 
-fn is_blank(line: &str) -> bool {
+pub(super) fn is_blank(line: &str) -> bool {
     line.trim().is_empty()
 }
 
-fn is_comment(line: &str) -> bool {
+pub(super) fn is_comment(line: &str) -> bool {
     line.trim_start().starts_with('#')
 }
 
 /// `key` when `rest` starts with `key:` followed by a space or the end of the line.
-fn key_at(rest: &str) -> Option<&str> {
+pub(super) fn key_at(rest: &str) -> Option<&str> {
     // Label names may hold `-` and `.` too (`payment-dlq`).
     let end = rest
         .find(|c: char| !(c.is_ascii_alphanumeric() || "_-.".contains(c)))
@@ -195,7 +199,8 @@ fn key_of(line: &str, k: usize) -> Option<&str> {
     None
 }
 
-/// `key:   value` → `key: value` (also after `- `); a lone key or a comment stays.
+/// `key:   value` → `key: value` (also after `- `); a lone key, a comment, and a lone key's
+/// aligned comment (`weights:     # first match wins`) stay.
 fn one_space_after_colon(line: &str) -> String {
     let k = indent(line);
     let mut start = k;
@@ -207,7 +212,7 @@ fn one_space_after_colon(line: &str) -> String {
     };
     let value_at = start + key.len() + 1;
     let value = line[value_at..].trim_start();
-    if value.is_empty() || line[value_at..].len() - value.len() <= 1 {
+    if value.is_empty() || value.starts_with('#') || line[value_at..].len() - value.len() <= 1 {
         return line.to_string();
     }
     format!("{} {value}", &line[..value_at])
@@ -215,7 +220,7 @@ fn one_space_after_colon(line: &str) -> String {
 
 /// The end (exclusive) of the body of the key on line `i`, whose key sits at column `k`:
 /// the lines after it that are deeper, with blank and comment lines between them.
-fn body_end(lines: &[String], i: usize, k: usize) -> usize {
+pub(super) fn body_end(lines: &[String], i: usize, k: usize) -> usize {
     let mut last = i;
     for (j, line) in lines.iter().enumerate().skip(i + 1) {
         if is_blank(line) || is_comment(line) {
@@ -231,7 +236,7 @@ fn body_end(lines: &[String], i: usize, k: usize) -> usize {
 }
 
 /// The line of a top-level `key:` with an empty value, if the file has one.
-fn top_level(lines: &[String], key: &str) -> Option<usize> {
+pub(super) fn top_level(lines: &[String], key: &str) -> Option<usize> {
     lines
         .iter()
         .position(|l| key_of(l, 0) == Some(key) && l.trim_end() == format!("{key}:"))
@@ -278,6 +283,7 @@ fn reorder_all(lines: &mut Vec<String>, kind: FileKind, original: &Value) {
     let mut targets = Vec::new();
     if kind == FileKind::Rules {
         targets.extend(mapping_under(lines, "defaults", DEFAULTS));
+        targets.extend(mapping_under(lines, "heat", HEAT));
     }
     for (section, order) in sections {
         targets.extend(items_under(lines, section, order));

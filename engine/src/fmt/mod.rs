@@ -6,7 +6,8 @@
 //! level, of `defaults`, of each rule (and its `retry` and `match`) and of each test case or
 //! path move into the order the spec shows, each with the comment lines directly above it;
 //! and short block maps under `backoff`, `redrive`, `given` and `expect` become flow maps
-//! `{ a: 1, b: 2 }` when they hold no comment and fit in 100 columns.
+//! `{ a: 1, b: 2 }` when they hold no comment and fit in 100 columns, as does each entry of
+//! `heat.weights` (`- { code: "NET_*", weight: 3 }`, `heat.rs`).
 //!
 //! Safety comes from one rule: every edit is tried on its own and kept only when the file
 //! still parses to the same YAML value as the original (mapping key order aside, which the
@@ -15,6 +16,7 @@
 //! set-level check that `rebound fmt` runs before it writes anything.
 
 mod equivalence;
+mod heat;
 mod lines;
 
 pub use equivalence::same_decisions;

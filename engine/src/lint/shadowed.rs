@@ -79,11 +79,17 @@ pub(crate) fn covers(a: &Conditions, b: &Conditions) -> bool {
             |v| v.saturating_sub(Duration::from_millis(1)),
             |v| v.saturating_add(Duration::from_millis(1)),
         )
-        && a.attrs.iter().all(|(name, am)| {
-            b.attrs
-                .iter()
-                .any(|(bn, bm)| bn == name && names_cover(Some(am), Some(bm)))
-        })
+        && named_cover(&a.attrs, &b.attrs)
+        && named_cover(&a.headers, &b.headers)
+}
+
+/// Whether each of `a`'s named conditions (attrs or headers) covers one of `b`'s of that name:
+/// `b` then requires the name present, with values `a` takes.
+fn named_cover(a: &[(String, NameMatcher)], b: &[(String, NameMatcher)]) -> bool {
+    a.iter().all(|(name, am)| {
+        b.iter()
+            .any(|(bn, bm)| bn == name && names_cover(Some(am), Some(bm)))
+    })
 }
 
 fn names_cover(a: Option<&NameMatcher>, b: Option<&NameMatcher>) -> bool {
@@ -143,6 +149,32 @@ mod tests {
             NamePattern::Glob(g) => glob_covers(&glob(a), &g),
             NamePattern::Exact(_) => panic!("{b} is not a glob"),
         }
+    }
+
+    /// The ids of the rules `yaml`'s set warns can never decide.
+    fn shadowed(yaml: &str) -> Vec<String> {
+        let set = crate::compile(vec![crate::SourceFile::new("a.yaml", "a.yaml", yaml)]).unwrap();
+        set.warnings()
+            .iter()
+            .filter(|w| w.message.contains("can never decide"))
+            .map(|w| w.message.split('\'').nth(1).unwrap_or_default().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_header_condition_shadows_only_rules_that_need_the_header_too() {
+        let rules = |a: &str, b: &str| {
+            format!(
+                "version: 1\nrules:\n  - id: a\n    match: {a}\n    give_up: true\n  - id: b\n    match: {b}\n    give_up: true\n"
+            )
+        };
+        let wide = "{ headers: { tenant: \"*\" } }";
+        let vip = "{ headers: { tenant: vip }, code: X }";
+        assert_eq!(shadowed(&rules(wide, vip)), ["b"]);
+        // A header is not an attribute, and a message without the header escapes `a`.
+        assert!(shadowed(&rules(wide, "{ attrs: { tenant: vip } }")).is_empty());
+        assert!(shadowed(&rules(wide, "{ code: X }")).is_empty());
+        assert_eq!(shadowed(&rules("{ code: X }", vip)), ["b"]);
     }
 
     #[test]

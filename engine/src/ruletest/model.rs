@@ -38,7 +38,8 @@ pub(crate) struct CaseSpec {
     /// What the case checks, in a few words; failures are reported by this name.
     pub name: String,
     /// The failure to decide. Omitted keys: `biz`/`code` empty, `attempt` 1, `elapsed` 0,
-    /// no `retry_after`, `last_delay` 0, no `attrs` or `signals`.
+    /// no `retry_after`, `last_delay` 0, no `attrs`, `headers` or `signals`, `now`
+    /// `2026-01-01T00:00:00Z`.
     #[serde(default)]
     pub given: GivenSpec,
     /// What the decision must be; every key given must hold, under every seed tried.
@@ -90,6 +91,14 @@ pub(crate) struct GivenSpec {
     /// String attributes the failure carries.
     #[serde(default)]
     pub attrs: Option<BTreeMap<String, String>>,
+    /// Headers of the failed message, as its source gave them.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// When the failure happens, as RFC 3339 (default `2026-01-01T00:00:00Z`, so that tests do
+    /// not depend on the day they run), e.g. `2026-03-02T08:30:00+01:00`. A path advances it
+    /// with `elapsed`.
+    #[serde(default)]
+    pub now: Option<String>,
     /// Signals from the runtime (`fail_rate`, `retry_queue_depth`, …); missing ones read 0.0.
     #[serde(default)]
     pub signals: Option<BTreeMap<String, f64>>,

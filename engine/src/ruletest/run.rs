@@ -537,9 +537,13 @@ fn decide_flags(g: &Given) -> String {
     for (k, v) in &g.attrs {
         out += &format!(" --attr {}", quote(&format!("{k}={v}")));
     }
+    for (k, v) in &g.headers {
+        out += &format!(" --header {}", quote(&format!("{k}={v}")));
+    }
     for (k, v) in &g.signals {
         out += &format!(" --signal {}", quote(&format!("{k}={v}")));
     }
+    out += &format!(" --now {}", crate::wall_time::Rfc3339(g.now));
     out
 }
 

@@ -15,6 +15,10 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
+/// A test's `now` when its `given` does not say: `2026-01-01T00:00:00Z`, in ms since the
+/// epoch, so that tests do not depend on the day they run.
+pub const DEFAULT_NOW: u64 = 1_767_225_600_000;
+
 /// Every test of a set, in file order, cases of a file before its paths.
 #[derive(Debug, Clone, Default)]
 pub struct Suite {
@@ -344,6 +348,14 @@ impl Loader<'_> {
             retry_after: dur("retry_after", &spec.retry_after),
             last_delay: dur("last_delay", &spec.last_delay).unwrap_or_default(),
             attrs: spec.attrs.clone().unwrap_or_default(),
+            headers: spec.headers.clone().unwrap_or_default(),
+            now: spec.now.as_ref().map_or(DEFAULT_NOW, |text| {
+                crate::wall_time::parse_rfc3339(text).unwrap_or_else(|e| {
+                    let at = f.positions.value(&format!("{path}.now"));
+                    self.diags.push(f.error(at, format!("now: {e}")));
+                    DEFAULT_NOW
+                })
+            }),
             signals: spec.signals.clone().unwrap_or_default(),
         };
         Given {
@@ -545,6 +557,7 @@ mod tests {
             Given {
                 failure: OwnedFailure {
                     attempt: 1,
+                    now: DEFAULT_NOW,
                     ..OwnedFailure::default()
                 },
                 seed: None,
@@ -584,6 +597,32 @@ mod tests {
                 "tests/t.yaml:1:10: error: unsupported version 2: only version 1 exists",
                 "tests/t.yaml:4:23: error: attempt 0 does not exist: the first delivery is attempt 1",
                 "tests/t.yaml:6:11: error: the name 'a' is used twice in this file; failures are reported by name, so make it unique"
+            ]
+        );
+    }
+
+    #[test]
+    fn given_takes_headers_and_now_as_rfc3339() {
+        let file = SourceFile::new(
+            "t.yaml",
+            "tests/t.yaml",
+            "version: 1\ncases:\n  - name: a\n    given: { headers: { tenant: vip }, now: \"2026-03-02T08:30:00+01:00\" }\n    expect: { rule: defaults }\n",
+        );
+        let suite = load_suite(&set(), &[file]).unwrap();
+        let TestKind::Case(case) = &suite.tests[0].kind else {
+            panic!("a case")
+        };
+        assert_eq!(case.given.headers["tenant"], "vip");
+        assert_eq!(
+            case.given.now,
+            crate::wall_time::parse_rfc3339("2026-03-02T07:30:00Z").unwrap()
+        );
+        assert_eq!(
+            errors(
+                "version: 1\ncases:\n  - name: a\n    given: { now: yesterday }\n    expect: { rule: fast }\n"
+            ),
+            [
+                "tests/t.yaml:4:19: error: now: 'yesterday' is not an RFC 3339 time like 2026-01-01T09:30:00Z or 2026-01-01T10:30:00+01:00: too short"
             ]
         );
     }

@@ -46,6 +46,18 @@ impl ScopeSignals {
     }
 }
 
+/// A map of strings (attrs, headers) as a rhai map.
+fn string_map(map: &std::collections::BTreeMap<String, String>) -> Map {
+    map.iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().into(),
+                Dynamic::from(ImmutableString::from(v.as_str())),
+            )
+        })
+        .collect()
+}
+
 /// The sandboxed engine shared by every expression of a set.
 #[derive(Clone)]
 pub(crate) struct ScriptEngine {
@@ -208,17 +220,9 @@ impl ScriptEngine {
                 .map_or(Dynamic::UNIT, |d| Dynamic::from(ms(d))),
         );
         scope.push("last_delay", ms(ctx.last_delay));
-        let attrs: Map = ctx
-            .attrs
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().into(),
-                    Dynamic::from(ImmutableString::from(v.as_str())),
-                )
-            })
-            .collect();
-        scope.push("attrs", attrs);
+        scope.push("attrs", string_map(ctx.attrs));
+        scope.push("headers", string_map(ctx.headers));
+        scope.push("now", i64::try_from(ctx.now).unwrap_or(i64::MAX));
         scope.push("signals", ScopeSignals::of(ctx.signals));
         scope
     }
@@ -312,6 +316,33 @@ mod tests {
             )
             .unwrap();
         assert_eq!(e.guard(&g, &c), Ok(true));
+    }
+
+    #[test]
+    fn guards_see_headers_now_and_the_calendar_helpers() {
+        let e = ScriptEngine::new();
+        let headers = crate::HeaderMap::from([("tenant".to_string(), "vip".to_string())]);
+        // Sunday 2026-01-04 23:30 UTC: Monday 00:30 at +1.
+        let now = crate::wall_time::parse_rfc3339("2026-01-04T23:30:00Z").unwrap();
+        let c = FailureContext {
+            headers: &headers,
+            now,
+            ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
+        };
+        let g = e
+            .compile(
+                r#"headers.tenant == "vip" && headers.absent == () && now > 0
+                   && hour_of_day(now, 0) == 23 && day_of_week(now, 0) == 7
+                   && hour_of_day(now, 1) == 0 && day_of_week(now, 1) == 1
+                   && hour_of_day(now, -5) == 18"#,
+            )
+            .unwrap();
+        assert_eq!(e.guard(&g, &c), Ok(true));
+        let bad = e.compile("hour_of_day(now, 30) < 9").unwrap();
+        let err = e.guard(&bad, &c).unwrap_err();
+        assert!(err.0.contains("UTC offset"), "{err}");
+        let sample = e.compile("now == 0 && headers.len() == 0").unwrap();
+        assert_eq!(e.guard(&sample, &FailureContext::sample()), Ok(true));
     }
 
     #[test]

@@ -160,10 +160,11 @@ fn on_progress(_: u64) -> Option<Dynamic> {
     stop.map(|token| Dynamic::from(rhai::ImmutableString::from(token)))
 }
 
-/// A raw engine with the pure packages and every bound set.
+/// A raw engine with the pure packages, the calendar helpers and every bound set.
 pub(super) fn engine() -> Engine {
     let mut engine = Engine::new_raw();
     SandboxPackage::new().register_into_engine(&mut engine);
+    register_calendar(&mut engine);
     engine
         // rhai's own bound, a backstop: `on_progress` counts what rhai does not.
         .set_max_operations(MAX_OPERATIONS)
@@ -180,6 +181,31 @@ pub(super) fn engine() -> Engine {
         .on_print(|_| {})
         .on_debug(|_, _, _| {});
     engine
+}
+
+/// `hour_of_day(now, OFFSET_HOURS)` and `day_of_week(now, OFFSET_HOURS)`: pure functions of
+/// their arguments (the clock is `now`, which the caller supplies), so they belong here.
+fn register_calendar(engine: &mut Engine) {
+    fn helper(
+        f: fn(i64, i64) -> Result<i64, crate::wall_time::OffsetError>,
+    ) -> impl Fn(i64, i64) -> Result<i64, Box<rhai::EvalAltResult>> {
+        move |now, offset_hours| f(now, offset_hours).map_err(|e| e.to_string().into())
+    }
+    for (name, f) in [
+        (
+            "hour_of_day",
+            crate::wall_time::hour_of_day as fn(i64, i64) -> _,
+        ),
+        ("day_of_week", crate::wall_time::day_of_week),
+    ] {
+        rhai::FuncRegistration::new(name)
+            .with_params_info([
+                "now: i64",
+                "offset_hours: i64",
+                "Result<i64, Box<EvalAltResult>>",
+            ])
+            .register_into_engine(engine, helper(f));
+    }
 }
 
 /// Every function signature `engine` offers, sorted (the form of `functions.txt`).
@@ -281,5 +307,7 @@ mod tests {
         ] {
             assert!(!names.contains(banned), "{banned} is offered");
         }
+        // The calendar helpers read no clock: `now` is an argument.
+        assert!(names.contains("hour_of_day") && names.contains("day_of_week"));
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Only what is certain is inferred: literals, the known variables (`biz`, `code` strings;
 //! `attempt`, `elapsed`, `last_delay`, `now` integers; `signals.*` floats; `attrs.*`,
-//! `headers.*` strings) and operators over those. Anything else is unknown and never warned
+//! `headers.*` strings; `hour_of_day(..)` and `day_of_week(..)` integers) and operators over those. Anything else is unknown and never warned
 //! about. `+` between a string and a number concatenates in rhai, so it is fine.
 
 use super::Expr;
@@ -140,6 +140,11 @@ fn infer(e: &rhai::Expr) -> Ty {
             Some(("signals", _)) => Ty::Float,
             _ => Ty::Unknown,
         },
+        rhai::Expr::FnCall(call, _)
+            if matches!(call.name.as_str(), "hour_of_day" | "day_of_week") =>
+        {
+            Ty::Int
+        }
         rhai::Expr::FnCall(call, _) if call.is_operator_call() => match call.args.as_slice() {
             [a, b] => operator_result(call.name.as_str(), infer(a), infer(b)),
             _ => Ty::Unknown,
@@ -225,6 +230,8 @@ mod tests {
         assert_eq!(found("attrs.tenant < signals.fail_rate").len(), 1);
         assert_eq!(found(r#"signals["x"] == attrs["y"]"#).len(), 1);
         assert_eq!(found("(attempt + 1) * 2 > code").len(), 1);
+        assert_eq!(found(r#"hour_of_day(now, 1) < "9""#).len(), 1);
+        assert_eq!(found(r#"headers.tenant > now"#).len(), 1);
         let m = found("code - 1 > 0");
         assert_eq!(m.len(), 1, "{m:?}");
         assert!(
@@ -244,6 +251,7 @@ mod tests {
             "parse_int(attrs.n) > 3",
             "retry_after == ()",
             "attrs.n.len() > 3",
+            "hour_of_day(now, -5) < 9 && day_of_week(now, 1) <= 5",
         ] {
             assert!(found(ok).is_empty(), "{ok}: {:?}", found(ok));
         }

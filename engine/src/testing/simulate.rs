@@ -133,8 +133,8 @@ impl fmt::Display for Path {
 }
 
 /// Replays the failure `ctx` attempt after attempt — `ctx.attempt`, then one more each time —
-/// with `elapsed` advanced by each delay plus `processing` and `last_delay` set to the
-/// previous delay, until the set decides a dead letter.
+/// with `elapsed` and `now` advanced by each delay plus `processing` and `last_delay` set to
+/// the previous delay, until the set decides a dead letter.
 ///
 /// Decides exactly as [`PolicyHandle::decide`](crate::PolicyHandle::decide) does, with one
 /// [`StdRng`] seeded by `seed` for the whole path: the same seed gives the same path. A path
@@ -165,7 +165,11 @@ pub fn simulate_path(
             break;
         }
         ctx.attempt += 1;
-        ctx.elapsed = ctx.elapsed.saturating_add(delay).saturating_add(processing);
+        let step = delay.saturating_add(processing);
+        ctx.elapsed = ctx.elapsed.saturating_add(step);
+        ctx.now = ctx
+            .now
+            .saturating_add(u64::try_from(step.as_millis()).unwrap_or(u64::MAX));
         ctx.last_delay = delay;
     }
     Path {
@@ -220,6 +224,21 @@ mod tests {
         let a = simulate_path(&s, ctx, Duration::ZERO, 42);
         assert_eq!(a, simulate_path(&s, ctx, Duration::ZERO, 42));
         assert_eq!(a.retries(), 6);
+    }
+
+    #[test]
+    fn a_path_advances_now_with_elapsed() {
+        // Retried while it is before 00:00:01 (at +0); the clock moves 400ms per attempt.
+        let s = set(
+            "version: 1\nrules:\n  - id: early\n    if: 'now < 1_767_225_601_000'\n    retry: { max_retries: 9, backoff: { fixed: 300ms } }\n  - id: late\n    give_up: true\n",
+        );
+        let ctx = FailureContext {
+            now: 1_767_225_600_000,
+            ..FailureContext::new("A", "B", 1)
+        };
+        let path = simulate_path(&s, ctx, Duration::from_millis(100), 3);
+        assert_eq!(path.retries(), 3, "{path}");
+        assert_eq!(path.end().unwrap().rule.as_str(), "late");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! proptest strategies for failures drawn from a loaded set: its names, attribute values and
-//! signals ([`vocabulary`]), plus names it has never heard of.
+//! proptest strategies for failures drawn from a loaded set: its names, attribute and header
+//! values and signals ([`vocabulary`]), plus names it has never heard of.
 
 use super::Failure;
 use super::checks::max_retries;
@@ -21,6 +21,8 @@ pub struct Vocabulary {
     pub codes: Vec<String>,
     /// Attribute names in `match.attrs`, each with the values its conditions mention.
     pub attrs: BTreeMap<String, Vec<String>>,
+    /// Header names in `match.headers`, each with the values its conditions mention.
+    pub headers: BTreeMap<String, Vec<String>>,
     /// Signal names that guards and delay scripts read (`signals.NAME`).
     pub signals: Vec<String>,
 }
@@ -30,6 +32,7 @@ pub fn vocabulary(set: &CompiledSet) -> Vocabulary {
     let mut biz = BTreeSet::new();
     let mut codes = BTreeSet::new();
     let mut attrs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut headers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut signals = BTreeSet::new();
     for rule in &set.rules {
         let c = &rule.conditions;
@@ -39,11 +42,12 @@ pub fn vocabulary(set: &CompiledSet) -> Vocabulary {
         if let Some(m) = &c.code {
             codes.extend(names_matching(m));
         }
-        for (name, m) in &c.attrs {
-            attrs
-                .entry(name.clone())
-                .or_default()
-                .extend(names_matching(m));
+        for (named, into) in [(&c.attrs, &mut attrs), (&c.headers, &mut headers)] {
+            for (name, m) in named {
+                into.entry(name.clone())
+                    .or_default()
+                    .extend(names_matching(m));
+            }
         }
         if let Some(guard) = &rule.guard {
             signals.extend(signal_names(guard.source()));
@@ -57,12 +61,17 @@ pub fn vocabulary(set: &CompiledSet) -> Vocabulary {
     Vocabulary {
         biz: biz.into_iter().collect(),
         codes: codes.into_iter().collect(),
-        attrs: attrs
-            .into_iter()
-            .map(|(k, v)| (k, v.into_iter().collect()))
-            .collect(),
+        attrs: listed(attrs),
+        headers: listed(headers),
         signals: signals.into_iter().collect(),
     }
+}
+
+fn listed(named: BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, Vec<String>> {
+    named
+        .into_iter()
+        .map(|(k, v)| (k, v.into_iter().collect()))
+        .collect()
 }
 
 /// Names a matcher matches: each exact name, and for a glob its shortest and a longer match.
@@ -113,9 +122,9 @@ fn name_strategy(known: Vec<String>) -> BoxedStrategy<String> {
     prop_oneof![4 => prop::sample::select(known), 1 => unknown].boxed()
 }
 
-fn attrs_strategy(vocab: &Vocabulary) -> BoxedStrategy<Attrs> {
-    let entries: Vec<BoxedStrategy<Option<(String, String)>>> = vocab
-        .attrs
+/// A map holding, or not, each of `named`'s names, with a value from its list (or unknown).
+fn string_map_strategy(named: &BTreeMap<String, Vec<String>>) -> BoxedStrategy<Attrs> {
+    let entries: Vec<BoxedStrategy<Option<(String, String)>>> = named
         .iter()
         .map(|(name, values)| {
             let name = name.clone();
@@ -149,28 +158,40 @@ fn millis(range: std::ops::RangeInclusive<u64>) -> impl Strategy<Value = Duratio
     range.prop_map(Duration::from_millis)
 }
 
+/// When a failure happens: the epoch (the load-time sample's `now`) now and then, else any
+/// millisecond from 2020 to 2040, so that every hour and weekday turns up.
+fn now_strategy() -> BoxedStrategy<u64> {
+    prop_oneof![1 => Just(0u64), 9 => 1_577_836_800_000..=2_208_988_800_000u64].boxed()
+}
+
 /// First failures (attempt 1, nothing elapsed) drawn from `set`: its biz types, codes,
-/// attribute values and signals, plus unknown names; sometimes with a `retry_after`.
-/// The start of a path.
+/// attribute and header values and signals, plus unknown names; a `now` anywhere in two
+/// decades; sometimes with a `retry_after`. The start of a path.
 pub fn failures(set: &CompiledSet) -> BoxedStrategy<Failure> {
     let vocab = vocabulary(set);
     (
         name_strategy(vocab.biz.clone()),
         name_strategy(vocab.codes.clone()),
         prop::option::weighted(0.2, millis(0..=120_000)),
-        attrs_strategy(&vocab),
+        string_map_strategy(&vocab.attrs),
+        string_map_strategy(&vocab.headers),
+        now_strategy(),
         signals_strategy(&vocab),
     )
-        .prop_map(|(biz, code, retry_after, attrs, signals)| Failure {
-            biz,
-            code,
-            attempt: 1,
-            elapsed: Duration::ZERO,
-            retry_after,
-            last_delay: Duration::ZERO,
-            attrs,
-            signals,
-        })
+        .prop_map(
+            |(biz, code, retry_after, attrs, headers, now, signals)| Failure {
+                biz,
+                code,
+                attempt: 1,
+                elapsed: Duration::ZERO,
+                retry_after,
+                last_delay: Duration::ZERO,
+                attrs,
+                headers,
+                now,
+                signals,
+            },
+        )
         .boxed()
 }
 
@@ -203,14 +224,15 @@ mod tests {
     }
 
     #[test]
-    fn vocabulary_collects_names_globs_attrs_and_signals() {
+    fn vocabulary_collects_names_globs_attrs_headers_and_signals() {
         let s = set(
-            "version: 1\nrules:\n  - id: a\n    match: { biz: PAY, code: \"DB_*\", attrs: { tier: [gold, silver] } }\n    if: 'signals.fail_rate > 0.5 || signals[\"depth\"] > 3.0'\n",
+            "version: 1\nrules:\n  - id: a\n    match: { biz: PAY, code: \"DB_*\", attrs: { tier: [gold, silver] }, headers: { tenant: \"vip-*\" } }\n    if: 'signals.fail_rate > 0.5 || signals[\"depth\"] > 3.0'\n",
         );
         let v = vocabulary(&s);
         assert_eq!(v.biz, ["PAY"]);
         assert_eq!(v.codes, ["DB_", "DB__X"]);
         assert_eq!(v.attrs["tier"], ["gold", "silver"]);
+        assert_eq!(v.headers["tenant"], ["vip-", "vip-_X"]);
         assert_eq!(v.signals, ["depth", "fail_rate"]);
     }
 }

@@ -5,7 +5,8 @@ use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rebound_engine::{
-    Attrs, Decision, FailureContext, PolicyHandle, SignalView, Signals, SourceFile, compile,
+    Attrs, Decision, FailureContext, HeaderMap, PolicyHandle, SignalView, Signals, SourceFile,
+    compile,
 };
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -42,6 +43,7 @@ struct GenRule {
     attempt: Vec<(usize, u32)>,
     elapsed: Vec<(usize, u64)>,
     attr: Option<(&'static str, Vec<&'static str>)>,
+    header: Option<(&'static str, Vec<&'static str>)>,
     give_up: bool,
     fixed_ms: u64,
 }
@@ -66,16 +68,27 @@ fn rule() -> impl Strategy<Value = GenRule> {
                 prop::collection::vec(prop::sample::select(&["gold", "g*", "*"][..]), 1..2),
             ),
         ),
+        prop::option::weighted(
+            0.25,
+            (
+                Just("tenant"),
+                prop::collection::vec(
+                    prop::sample::select(&["vip", "vip-*", "*-eu", "*", "std"][..]),
+                    1..3,
+                ),
+            ),
+        ),
         any::<bool>(),
         0..10_000u64,
     )
         .prop_map(
-            |(biz, code, attempt, elapsed, attr, give_up, fixed_ms)| GenRule {
+            |(biz, code, attempt, elapsed, attr, header, give_up, fixed_ms)| GenRule {
                 biz,
                 code,
                 attempt,
                 elapsed,
                 attr,
+                header,
                 give_up,
                 fixed_ms,
             },
@@ -127,6 +140,9 @@ fn render(rules: &[GenRule], offset: usize) -> String {
         if let Some((k, v)) = &r.attr {
             writeln!(y, "      attrs: {{ {k}: {} }}", yaml_list(v)).unwrap();
         }
+        if let Some((k, v)) = &r.header {
+            writeln!(y, "      headers: {{ {k}: {} }}", yaml_list(v)).unwrap();
+        }
         if r.give_up {
             y.push_str("    give_up: true\n");
         } else {
@@ -170,25 +186,41 @@ fn op_holds<T: Ord>(op: usize, l: T, r: T) -> bool {
     }
 }
 
-fn oracle_matches(
-    r: &GenRule,
-    biz: &str,
-    code: &str,
+/// One failure of the oracle test: biz, code, attempt, elapsed ms, attrs.tier, headers.tenant.
+#[derive(Debug, Clone, Copy)]
+struct GenFailure {
+    biz: &'static str,
+    code: &'static str,
     attempt: u32,
     elapsed: u64,
-    tier: Option<&str>,
-) -> bool {
+    tier: Option<&'static str>,
+    tenant: Option<&'static str>,
+}
+
+fn oracle_matches(r: &GenRule, f: &GenFailure) -> bool {
+    let GenFailure {
+        biz,
+        code,
+        attempt,
+        elapsed,
+        tier,
+        tenant,
+    } = *f;
     let names_ok = |pats: &Option<Vec<&str>>, v: &str| {
         pats.as_ref()
             .is_none_or(|p| p.iter().any(|g| glob_matches(g, v)))
+    };
+    // An absent attribute or header never matches, not even `*`.
+    let named_ok = |cond: &Option<(&str, Vec<&str>)>, v: Option<&str>| {
+        cond.as_ref()
+            .is_none_or(|(_, pats)| v.is_some_and(|v| pats.iter().any(|g| glob_matches(g, v))))
     };
     names_ok(&r.biz, biz)
         && names_ok(&r.code, code)
         && r.attempt.iter().all(|(op, n)| op_holds(*op, attempt, *n))
         && r.elapsed.iter().all(|(op, n)| op_holds(*op, elapsed, *n))
-        && r.attr
-            .as_ref()
-            .is_none_or(|(_, pats)| tier.is_some_and(|t| pats.iter().any(|g| glob_matches(g, t))))
+        && named_ok(&r.attr, tier)
+        && named_ok(&r.header, tenant)
 }
 
 fn build(files: &[Vec<GenRule>]) -> PolicyHandle {
@@ -213,16 +245,21 @@ proptest! {
         files in prop::collection::vec(prop::collection::vec(rule(), 0..12), 1..4),
         contexts in prop::collection::vec(
             (prop::sample::select(&NAMES[..]), prop::sample::select(&NAMES[..]), 1..8u32, 0..6_000u64,
-             prop::option::of(prop::sample::select(&["gold", "green", "silver"][..])), any::<u64>()),
+             prop::option::of(prop::sample::select(&["gold", "green", "silver"][..])),
+             prop::option::of(prop::sample::select(&["vip", "vip-eu", "std", "acme-eu"][..])), any::<u64>()),
             1..24),
     ) {
         let handle = build(&files);
         let all: Vec<&GenRule> = files.iter().flatten().collect();
-        for (biz, code, attempt, elapsed, tier, seed) in contexts {
+        for (biz, code, attempt, elapsed, tier, tenant, seed) in contexts {
+            let f = GenFailure { biz, code, attempt, elapsed, tier, tenant };
             let attrs: Attrs = tier.map(|t| ("tier".to_string(), t.to_string())).into_iter().collect();
+            let headers: HeaderMap =
+                tenant.map(|t| ("tenant".to_string(), t.to_string())).into_iter().collect();
             let ctx = FailureContext {
                 elapsed: Duration::from_millis(elapsed),
                 attrs: &attrs,
+                headers: &headers,
                 ..FailureContext::new(biz, code, attempt)
             };
             let fast = handle.decide(&ctx, &mut StdRng::seed_from_u64(seed));
@@ -230,10 +267,10 @@ proptest! {
             prop_assert_eq!(&fast, &scan);
             let expected = all
                 .iter()
-                .position(|r| oracle_matches(r, biz, code, attempt, elapsed, tier))
+                .position(|r| oracle_matches(r, &f))
                 .map_or("defaults".to_string(), |i| format!("r{i}"));
             prop_assert_eq!(fast.decision.rule().as_str(), expected.as_str());
-            if let Some(i) = all.iter().position(|r| oracle_matches(r, biz, code, attempt, elapsed, tier)) {
+            if let Some(i) = all.iter().position(|r| oracle_matches(r, &f)) {
                 let r = all[i];
                 match &fast.decision {
                     Decision::DeadLetter { reason, .. } => prop_assert!(r.give_up && reason.as_str() == "give_up"),
@@ -537,6 +574,8 @@ proptest! {
         retry_after in prop::option::of(prop_oneof![Just(u64::MAX), any::<u64>()]),
         last_delay in prop_oneof![Just(u64::MAX), any::<u64>(), 0..100_000u64],
         attrs in prop::collection::btree_map(prop_oneof![Just("region".to_string()), Just("tier".to_string()), ".*"], ".*", 0..3),
+        headers in prop::collection::btree_map(prop_oneof![Just("tenant".to_string()), ".*"], ".*", 0..3),
+        now in prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()],
         fail_rate in prop_oneof![Just(f64::NAN), Just(f64::INFINITY), any::<f64>(), 0.0..1.0f64],
         seed in any::<u64>(),
     ) {
@@ -549,6 +588,8 @@ proptest! {
             retry_after: retry_after.map(Duration::from_millis),
             last_delay: Duration::from_millis(last_delay),
             attrs: &attrs,
+            headers: &headers,
+            now,
             signals: SignalView::Map(&signals),
         };
         for handle in shipped_and_scripted() {

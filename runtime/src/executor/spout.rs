@@ -490,6 +490,8 @@ impl<S: Spout> SpoutTask<S> {
             retry_after: failure.retry_after,
             last_delay: msg.retry.last_delay(),
             attrs: &failure.attrs,
+            headers: msg.headers.view(),
+            now: wall.as_millis(),
             signals: SignalView::Pairs(&signals),
         };
         let decided = guarded(|| self.p.policy.decide(&ctx))

@@ -271,6 +271,14 @@ impl Headers {
     pub fn as_map(&self) -> Option<&BTreeMap<String, String>> {
         self.0.as_deref().filter(|m| !m.is_empty())
     }
+
+    /// The headers as the rule engine reads them (`FailureContext::headers`): borrowed, never
+    /// copied; no headers lend a shared empty map.
+    #[inline]
+    pub fn view(&self) -> &rebound_engine::HeaderMap {
+        static NONE: rebound_engine::HeaderMap = BTreeMap::new();
+        self.0.as_deref().unwrap_or(&NONE)
+    }
 }
 
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Headers {
@@ -577,5 +585,12 @@ mod tests {
         assert_eq!(copy.get("b"), None);
         assert_eq!(h.get("b"), Some("2"));
         assert!(Headers::new().is_empty());
+        assert!(Headers::new().view().is_empty());
+        let h: Headers = [("tenant", "vip")].into_iter().collect();
+        assert_eq!(h.view().get("tenant").map(String::as_str), Some("vip"));
+        assert!(
+            std::ptr::eq(h.view(), h.as_map().unwrap()),
+            "a view, not a copy"
+        );
     }
 }

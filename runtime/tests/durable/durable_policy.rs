@@ -223,3 +223,84 @@ async fn a_retry_after_beyond_every_clock_saturates_end_to_end() {
         assert!(told.lock().unwrap().is_empty(), "no fate: they wait");
     }
 }
+
+/// Hands out `order-1` with the header `tenant: vip` and `order-2` without it.
+struct Tenants {
+    next: u32,
+}
+
+impl Spout for Tenants {
+    fn next(&mut self) -> NextMessage {
+        self.next += 1;
+        match self.next {
+            1 => NextMessage::Ready(
+                Message::new("order-1", "ORDER", "{}").with_header("tenant", "vip"),
+            ),
+            2 => NextMessage::Ready(Message::new("order-2", "ORDER", "{}")),
+            _ => NextMessage::Exhausted,
+        }
+    }
+    fn ack(&mut self, _: &MessageId) {}
+    fn dead_lettered(&mut self, _: &MessageId) {}
+}
+
+/// Every delivery fails.
+struct AlwaysFails;
+
+impl Bolt for AlwaysFails {
+    fn execute(&mut self, _: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
+        Err(Failure::new("DOWNSTREAM", "down"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_on_a_header_decides_for_the_messages_that_carry_it() {
+    // `vip` also checks that the failure's `now` is the wall time (after 2020), not 0.
+    let rules = rebound_engine::compile(vec![rebound_engine::SourceFile::new(
+        "10-tenants.yaml",
+        "10-tenants.yaml",
+        "version: 1
+rules:
+  - id: vip
+    match: { headers: { tenant: vip } }
+    if: 'now > 1_577_836_800_000 && headers.tenant == \"vip\"'
+    give_up: true
+    dead_letter: VIP
+  - id: others
+    give_up: true
+    dead_letter: STD
+",
+    )])
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = durable_on(dir.path());
+    let mut b = TopologyBuilder::new("t");
+    b.spout("src", 1, |_| Tenants { next: 0 });
+    b.bolt("work", 1, |_| AlwaysFails).shuffle("src");
+    let policy = RulePolicy::new(
+        Arc::new(PolicyHandle::new(rules)),
+        TimeScale::new(1.0).unwrap(),
+    );
+    let running = b.build().unwrap().start(durable.seams(policy));
+    tokio::time::timeout(Duration::from_secs(20), running.wait_quiescent())
+        .await
+        .unwrap();
+    running.shutdown(Duration::from_secs(5)).await;
+    durable.journal().flush().await;
+
+    let letter = |id: &str| {
+        store
+            .dead_letter(&MessageId::from(id))
+            .unwrap()
+            .unwrap()
+            .letter
+    };
+    let vip = letter("order-1");
+    assert_eq!((vip.rule.as_str(), vip.label.as_str()), ("vip", "VIP"));
+    assert_eq!(vip.message.headers.get("tenant"), Some("vip"));
+    let other = letter("order-2");
+    assert_eq!(
+        (other.rule.as_str(), other.label.as_str()),
+        ("others", "STD")
+    );
+}
