@@ -58,14 +58,14 @@ fn fmt_writes_heat_in_the_spec_order_and_its_weights_as_flow_maps() {
 }
 
 #[test]
-fn heat_in_two_files_names_both_places_and_budgets_stay_unknown() {
+fn heat_in_two_files_names_both_places_and_an_unknown_section_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["10-rules.yaml", "20-heat.yaml"] {
         std::fs::copy(format!("{SET}/{name}"), dir.path().join(name)).unwrap();
     }
     std::fs::write(
         dir.path().join("30-more.yaml"),
-        "version: 1\nheat:\n  half_life: 1m\nbudgets: []\n",
+        "version: 1\nheat:\n  half_life: 1m\nbudget: []\n",
     )
     .unwrap();
     rebound()
@@ -74,7 +74,7 @@ fn heat_in_two_files_names_both_places_and_budgets_stay_unknown() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
-            "30-more.yaml:4:1: error: unknown field 'budgets'",
+            "30-more.yaml:4:1: error: unknown field 'budget'",
         ));
     std::fs::write(
         dir.path().join("30-more.yaml"),

@@ -269,14 +269,22 @@ mod tests {
     }
 
     #[test]
-    fn budgets_and_breakers_are_still_unknown_top_level_keys() {
-        for key in ["budgets", "breakers"] {
+    fn a_misspelt_section_is_an_unknown_top_level_key_with_a_suggestion() {
+        for (key, near) in [
+            ("heats", "heat"),
+            ("budget", "budgets"),
+            ("breaker", "breakers"),
+        ] {
             let d = rejected(&[("a.yaml", &format!("version: 1\n{key}: []\n"))]);
             assert!(
                 d[0].to_string()
                     .starts_with(&format!("rules/a.yaml:2:1: error: unknown field '{key}'")),
                 "{}",
                 d[0]
+            );
+            assert_eq!(
+                d[0].help.as_deref(),
+                Some(format!("did you mean '{near}'?").as_str())
             );
         }
     }

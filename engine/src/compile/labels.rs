@@ -257,7 +257,7 @@ mod tests {
     fn an_unknown_top_level_key_is_still_an_error() {
         let d = rejected(&[(
             "a.yaml",
-            "version: 1\nlabel:\n  L1: {}\nbudgets:\n  - id: b\n",
+            "version: 1\nlabel:\n  L1: {}\nlimits:\n  - id: b\n",
         )]);
         assert!(
             d[0].to_string()
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(d[0].help.as_deref(), Some("did you mean 'labels'?"));
         assert!(
             d[1].to_string()
-                .starts_with("rules/a.yaml:4:1: error: unknown field 'budgets'"),
+                .starts_with("rules/a.yaml:4:1: error: unknown field 'limits'"),
             "{}",
             d[1]
         );
