@@ -67,6 +67,8 @@ pub struct Options {
     pub rate: Option<f64>,
     /// The rules' delays and the message timeout run this many times faster.
     pub time_scale: TimeScale,
+    /// A correlated outage of the bundled pipeline's payment gateway (`run --outage`).
+    pub outage: Option<crate::pipeline::faults::Outage>,
     /// How long a store that refuses every write is retried before the process stops with the
     /// cause (exit 2).
     pub store_give_up: Duration,
@@ -106,6 +108,7 @@ impl Options {
             messages: Some(50_000),
             rate: None,
             time_scale: TimeScale::new(100.0).expect("100 is a valid time scale"),
+            outage: None,
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             admin: None,
             pull: None,
@@ -133,6 +136,7 @@ impl Options {
             messages: None,
             rate: Some(20.0),
             time_scale: TimeScale::REAL,
+            outage: None,
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             admin: Some(admin),
             pull: None,
@@ -311,6 +315,7 @@ async fn wire(
     pipeline_options.messages = options.messages;
     pipeline_options.time_scale = options.time_scale;
     pipeline_options.rate = options.rate;
+    pipeline_options.outage = options.outage;
     pipeline_options.store_give_up = options.store_give_up;
     pipeline_options.config = options.topology.clone();
     pipeline_options.fleet = link;

@@ -59,6 +59,12 @@ pub struct Args {
     /// How log lines are written on stderr: `text`, or `json` (one JSON object per line).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
     log_format: app::LogFormat,
+    /// A correlated outage: 30 s (rules' time) into the run, the payment gateway answers
+    /// nothing for this long (rules' time, so --time-scale shortens it): every PAYMENT write
+    /// fails with NET_TIMEOUT from downstream payment-gateway. The report shows what the
+    /// breakers and budgets did.
+    #[arg(long, value_name = "DUR", value_parser = super::duration)]
+    outage: Option<Duration>,
     #[command(flatten)]
     store: super::store::StoreArgs,
 }
@@ -105,6 +111,7 @@ pub fn run(args: Args) -> Outcome {
     let mut options = app::Options::run(rules, data);
     options.messages = Some(messages);
     options.time_scale = scale;
+    options.outage = args.outage.map(rebound::pipeline::faults::Outage::of);
     if let Some(give_up) = args.store_give_up.or(file.store_give_up) {
         options.store_give_up = give_up;
     }

@@ -138,6 +138,8 @@ pub struct StoreBolt {
     pub(crate) faults: Arc<Faults>,
     /// How long a slow write takes: longer than the message timeout.
     pub(crate) slow: Duration,
+    /// A correlated outage of the payment gateway, in real time: from, until.
+    pub(crate) outage: Option<(tokio::time::Instant, tokio::time::Instant)>,
 }
 
 fn row_of(t: &Tuple) -> Option<OrderRow> {
@@ -165,6 +167,15 @@ impl DeferredBolt for StoreBolt {
             ));
             return;
         };
+        if &*row.biz == "PAYMENT"
+            && let Some((from, until)) = self.outage
+        {
+            let now = tokio::time::Instant::now();
+            if now >= from && now < until {
+                input.fail(super::faults::Outage::failure());
+                return;
+            }
+        }
         let n = position_of(&row.id).unwrap_or(0);
         let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
         match self.faults.roll(n, &row.biz, attempt) {

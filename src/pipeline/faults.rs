@@ -133,10 +133,10 @@ impl Faults {
             );
         }
         if biz == "PAYMENT" && next(self.pay_processing) {
-            return Fault::Fail(Failure::new(
-                "PAY_PROCESSING",
-                "the payment gateway is still processing",
-            ));
+            return Fault::Fail(
+                Failure::new("PAY_PROCESSING", "the payment gateway is still processing")
+                    .with_attr("downstream", GATEWAY),
+            );
         }
         if biz == "INVENTORY" && next(self.stock_late) {
             return Fault::Fail(
@@ -145,6 +145,38 @@ impl Faults {
             );
         }
         Fault::None
+    }
+}
+
+/// The dependency the payment failures come from (their `downstream` attr): the one an
+/// outage takes down.
+pub const GATEWAY: &str = "payment-gateway";
+
+/// A correlated outage (`rebound run --outage DUR`): for `length` from `start` (rules' time
+/// since the run began), the payment gateway answers nothing: every `PAYMENT` order's write
+/// fails with `NET_TIMEOUT` from `downstream` `payment-gateway`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outage {
+    /// When it begins, after the run's start (rules' time).
+    pub start: Duration,
+    /// How long it lasts (rules' time).
+    pub length: Duration,
+}
+
+impl Outage {
+    /// An outage of `length` beginning 30 s (rules' time) into the run, once the breakers
+    /// have seen the gateway healthy.
+    pub fn of(length: Duration) -> Outage {
+        Outage {
+            start: Duration::from_secs(30),
+            length,
+        }
+    }
+
+    /// The failure every `PAYMENT` write meets during the outage.
+    pub fn failure() -> Failure {
+        Failure::new("NET_TIMEOUT", "no answer from the payment gateway (outage)")
+            .with_attr("downstream", GATEWAY)
     }
 }
 

@@ -161,6 +161,8 @@ pub struct PipelineOptions {
     pub fleet: Option<FleetLink>,
     /// Where `alert:` labels send their letters (the configuration's receivers).
     pub alerts: Option<Arc<dyn AlertSink>>,
+    /// A correlated outage of the payment gateway (`--outage`).
+    pub outage: Option<faults::Outage>,
 }
 
 impl PipelineOptions {
@@ -179,6 +181,7 @@ impl PipelineOptions {
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             fleet: None,
             alerts: None,
+            outage: None,
         }
     }
 }
@@ -403,10 +406,15 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         .shuffle("orders");
     let bolt_faults = faults.clone();
     let bolt_writer = writer.clone();
+    let outage = options.outage.map(|o| {
+        let from = time.now() + scale.to_real(o.start);
+        (from, from + scale.to_real(o.length))
+    });
     b.deferred_bolt("store", 1, move |_| StoreBolt {
         writer: bolt_writer.clone(),
         faults: bolt_faults.clone(),
         slow,
+        outage,
     })
     .fields("parse", ["id"]);
     let topology = b.build()?;

@@ -17,3 +17,4 @@ mod run_labels;
 mod run_lifecycle;
 mod run_logs;
 mod run_metrics;
+mod run_outage;

@@ -13,16 +13,27 @@ use tokio::time::Instant;
 pub struct BudgetLimits {
     /// The share of first deliveries, 0 to 1.
     pub ratio: f64,
-    /// The floor, in retries per second.
-    pub min_per_s: f64,
-    /// The sliding window.
+    /// The floor: retries always allowed per window (`min_per_s × window`, both in the
+    /// rules' time, so the same under any time scale).
+    pub floor: f64,
+    /// The sliding window, in real time.
     pub window: Duration,
 }
 
 impl BudgetLimits {
+    /// The limits of `ratio` and `min_per_s` over a window of `window` rules' time that runs
+    /// as `real`.
+    pub fn new(ratio: f64, min_per_s: f64, window: Duration, real: Duration) -> BudgetLimits {
+        BudgetLimits {
+            ratio,
+            floor: min_per_s * window.as_secs_f64(),
+            window: real,
+        }
+    }
+
     /// The most retries the window may hold with `firsts` first deliveries in it.
     pub fn allowance(&self, firsts: usize) -> f64 {
-        (self.min_per_s * self.window.as_secs_f64()).max(self.ratio * firsts as f64)
+        self.floor.max(self.ratio * firsts as f64)
     }
 }
 
@@ -113,11 +124,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn limits() -> BudgetLimits {
-        BudgetLimits {
-            ratio: 0.2,
-            min_per_s: 1.0,
-            window: Duration::from_secs(10),
-        }
+        BudgetLimits::new(0.2, 1.0, Duration::from_secs(10), Duration::from_secs(10))
     }
 
     #[test]
@@ -167,7 +174,7 @@ mod tests {
         /// refused retry (held) fires once the window has room.
         #[test]
         fn the_budget_agrees_with_a_window_counted_by_hand(events in events(), ratio in 0.0f64..1.0, min in 0.0f64..3.0) {
-            let limits = BudgetLimits { ratio, min_per_s: min, window: Duration::from_secs(2) };
+            let limits = BudgetLimits::new(ratio, min, Duration::from_secs(2), Duration::from_secs(2));
             let t0 = Instant::now();
             let mut budget = Budget::new(limits);
             let (mut firsts, mut fired): (Vec<Instant>, Vec<Instant>) = (Vec::new(), Vec::new());

@@ -25,6 +25,11 @@ use crate::topology::{Message, MessageId};
 /// The most values of a breaker's `per` key kept apart; the rest share `other`.
 pub const MAX_KEYS: usize = 100;
 
+/// The shortest window a breaker counts over, in real time, whatever the time scale: a
+/// window shorter than the time a tree takes to succeed sees its fast failures before its
+/// successes, and opens on a healthy dependency.
+pub const MIN_BREAKER_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the gate did, for the metrics and the report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GateSnapshot {
@@ -70,18 +75,16 @@ pub fn active(set: &CompiledSet) -> bool {
 }
 
 fn budget_limits(b: &BudgetPolicy, scale: TimeScale) -> BudgetLimits {
-    BudgetLimits {
-        ratio: b.ratio,
-        min_per_s: b.min_per_s,
-        window: scale.to_real(b.window),
-    }
+    BudgetLimits::new(b.ratio, b.min_per_s, b.window, scale.to_real(b.window))
 }
 
 fn breaker_limits(b: &BreakerPolicy, scale: TimeScale) -> BreakerLimits {
     BreakerLimits {
         open_at: b.open_at,
         min_samples: b.min_samples,
-        window: scale.to_real(b.window),
+        window: scale
+            .to_real(b.window)
+            .max(MIN_BREAKER_WINDOW.min(b.window)),
         cool_down: scale.to_real(b.cool_down),
         ramp: scale.to_real(b.ramp),
     }

@@ -1,0 +1,99 @@
+//! `rebound run --outage DUR` on the shipped rules: the payment gateway goes down for 20 s of
+//! rules' time; its breaker opens, holds the payment retries, goes half-open after the
+//! cool-down and closes after the ramp, in that order in the report and on `/metrics`; the
+//! budget held payment retries; nothing is lost.
+
+use super::support::{Running, report, run_cmd, shipped_rules, wait_until};
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+/// The state `rebound_breaker_state` says the gateway's breaker is in, if it says one.
+fn gateway_state(metrics: &str) -> Option<String> {
+    metrics.lines().find_map(|l| {
+        let rest = l.strip_prefix(
+            "rebound_breaker_state{breaker=\"payment-gateway\",key=\"payment-gateway\",state=\"",
+        )?;
+        let (state, value) = rest.split_once("\"} ")?;
+        (value.trim() == "1").then(|| state.to_owned())
+    })
+}
+
+#[test]
+fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = run_cmd(&dir.path().join("data"), &shipped_rules(), 20_000, 100.0);
+    cmd.args(["--outage", "20s", "--admin", "127.0.0.1:0"]);
+    let mut child = Running::spawn(cmd);
+    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://") {
+                let _ = tx.send(line[at..].trim().to_owned());
+            }
+        }
+    });
+    let base = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the admin address on stderr");
+    // Every state the metrics show, in the order they show them, until the run ends.
+    let mut seen: Vec<String> = Vec::new();
+    let ended = wait_until(Duration::from_secs(120), || {
+        let Ok(text) = reqwest::blocking::get(format!("{base}/metrics")).and_then(|r| r.text())
+        else {
+            return true; // the run ended and its admin API with it
+        };
+        if let Some(state) = gateway_state(&text)
+            && seen.last() != Some(&state)
+        {
+            seen.push(state);
+        }
+        false
+    });
+    assert!(ended, "the run did not end");
+    let out = child.wait();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&out);
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(r["emitted"], 20_000, "{r}");
+    // The report: the states in order, closed at the end.
+    let gateway = &r["breakers"]["payment-gateway"]["payment-gateway"];
+    let states: Vec<&str> = gateway["states"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no breaker in the report: {r}"))
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(states[..2], ["open", "half_open"], "{gateway}");
+    assert_eq!(states.last(), Some(&"closed"), "{gateway}");
+    for pair in states.windows(2) {
+        assert!(
+            matches!(
+                (pair[0], pair[1]),
+                ("open", "half_open") | ("half_open", "open" | "closed") | ("closed", "open")
+            ),
+            "{states:?}"
+        );
+    }
+    assert_eq!(gateway["state"], "closed");
+    assert!(
+        r["budgets"]["payment-retries"]["held"].as_u64() > Some(0),
+        "{r}"
+    );
+    // The metrics saw it open, then half-open, then closed again.
+    let open = seen
+        .iter()
+        .position(|s| s == "open")
+        .unwrap_or_else(|| panic!("{seen:?}"));
+    let half = seen[open..]
+        .iter()
+        .position(|s| s == "half_open")
+        .map(|i| i + open);
+    let half = half.unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(seen[half..].iter().any(|s| s == "closed"), "{seen:?}");
+}
