@@ -79,12 +79,14 @@ pub struct Report {
     /// On a fleet: what the node that prints the report did itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeShare>,
-    /// What the set's budgets did in this process: retries held for want of room, and
-    /// dead-lettered for it (absent without budgets).
+    /// What the set's budgets did in this process (the last session): retries held for want
+    /// of room, and dead-lettered for it. Absent without budgets, and in a report read back
+    /// after the run finished (the counters above are the run's; this is the session's).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub budgets: BTreeMap<String, BudgetShare>,
-    /// What the set's breakers did in this process: per breaker and key, the states it went
-    /// through in order and where it stands (absent without breakers).
+    /// What the set's breakers did in this process (the last session): per breaker and key,
+    /// the states it went through in order and where it stands. Absent without breakers, and
+    /// in a report read back after the run finished.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub breakers: BTreeMap<String, BTreeMap<String, BreakerShare>>,
 }

@@ -123,6 +123,7 @@ fn decide_names_the_budget_and_the_breakers_of_a_failure() {
 fn a_set_without_them_prints_as_before() {
     rebound()
         .args(["decide", "--biz", "PAYMENT", "--code", "PAY_PROCESSING", "--attempt", "1", "--json"])
+        .args(["--rules", "engine/tests/fixtures/reload/fast"])
         .assert()
         .success()
         .stdout(predicate::str::is_match(r#"^\{"action":"retry","delay_ms":100,"rule":"payment-processing","attempt":1,"version":"[0-9a-f]{16}"\}\n$"#).unwrap());

@@ -24,7 +24,7 @@ fn check_accepts_the_shipped_rules_with_a_summary() {
         .assert()
         .success()
         .stdout(
-            predicate::str::is_match(r"^ok: 6 files, \d+ rules, 3 labels, version [0-9a-f]{16}\n$")
+            predicate::str::is_match(r"^ok: 7 files, \d+ rules, 3 labels, version [0-9a-f]{16}\n$")
                 .unwrap(),
         );
 }
@@ -308,7 +308,9 @@ fn explain_shows_the_arithmetic_of_the_delay_after_the_trace() {
         .iter()
         .position(|l| *l == "arithmetic (db-lock, seed 5):")
         .expect("an arithmetic header");
-    assert!(lines[at - 1].contains("db-lock") && lines[at - 1].ends_with("matched"));
+    // The trace, then what the failure falls under, then the arithmetic.
+    assert!(lines[at - 1].starts_with("falls under: "), "{text}");
+    assert!(lines[at - 2].contains("db-lock") && lines[at - 2].ends_with("matched"));
     let arithmetic = &lines[at + 1..];
     assert_eq!(arithmetic[0], "  retry 3 of max_retries 5");
     assert_eq!(
@@ -388,7 +390,12 @@ fn explain_json_adds_seed_and_pacing_and_decides_as_decide_does() {
         let explained = run("explain", Some(seed));
         let decided = run("decide", Some(seed));
         assert_eq!(explained["seed"], seed);
-        assert_eq!(explained["decision"], decided, "seed {seed}");
+        // `decide --json` adds the budget and breakers after the decision's own keys.
+        let mut decision = decided.clone();
+        for key in ["budget", "breakers"] {
+            decision.as_object_mut().unwrap().remove(key);
+        }
+        assert_eq!(explained["decision"], decision, "seed {seed}");
         let pacing = &explained["pacing"];
         assert_eq!(pacing["delay_ms"], decided["delay_ms"], "{pacing}");
         assert_eq!(pacing["jitter"], "decorrelated");
@@ -400,7 +407,11 @@ fn explain_json_adds_seed_and_pacing_and_decides_as_decide_does() {
     // Without --seed, the seed drawn is reported and replays the same delay in decide.
     let explained = run("explain", None);
     let seed = explained["seed"].as_u64().expect("the seed used");
-    assert_eq!(run("decide", Some(seed)), explained["decision"]);
+    let decided = run("decide", Some(seed));
+    assert_eq!(decided["delay_ms"], explained["decision"]["delay_ms"]);
+    // Both name what the failure falls under (explain beside its decision).
+    assert_eq!(decided["budget"], explained["budget"]);
+    assert_eq!(decided["breakers"], explained["breakers"]);
 }
 
 /// Every subcommand that `rebound --help` lists answers `--help` with an example, and so does

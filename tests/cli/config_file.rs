@@ -28,7 +28,7 @@ fn check_accepts_the_spec_example_and_the_rules_it_names() {
         .success()
         .stdout(
             predicate::str::is_match(
-                r"^ok: 6 files, \d+ rules, 3 labels, version [0-9a-f]{16}; configuration .*operations-example\.yaml: ok, 1 receiver\n$",
+                r"^ok: 7 files, \d+ rules, 3 labels, version [0-9a-f]{16}; configuration .*operations-example\.yaml: ok, 1 receiver\n$",
             )
             .unwrap(),
         );
