@@ -4,12 +4,11 @@
 use super::AdminState;
 use super::body::JsonBody;
 use super::error::ApiError;
-use axum::Json;
 use axum::extract::State;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rebound_engine::wall_time::parse_rfc3339;
-use rebound_engine::{Attrs, DecisionReport, FailureContext, HeaderMap, SignalView, Signals};
+use rebound_engine::{Attrs, FailureContext, HeaderMap, SignalView, Signals};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -54,7 +53,7 @@ pub struct DecideBody {
 pub async fn decide(
     State(state): State<AdminState>,
     JsonBody(body): JsonBody<DecideBody>,
-) -> Result<Json<DecisionReport>, ApiError> {
+) -> Result<impl axum::response::IntoResponse, ApiError> {
     if body.attempt < 1 {
         return Err(ApiError::bad_request(
             "attempt must be at least 1 (the first delivery is attempt 1)",
@@ -84,6 +83,13 @@ pub async fn decide(
         Some(seed) => StdRng::seed_from_u64(seed),
         None => rand::make_rng(),
     };
-    let decided = state.reloader.handle().decide(&ctx, &mut rng);
-    Ok(Json(decided.report(body.attempt)))
+    let handle = state.reloader.handle();
+    let set = handle.current();
+    let decided = handle.decide(&ctx, &mut rng);
+    // As `decide --json` prints it: the decision's keys, then what it falls under.
+    let keys = crate::falls_under::keys(&set, &ctx);
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        crate::falls_under::with_keys(&decided.report(body.attempt), keys),
+    ))
 }

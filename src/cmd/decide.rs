@@ -27,14 +27,14 @@ pub fn run(args: Args) -> Outcome {
     let decided = handle.decide(&ctx, &mut f.rng());
     let set = handle.current();
     if f.json {
-        let keys = super::adaptive::keys(&set, &ctx);
+        let keys = rebound::falls_under::keys(&set, &ctx);
         println!(
             "{}",
-            super::adaptive::with_keys(&decided.report(f.attempt), keys)
+            rebound::falls_under::with_keys(&decided.report(f.attempt), keys)
         );
     } else {
         println!("{}", describe(&decided, f.attempt));
-        if let Some(line) = super::adaptive::line(&set, &ctx) {
+        if let Some(line) = rebound::falls_under::line(&set, &ctx) {
             println!("{line}");
         }
     }

@@ -41,7 +41,7 @@ pub fn run(args: Args) -> Outcome {
             "seed": seed,
             "pacing": explained.pacing,
         });
-        for (key, value) in super::adaptive::keys(&set, &ctx) {
+        for (key, value) in rebound::falls_under::keys(&set, &ctx) {
             doc[key] = value;
         }
         println!("{doc}");
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> Outcome {
     if let Some(note) = &explained.defaults_note {
         println!("  note: {note}");
     }
-    if let Some(line) = super::adaptive::line(&set, &ctx) {
+    if let Some(line) = rebound::falls_under::line(&set, &ctx) {
         println!("{line}");
     }
     if let Some(pacing) = &explained.pacing {

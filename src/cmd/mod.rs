@@ -1,6 +1,5 @@
 //! One module per subcommand.
 
-mod adaptive;
 pub mod check;
 pub mod decide;
 pub mod explain;

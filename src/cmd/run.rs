@@ -59,7 +59,7 @@ pub struct Args {
     /// How log lines are written on stderr: `text`, or `json` (one JSON object per line).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
     log_format: app::LogFormat,
-    /// A correlated outage: 30 s (rules' time) into the run, the payment gateway answers
+    /// A correlated outage: 2 s (rules' time) into the run, the payment gateway answers
     /// nothing for this long (rules' time, so --time-scale shortens it): every PAYMENT write
     /// fails with NET_TIMEOUT from downstream payment-gateway. The report shows what the
     /// breakers and budgets did.

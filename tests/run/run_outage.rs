@@ -1,4 +1,4 @@
-//! `rebound run --outage DUR` on the shipped rules: the payment gateway goes down for 20 s of
+//! `rebound run --outage DUR` on the shipped rules: the payment gateway goes down for 60 s of
 //! rules' time; its breaker opens, holds the payment retries, goes half-open after the
 //! cool-down and closes after the ramp, in that order in the report and on `/metrics`; the
 //! budget held payment retries; nothing is lost.
@@ -22,7 +22,7 @@ fn gateway_state(metrics: &str) -> Option<String> {
 fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = run_cmd(&dir.path().join("data"), &shipped_rules(), 20_000, 100.0);
-    cmd.args(["--outage", "20s", "--admin", "127.0.0.1:0"]);
+    cmd.args(["--outage", "60s", "--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
     let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

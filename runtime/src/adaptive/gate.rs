@@ -11,7 +11,7 @@
 //! - A finished tree is a sample of every breaker whose scope takes its biz; a failure with
 //!   the breaker's codes is a failed one ([`RetryGate::finished`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use rebound_engine::{BreakerPolicy, BudgetPolicy, CompiledSet, Exhausted, FailureContext, PerKey};
@@ -53,7 +53,14 @@ struct BudgetState {
 struct State {
     budgets: HashMap<String, BudgetState>,
     breakers: HashMap<String, HashMap<String, Breaker>>,
+    /// Per `per` breaker: its scope's recent successes that carry no key (first deliveries
+    /// that worked), so that a key seen for the first time starts with them and does not
+    /// judge its dependency by its failures alone.
+    unkeyed: HashMap<String, VecDeque<Instant>>,
 }
+
+/// The most keyless successes kept per breaker.
+const MAX_UNKEYED: usize = 10_000;
 
 /// The budgets and breakers of one topology; see the [module docs](self).
 #[derive(Debug, Default)]
@@ -123,9 +130,17 @@ impl State {
         } else {
             "other".to_owned()
         };
-        let breaker = keys
-            .entry(key.clone())
-            .or_insert_with(|| Breaker::new(limits, now));
+        let unkeyed = self.unkeyed.get(&b.id);
+        let breaker = keys.entry(key.clone()).or_insert_with(|| {
+            let mut fresh = Breaker::new(limits, now);
+            let start = now.checked_sub(limits.window);
+            for t in unkeyed.into_iter().flatten() {
+                if start.is_none_or(|s| *t > s) {
+                    fresh.record(false, *t);
+                }
+            }
+            fresh
+        });
         breaker.set_limits(limits);
         (key, breaker)
     }
@@ -232,12 +247,25 @@ impl RetryGate {
             let failed = failure.is_some_and(|ctx| b.scope.matches(ctx));
             let keys: Vec<String> = match (failure.or(last), &b.per) {
                 (Some(ctx), _) => vec![key_of(b.per.as_ref(), ctx).to_owned()],
-                // A success with no key of its own: a sample of every key seen.
-                (None, Some(_)) => s
-                    .breakers
-                    .get(&b.id)
-                    .map(|k| k.keys().cloned().collect())
-                    .unwrap_or_default(),
+                // A success with no key of its own: a sample of every key seen, and of the
+                // keys still to come.
+                (None, Some(_)) => {
+                    let window = breaker_limits(b, scale).window;
+                    let recent = s.unkeyed.entry(b.id.clone()).or_default();
+                    if let Some(start) = now.checked_sub(window) {
+                        while recent.front().is_some_and(|t| *t <= start) {
+                            recent.pop_front();
+                        }
+                    }
+                    if recent.len() == MAX_UNKEYED {
+                        recent.pop_front();
+                    }
+                    recent.push_back(now);
+                    s.breakers
+                        .get(&b.id)
+                        .map(|k| k.keys().cloned().collect())
+                        .unwrap_or_default()
+                }
                 (None, None) => vec![String::new()],
             };
             for key in keys {

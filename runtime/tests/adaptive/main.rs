@@ -159,3 +159,31 @@ fn breaker_keys_are_bounded() {
             .contains_key(&("per-code".to_owned(), "other".to_owned()))
     );
 }
+
+#[test]
+fn successes_before_a_keys_first_failure_count_toward_it() {
+    let s = set("version: 1
+breakers:
+  - { id: gateway, match: { code: NET_TIMEOUT }, per: attrs.downstream, open_at: 75%, min_samples: 20, cool_down: 1s }
+");
+    let gate = RetryGate::default();
+    let t0 = Instant::now();
+    // 60 first deliveries that worked (no failure, so no key), then 30 failures from `pg`:
+    // a failed share of a third, not all of it.
+    for _ in 0..60 {
+        gate.finished(&s, REAL, "PAYMENT", None, None, t0);
+    }
+    let attrs: BTreeMap<String, String> = [("downstream".to_owned(), "pg".to_owned())].into();
+    let mut failed = FailureContext::new("PAYMENT", "NET_TIMEOUT", 1);
+    failed.attrs = &attrs;
+    for _ in 0..30 {
+        gate.finished(&s, REAL, "PAYMENT", Some(&failed), None, t0);
+    }
+    assert!(!gate.breaker_open(&s, &failed, t0));
+    // Out of the window, those successes no longer count.
+    let later = t0 + Duration::from_secs(11);
+    for _ in 0..20 {
+        gate.finished(&s, REAL, "PAYMENT", Some(&failed), None, later);
+    }
+    assert!(gate.breaker_open(&s, &failed, later));
+}

@@ -1,5 +1,5 @@
-//! What `decide` and `explain` say of the budget and the breakers a failure falls under (not
-//! their live state: that is the runtime's).
+//! What `decide`, `explain` and `POST /v1/decide` say of the budget and the breakers a failure
+//! falls under (not their live state: that is the runtime's).
 
 use rebound_engine::{CompiledSet, FailureContext};
 use serde_json::{Value, json};
