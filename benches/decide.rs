@@ -3,12 +3,16 @@
 //! defaults, and a rule with a rhai guard. A plain `HashMap<String, _>` lookup is the floor
 //! the compiled decision is compared with, and compiling a 10,000-rule set is timed too.
 //!
+//! `decide/adaptive_sections` decides the same failures on the same rules with and without
+//! `heat:`, `budgets:` and `breakers:` sections (3 budgets, 3 breakers, 5 heat weights): the
+//! sections must not slow the decision down.
+//!
 //! Run: `cargo bench --bench decide`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rebound_engine::{FailureContext, PolicyHandle, SignalView, SourceFile, compile};
+use rebound_engine::{Attrs, FailureContext, PolicyHandle, SignalView, SourceFile, compile};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -120,5 +124,93 @@ fn compile_time(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, compile_time);
+/// The adaptive sections of the "with" set: a heat table of 5 weights, 3 budgets and 3
+/// breakers, in scope of the failures decided (`B1`, `B7` and the glob codes).
+const ADAPTIVE: &str = r#"version: 1
+heat:
+  half_life: 30s
+  weights:
+    - { code: "NET_*", weight: 3 }
+    - { code: TIMEOUT, weight: 3 }
+    - { code: "DB_*", weight: 2 }
+    - { code: "G*_TIMEOUT", weight: 2 }
+    - { code: "C7*", weight: 1 }
+budgets:
+  - id: b7-retries
+    match: { biz: B7 }
+    ratio: 50%
+    min_per_s: 5
+    window: 10s
+    exhausted: hold
+  - id: timeout-retries
+    match: { code: "G*_TIMEOUT" }
+    ratio: 20%
+    window: 10s
+  - id: everything-else
+    ratio: 80%
+    min_per_s: 10
+    exhausted: dead_letter
+breakers:
+  - id: b1-gateway
+    match: { biz: B1, code: ["G*_TIMEOUT", NOTHING_MATCHES] }
+    per: attrs.downstream
+    open_at: 75%
+    min_samples: 50
+    window: 10s
+    cool_down: 30s
+    ramp: 1m
+  - id: b7-store
+    match: { biz: B7 }
+    open_at: 50%
+    cool_down: 10s
+  - id: by-code
+    match: { code: "C*" }
+    per: code
+    open_at: 90%
+    cool_down: 5s
+    ramp: 30s
+"#;
+
+/// The same set deciding the same failures, with and without the adaptive sections (the
+/// "without" set has the same file, holding only `version: 1`).
+fn adaptive_sections(c: &mut Criterion) {
+    let n = 100;
+    let signals = [("fail_rate", 0.9)];
+    let variants = [("without", "version: 1\n"), ("with", ADAPTIVE)];
+    let failures = contexts(n);
+    let downstream: Attrs = [("downstream".to_string(), "gw".to_string())].into();
+    let mut group = c.benchmark_group("decide/adaptive_sections");
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for (id, extra) in variants {
+        let mut files = rule_set(n);
+        files.push(SourceFile::new("60-adaptive.yaml", "60-adaptive.yaml", extra));
+        let set = compile(files).expect("bench set compiles");
+        assert_eq!(
+            (set.budgets().len(), set.breakers().len()),
+            if id == "with" { (3, 3) } else { (0, 0) },
+        );
+        let handle = PolicyHandle::new(set);
+        let ctxs: Vec<FailureContext<'_>> = failures
+            .iter()
+            .map(|(_, biz, code)| FailureContext {
+                signals: SignalView::Pairs(&signals),
+                attrs: &downstream,
+                ..FailureContext::new(biz, code, 1)
+            })
+            .collect();
+        let mut rng = SmallRng::seed_from_u64(1);
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                for ctx in &ctxs {
+                    black_box(handle.decide(black_box(ctx), &mut rng));
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, adaptive_sections, compile_time);
 criterion_main!(benches);
