@@ -185,7 +185,11 @@ fn adaptive_sections(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     for (id, extra) in variants {
         let mut files = rule_set(n);
-        files.push(SourceFile::new("60-adaptive.yaml", "60-adaptive.yaml", extra));
+        files.push(SourceFile::new(
+            "60-adaptive.yaml",
+            "60-adaptive.yaml",
+            extra,
+        ));
         let set = compile(files).expect("bench set compiles");
         assert_eq!(
             (set.budgets().len(), set.breakers().len()),

@@ -104,7 +104,7 @@ impl State {
 
 /// The fault heat of a process: one per process, shared by its spout tasks (each failure is
 /// added on the task that decides it). Cheap on the failure path: one uncontended lock, and
-/// no allocation for a biz already tracked. See the [module docs](self).
+/// no allocation for a biz already tracked. See `adaptive/heat.rs`.
 ///
 /// ```
 /// use rebound_runtime::adaptive::Heat;
