@@ -28,8 +28,10 @@ fn node(server: &TestServer, ns: &str, name: &str, rules: &str) -> (Server, temp
             ns,
             "--node",
             name,
+            // Long enough that a node busy under a loaded test run still heartbeats within
+            // it: this test is of the rules, not of leases.
             "--lease",
-            "1s",
+            "3s",
             "--rate",
             "50",
         ],
