@@ -83,24 +83,12 @@ async fn after_a_run_the_operations_metrics_agree_with_its_report() {
 
 #[test]
 fn the_binary_s_metrics_pass_promtool_check_metrics() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut cmd = run_cmd(&data, &shipped_rules(), 40_000, 100.0);
     cmd.args(["--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
-    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://") {
-                let _ = tx.send(line[at..].trim().to_owned());
-            }
-        }
-    });
-    let base = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the admin address on stderr");
+    let base = super::support::admin_base(&mut child);
     let scrape = || {
         reqwest::blocking::get(format!("{base}/metrics"))
             .and_then(|r| r.text())

@@ -4,7 +4,6 @@
 //! budget held payment retries; nothing is lost.
 
 use super::support::{Running, report, run_cmd, shipped_rules, wait_until};
-use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 /// The state `rebound_breaker_state` says the gateway's breaker is in, if it says one.
@@ -24,18 +23,7 @@ fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lo
     let mut cmd = run_cmd(&dir.path().join("data"), &shipped_rules(), 20_000, 100.0);
     cmd.args(["--outage", "60s", "--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
-    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://") {
-                let _ = tx.send(line[at..].trim().to_owned());
-            }
-        }
-    });
-    let base = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the admin address on stderr");
+    let base = super::support::admin_base(&mut child);
     // Every state the metrics show, in the order they show them, until the run ends.
     let mut seen: Vec<String> = Vec::new();
     let ended = wait_until(Duration::from_secs(120), || {

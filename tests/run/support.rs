@@ -212,3 +212,20 @@ pub fn samples_by(text: &str, name: &str, label: &str) -> std::collections::BTre
         })
         .collect()
 }
+
+/// The admin API's base URL (`http://ADDR`) that a run started with `--admin 127.0.0.1:0`
+/// prints on stderr; the rest of stderr is read and dropped.
+pub fn admin_base(child: &mut Running) -> String {
+    use std::io::{BufRead, BufReader};
+    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://") {
+                let _ = tx.send(line[at..].trim().to_owned());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the admin address on stderr")
+}
