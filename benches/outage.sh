@@ -10,7 +10,7 @@
 # start). From the samples of rebound_retries_fired_total (summed over rules) and
 # rebound_messages_new_total:
 #   outage_fired  retries fired from the outage start to 2 s (real) after its end; the outage
-#                 runs from 30 s to 30 s + O in rules' time, i.e. 0.3 s to 0.5 s real at x100
+#                 runs from 2 s to 2 s + O in rules' time, i.e. 0.02 s to 0.22 s real at x100
 #                 for --outage 20s, taken here relative to the process start (the counters are
 #                 read at the samples nearest both ends; before the first sample they are 0)
 #   peak_ratio    the largest fired/new over any 1 s window of samples (10 intervals), among
@@ -136,8 +136,8 @@ tmp, rounds, scale, outage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), 
 def secs(d):
     m = re.fullmatch(r"([\d.]+)(ms|s|m)", d)
     return float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60}[m.group(2)]
-o_from = 30 / scale
-o_until = (30 + secs(outage)) / scale
+o_from = 2 / scale  # --outage begins 2 s (rules' time) into the run
+o_until = (2 + secs(outage)) / scale
 w_end = o_until + 2
 def at(samples, t, i):
     """The counter i at the sample nearest t (0 before the first sample)."""
