@@ -19,8 +19,20 @@ fn spawn(
     node: &str,
     lease: &str,
 ) -> (Running, std::path::PathBuf) {
+    spawn_at(server, ns, dir, node, lease, 1000.0)
+}
+
+/// [`spawn`] at time scale `scale`.
+fn spawn_at(
+    server: &TestServer,
+    ns: &str,
+    dir: &Path,
+    node: &str,
+    lease: &str,
+    scale: f64,
+) -> (Running, std::path::PathBuf) {
     let log = dir.join(format!("{node}.log"));
-    let mut cmd = node_cmd(server, ns, node, &dir.join(node), MESSAGES, 1000.0, lease);
+    let mut cmd = node_cmd(server, ns, node, &dir.join(node), MESSAGES, scale, lease);
     cmd.stdout(Stdio::piped())
         .stderr(File::create(&log).expect("a log file"));
     (Running(Some(cmd.spawn().expect("spawn rebound"))), log)
@@ -117,10 +129,12 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     let server = TestServer::start();
     let ns = "stall";
     let dir = tempfile::tempdir().unwrap();
+    // At ×200 the run lasts long enough (several seconds of retries) that a loaded machine
+    // still catches the node holding a claim before the run ends.
     let nodes = vec![
-        spawn(&server, ns, dir.path(), "a", "2s"),
-        spawn(&server, ns, dir.path(), "b", "2s"),
-        spawn(&server, ns, dir.path(), "c", "2s"),
+        spawn_at(&server, ns, dir.path(), "a", "2s", 200.0),
+        spawn_at(&server, ns, dir.path(), "b", "2s", 200.0),
+        spawn_at(&server, ns, dir.path(), "c", "2s", 200.0),
     ];
     let stalled_log = nodes[1].1.clone();
     let pid = nodes[1].0.id();
