@@ -1,9 +1,10 @@
-//! `rebound run --outage DUR` on the shipped rules: the payment gateway goes down for 60 s of
-//! rules' time; its breaker opens, holds the payment retries, goes half-open after the
-//! cool-down and closes after the ramp, in that order in the report and on `/metrics`; the
-//! budget held payment retries; nothing is lost.
+//! `rebound run --outage DUR`: the payment gateway goes down for 100 s of rules' time; its
+//! breaker opens, holds the payment retries, goes half-open after the cool-down and closes
+//! after the ramp, in that order in the report and on `/metrics`; the budget is reported;
+//! nothing is lost.
 
-use super::support::{Running, report, run_cmd, shipped_rules, wait_until};
+use super::support::{Running, report, run_cmd, wait_until};
+use std::path::Path;
 use std::time::Duration;
 
 /// The state `rebound_breaker_state` says the gateway's breaker is in, if it says one.
@@ -17,11 +18,43 @@ fn gateway_state(metrics: &str) -> Option<String> {
     })
 }
 
+/// Payments polled fast (the engine's `fast` fixture; the rest is the defaults'), a budget
+/// on payment retries, and the gateway's breaker with thresholds a short test run reaches.
+fn rules(dir: &Path) -> std::path::PathBuf {
+    let rules = dir.join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    let fast = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/tests/fixtures/reload/fast");
+    for entry in std::fs::read_dir(fast).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(
+        rules.join("60-adaptive.yaml"),
+        "version: 1
+budgets:
+  - { id: payment-retries, match: { biz: PAYMENT }, ratio: 50%, min_per_s: 50 }
+breakers:
+  - id: payment-gateway
+    match: { biz: PAYMENT, code: [NET_TIMEOUT, PAY_PROCESSING] }
+    per: attrs.downstream
+    open_at: 80%
+    min_samples: 20
+    cool_down: 30s
+    ramp: 1m
+",
+    )
+    .unwrap();
+    rules
+}
+
 #[test]
 fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = run_cmd(&dir.path().join("data"), &shipped_rules(), 20_000, 100.0);
-    cmd.args(["--outage", "60s", "--admin", "127.0.0.1:0"]);
+    let rules = rules(dir.path());
+    // 100 s of outage is 1 s of real time at x100: longer than a breaker's shortest window,
+    // so its failed share reaches the whole outage's, however loaded the machine.
+    let mut cmd = run_cmd(&dir.path().join("data"), &rules, 20_000, 100.0);
+    cmd.args(["--outage", "100s", "--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
     let base = super::support::admin_base(&mut child);
     // Every state the metrics show, in the order they show them, until the run ends.
