@@ -85,9 +85,11 @@ pub struct KeeperLoop {
 }
 
 impl KeeperLoop {
-    /// Stops the loop (a sweep under way finishes first).
+    /// Stops the loop. A sweep under way is not waited for: what it did is in the store, and
+    /// what it did not do the next start's first sweep does.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
+        self.task.abort();
         let _ = self.task.await;
     }
 }
@@ -148,6 +150,14 @@ impl LetterKeeper {
         let s = &self.shared;
         let _one = s.sweeping.lock().unwrap_or_else(PoisonError::into_inner);
         let set = s.rules.current();
+        // Nothing to do (most sets): the store is not read at all.
+        if !set
+            .labels()
+            .iter()
+            .any(|p| p.redrive.is_some() || p.expire.is_some())
+        {
+            return Ok(Sweep::default());
+        }
         let now = Timestamp::now();
         let mut sweep = Sweep::default();
         for policy in set.labels().iter() {
