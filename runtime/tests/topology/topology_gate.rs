@@ -1,4 +1,4 @@
-//! The retry gate over a compiled rule set: budgets that hold or dead-letter, breakers that
+//! The retry gate (`adaptive::RetryGate`) over a compiled rule set: budgets that hold or dead-letter, breakers that
 //! open on their scope's failures, hold its due retries and release them as they ramp.
 
 use std::collections::BTreeMap;
