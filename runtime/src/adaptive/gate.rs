@@ -158,11 +158,17 @@ impl RetryGate {
 
     /// A first delivery of `biz` at `now`.
     pub fn first_delivery(&self, set: &CompiledSet, scale: TimeScale, biz: &str, now: Instant) {
-        if set.budgets().is_empty() {
+        // Most first deliveries are of a biz no budget counts: no lock for them.
+        let mut counting = set
+            .budgets()
+            .iter()
+            .filter(|b| b.scope.matches_biz(biz))
+            .peekable();
+        if counting.peek().is_none() {
             return;
         }
         let mut s = self.lock();
-        for b in set.budgets().iter().filter(|b| b.scope.matches_biz(biz)) {
+        for b in counting {
             s.budget(b, scale).budget.first_delivery(now);
         }
     }
