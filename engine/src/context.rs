@@ -25,8 +25,8 @@ static NO_HEADERS: HeaderMap = BTreeMap::new();
 /// The runtime's signals as a decision sees them: borrowed, never copied.
 ///
 /// A runtime with a fixed set of signals hands them over as pairs on its stack, so deciding
-/// a failure allocates nothing for them; only a guard or delay script that runs copies them
-/// into its rhai scope.
+/// a failure allocates nothing for them; only an expression that runs in rhai copies them
+/// into its scope (in place: the names once, the values each time).
 ///
 /// ```
 /// use rebound_engine::{SignalView, Signals};

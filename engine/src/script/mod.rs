@@ -5,58 +5,27 @@
 //! operations, wall time ([`WALL_LIMIT`]), expression depth, call depth and the sizes of
 //! strings, arrays and maps, so a guard can neither hang a decision nor exhaust memory.
 //! Integer overflow is an error (rhai's checked arithmetic), never a wrap.
+//!
+//! What a decision pays for a guard: a guard of plain comparisons (`signals.fail_rate > 0.5
+//! && attempt < 10`) is also compiled to a tree that reads the failure directly and runs no
+//! rhai at all (`script/fast.rs`); any other expression runs in rhai over a scope kept per
+//! thread, of which only the variables it reads are refreshed (`script/scope.rs`).
 
+mod fast;
 mod sandbox;
+mod scope;
 mod types;
 
 pub(crate) use sandbox::{MAX_OPERATIONS, WALL_LIMIT};
 pub(crate) use types::mismatches;
 
-use crate::context::{FailureContext, SignalView};
-use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Map, Position, Scope};
-use std::borrow::Cow;
+use crate::context::FailureContext;
+use fast::Fast;
+use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Position};
+use scope::{Reads, ScopeSignals};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The runtime's signals as rhai sees them: a missing key reads as `0.0`.
-///
-/// A scope holds only `'static` values, so the borrowed [`SignalView`] is copied in here,
-/// and only when an expression runs: one vector, whose names are borrowed `'static` when
-/// the runtime gave them so (its fixed set) and copied only when they come from a map.
-#[derive(Debug, Clone, Default)]
-struct ScopeSignals(Vec<(Cow<'static, str>, f64)>);
-
-impl ScopeSignals {
-    fn of(view: SignalView<'_>) -> Self {
-        ScopeSignals(match view {
-            SignalView::Pairs(pairs) => pairs.iter().map(|&(k, v)| (Cow::Borrowed(k), v)).collect(),
-            SignalView::Map(map) => map
-                .iter()
-                .map(|(k, v)| (Cow::Owned(k.clone()), *v))
-                .collect(),
-        })
-    }
-
-    fn get(&self, name: &str) -> f64 {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map_or(0.0, |&(_, v)| v)
-    }
-}
-
-/// A map of strings (attrs, headers) as a rhai map.
-fn string_map(map: &std::collections::BTreeMap<String, String>) -> Map {
-    map.iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().into(),
-                Dynamic::from(ImmutableString::from(v.as_str())),
-            )
-        })
-        .collect()
-}
 
 /// The sandboxed engine shared by every expression of a set.
 #[derive(Clone)]
@@ -79,6 +48,10 @@ impl std::fmt::Debug for ScriptEngine {
 pub struct Expr {
     ast: Arc<AST>,
     source: Arc<str>,
+    /// The variables it reads: the only ones an evaluation refreshes.
+    reads: Reads,
+    /// The same expression without rhai, when it is a plain comparison (see `fast.rs`).
+    fast: Option<Arc<Fast>>,
 }
 
 impl std::fmt::Debug for Expr {
@@ -184,7 +157,7 @@ impl ScriptEngine {
     /// Compiles `source` once; syntax errors, unknown variables and calls to functions the
     /// sandbox does not offer (`sleep`, for one) are reported here.
     pub(crate) fn compile(&self, source: &str) -> Result<Expr, CompileError> {
-        let scope = Self::scope(&FailureContext::sample());
+        let scope = scope::fresh(&FailureContext::sample());
         let ast = self
             .engine
             .compile_expression_with_scope(&scope, source)
@@ -202,42 +175,30 @@ impl ScriptEngine {
             });
         }
         Ok(Expr {
+            reads: Reads::of(&ast),
+            fast: Fast::of(&ast).map(Arc::new),
             ast: Arc::new(ast),
             source: source.into(),
         })
     }
 
-    fn scope(ctx: &FailureContext<'_>) -> Scope<'static> {
-        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        let mut scope = Scope::new();
-        scope.push("biz", ImmutableString::from(ctx.biz));
-        scope.push("code", ImmutableString::from(ctx.code));
-        scope.push("attempt", i64::from(ctx.attempt));
-        scope.push("elapsed", ms(ctx.elapsed));
-        scope.push_dynamic(
-            "retry_after",
-            ctx.retry_after
-                .map_or(Dynamic::UNIT, |d| Dynamic::from(ms(d))),
-        );
-        scope.push("last_delay", ms(ctx.last_delay));
-        scope.push("attrs", string_map(ctx.attrs));
-        scope.push("headers", string_map(ctx.headers));
-        scope.push("now", i64::try_from(ctx.now).unwrap_or(i64::MAX));
-        scope.push("signals", ScopeSignals::of(ctx.signals));
-        scope
-    }
-
     /// Evaluates `expr` against `ctx`, whatever type it yields.
     pub(crate) fn eval(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<Dynamic, RunError> {
-        let mut scope = Self::scope(ctx);
-        let _deadline = sandbox::Deadline::start(self.wall_limit);
-        self.engine
-            .eval_ast_with_scope::<Dynamic>(&mut scope, &expr.ast)
-            .map_err(|e| run_error(e, self.wall_limit))
+        scope::with_scope(ctx, expr.reads, |scope| {
+            let _deadline = sandbox::Deadline::start(self.wall_limit);
+            self.engine
+                .eval_ast_with_scope::<Dynamic>(scope, &expr.ast)
+                .map_err(|e| run_error(e, self.wall_limit))
+        })
     }
 
     /// Runs a guard: `Ok(true)` when the rule may decide.
     pub(crate) fn guard(&self, expr: &Expr, ctx: &FailureContext<'_>) -> Result<bool, RunError> {
+        if let Some(fast) = &expr.fast
+            && let Some(value) = fast.guard(ctx)
+        {
+            return Ok(value);
+        }
         let value = self.eval(expr, ctx)?;
         value
             .as_bool()
@@ -278,7 +239,7 @@ impl ScriptEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Attrs, Signals};
+    use crate::context::{Attrs, SignalView, Signals};
 
     fn ctx<'a>(attrs: &'a Attrs, signals: &'a Signals) -> FailureContext<'a> {
         FailureContext {
