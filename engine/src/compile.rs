@@ -77,6 +77,7 @@ pub(crate) fn compile_with(
     }
     let index = RuleIndex::build(&rules);
     diags.extend(lint::run(&rules, &index, &defaults, &scripts));
+    let scripts = scripts.with_signal_getters();
     Ok(CompiledSet {
         version: version_of(&files),
         files,

@@ -23,8 +23,9 @@ use crate::context::FailureContext;
 use fast::Fast;
 use rhai::{AST, Dynamic, Engine, EvalAltResult, ImmutableString, Position};
 use scope::{Reads, ScopeSignals};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// The sandboxed engine shared by every expression of a set.
@@ -35,6 +36,9 @@ pub(crate) struct ScriptEngine {
     callable: Arc<HashSet<String>>,
     /// How long one evaluation may run.
     wall_limit: Duration,
+    /// The names read as `signals.NAME` by the expressions compiled here, each to get a
+    /// getter once the set is compiled ([`ScriptEngine::with_signal_getters`]).
+    signal_names: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -151,7 +155,31 @@ impl ScriptEngine {
             callable: Arc::clone(callable),
             engine: Arc::new(engine),
             wall_limit,
+            signal_names: Arc::default(),
         }
+    }
+
+    /// This engine with a getter for every `signals.NAME` its expressions read.
+    ///
+    /// rhai reads `signals.NAME` by looking for a getter first and, finding none, formats an
+    /// error and falls back to the indexer: a quarter of a short guard's evaluation. A getter
+    /// answers exactly what the indexer does (the signal, or `0.0`). Called once the whole
+    /// set is compiled, while nothing else holds the engine; if something does, the indexer
+    /// keeps answering.
+    pub(crate) fn with_signal_getters(mut self) -> Self {
+        let names = std::mem::take(
+            &mut *self
+                .signal_names
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        if let Some(engine) = Arc::get_mut(&mut self.engine) {
+            for name in names {
+                let key = name.clone();
+                engine.register_get(name, move |s: &mut ScopeSignals| -> f64 { s.get(&key) });
+            }
+        }
+        self
     }
 
     /// Compiles `source` once; syntax errors, unknown variables and calls to functions the
@@ -174,6 +202,10 @@ impl ScriptEngine {
                 at: position(pos),
             });
         }
+        self.signal_names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(scope::signal_properties(&ast));
         Ok(Expr {
             reads: Reads::of(&ast),
             fast: Fast::of(&ast).map(Arc::new),
@@ -277,6 +309,37 @@ mod tests {
             )
             .unwrap();
         assert_eq!(e.guard(&g, &c), Ok(true));
+    }
+
+    #[test]
+    fn signal_getters_answer_what_the_indexer_does() {
+        let e = ScriptEngine::new();
+        let source = "signals.fail_rate * 2.0 > 1.0 && signals.nothing + 1.0 == 1.0 \
+                      && signals[\"fail_rate\"] == signals.fail_rate";
+        let g = e.compile(source).unwrap();
+        assert_eq!(
+            e.signal_names.lock().unwrap().iter().collect::<Vec<_>>(),
+            ["fail_rate", "nothing"]
+        );
+        let e = e.with_signal_getters();
+        assert!(e.signal_names.lock().unwrap().is_empty());
+        let attrs = Attrs::new();
+        let pairs = [("fail_rate", 0.7)];
+        let map = Signals::from([("fail_rate".to_string(), 0.7)]);
+        for signals in [SignalView::Pairs(&pairs), SignalView::Map(&map)] {
+            let c = FailureContext {
+                attrs: &attrs,
+                signals,
+                ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
+            };
+            assert_eq!(e.guard(&g, &c), Ok(true));
+        }
+        let low = [("fail_rate", 0.2)];
+        let c = FailureContext {
+            signals: SignalView::Pairs(&low),
+            ..FailureContext::new("PAYMENT", "NET_TIMEOUT", 3)
+        };
+        assert_eq!(e.guard(&g, &c), Ok(false));
     }
 
     #[test]

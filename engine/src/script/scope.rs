@@ -115,6 +115,22 @@ impl Reads {
     }
 }
 
+/// The names `ast` reads as `signals.NAME`.
+pub(super) fn signal_properties(ast: &AST) -> Vec<String> {
+    let mut names = Vec::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        if let Some(ASTNode::Expr(rhai::Expr::Dot(x, ..))) = path.last()
+            && let rhai::Expr::Variable(v, ..) = &x.lhs
+            && v.1.as_str() == "signals"
+            && let rhai::Expr::Property(p, _) = &x.rhs
+        {
+            names.push(p.2.to_string());
+        }
+        true
+    });
+    names
+}
+
 thread_local! {
     /// This thread's scope; `None` until its first evaluation.
     static SCOPE: RefCell<Option<Scope<'static>>> = const { RefCell::new(None) };
