@@ -144,6 +144,25 @@ pub struct NodeShare {
     pub retries_fired: u64,
 }
 
+/// The states a breaker went through, for the text report: all of them when they are few;
+/// else the first and last few around how often it opened (`--json` has every one).
+fn breaker_path(states: &[&str]) -> String {
+    const SHOWN: usize = 4;
+    if states.is_empty() {
+        return "stayed closed".to_owned();
+    }
+    if states.len() <= 2 * SHOWN {
+        return format!("closed → {}", states.join(" → "));
+    }
+    let opened = states.iter().filter(|s| **s == "open").count();
+    format!(
+        "closed → {} → … opened {opened} times, {} changes … → {}",
+        states[..SHOWN].join(" → "),
+        states.len(),
+        states[states.len() - SHOWN..].join(" → ")
+    )
+}
+
 /// The width the text report keeps to (a terminal's 80 columns).
 const REPORT_WIDTH: usize = 80;
 
@@ -483,11 +502,7 @@ impl Report {
                 } else {
                     format!("{id} ({key})")
                 };
-                let path = if b.states.is_empty() {
-                    "stayed closed".to_owned()
-                } else {
-                    format!("closed → {}", b.states.join(" → "))
-                };
+                let path = breaker_path(&b.states);
                 line("breaker", name, format!("{path}; {} now", b.state));
             }
         }
@@ -508,6 +523,25 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_breaker_that_flapped_shows_its_ends_and_how_often_it_opened() {
+        assert_eq!(breaker_path(&[]), "stayed closed");
+        assert_eq!(
+            breaker_path(&["open", "half_open", "closed"]),
+            "closed → open → half_open → closed"
+        );
+        let mut states = Vec::new();
+        for _ in 0..10 {
+            states.extend(["open", "half_open"]);
+        }
+        states.push("closed");
+        assert_eq!(
+            breaker_path(&states),
+            "closed → open → half_open → open → half_open → … opened 10 times, 21 changes … \
+             → half_open → open → half_open → closed"
+        );
+    }
 
     #[test]
     fn the_text_report_keeps_to_80_columns_and_breaks_between_words() {

@@ -172,7 +172,7 @@ impl Topology {
         } = seams;
         // One heat for every spout task: the failures of a biz heat it wherever decided.
         let heat = Arc::new(Heat::new(policy.heat_half_life()));
-        let gate = Arc::new(crate::adaptive::RetryGate::default());
+        let gate = Arc::new(crate::adaptive::RetryGate::new(&cfg.fuse, time.now()));
 
         // Bolt tasks are numbered globally, component after component.
         let mut first_task = Vec::with_capacity(self.bolts.len());

@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::gating::Gating;
+use super::gating::{self, Gating};
 use super::{Control, SpoutStatus, guarded};
 use crate::acker::Terminal;
 use crate::adaptive::{self, Heat};
-use crate::fairness::{Mixer, RetryFuse, Turn};
+use crate::fairness::{Mixer, Turn};
 use rebound_engine::SignalView;
 
 use crate::fate::{
@@ -135,7 +135,6 @@ pub(crate) struct SpoutTask<S: Spout> {
     queue_notify: Option<Arc<tokio::sync::Notify>>,
     source: Source,
     mixer: Mixer,
-    fuse: RetryFuse,
     /// Due retries the budgets and breakers hold back.
     gating: Gating,
     stall: StallWatch,
@@ -182,7 +181,6 @@ impl<S: Spout> SpoutTask<S> {
             epoch: now,
             source: Source::Open,
             mixer: Mixer::new(p.cfg.retry_mix),
-            fuse: RetryFuse::new(p.cfg.fuse, now),
             gating: Gating::new(p.gate.clone()),
             stall: StallWatch::default(),
             emitted: 0,
@@ -263,20 +261,21 @@ impl<S: Spout> SpoutTask<S> {
         if let Some(t) = self.stall.next_check() {
             at(t);
         }
+        let fuse = self.p.gate.fuse(now);
+        if fuse.open {
+            // Its state moves on with time alone: look again, so that it is published.
+            at(now + gating::HOLD_TICK);
+        }
         if control == Control::Run && self.in_flight() < self.p.cfg.max_spout_pending {
             if self.source == Source::Idle {
                 at(now + self.p.cfg.spout_idle_wait);
             }
-            if !self.p.queue.is_empty() || self.gating.held() > 0 {
-                if self.fuse.is_open(now) {
-                    at(self.fuse.next_check());
-                } else {
-                    if let Some(due) = self.p.queue.next_due() {
-                        at(due);
-                    }
-                    if let Some(t) = self.gating.next_check(now) {
-                        at(t);
-                    }
+            if (!self.p.queue.is_empty() || self.gating.held() > 0) && !fuse.holding {
+                if let Some(due) = self.p.queue.next_due() {
+                    at(due);
+                }
+                if let Some(t) = self.gating.next_check(now) {
+                    at(t);
                 }
             }
         }
@@ -311,7 +310,7 @@ impl<S: Spout> SpoutTask<S> {
         if self.source == Source::Idle {
             self.source = Source::Open;
         }
-        let retries_allowed = !self.fuse.is_open(now);
+        let retries_allowed = !self.p.gate.fuse(now).holding;
         let wall = self.p.time.wall();
         let at = self.nanos(now);
         let mut n = 0;
@@ -434,7 +433,7 @@ impl<S: Spout> SpoutTask<S> {
                 }
                 Terminal::Failed { failure, .. } => {
                     // Recorded before deciding, so the policy sees this failure in the rate.
-                    self.fuse.record(now, 0, 1);
+                    self.p.gate.fuse_finished(0, 1, now);
                     self.p.stats.failure(&failure.code);
                     self.gating
                         .finished(self.p.policy.as_ref(), &flight.msg, Some(&failure), now);
@@ -442,7 +441,9 @@ impl<S: Spout> SpoutTask<S> {
                 }
             }
         }
-        self.fuse.record(now, acked, 0);
+        if acked > 0 {
+            self.p.gate.fuse_finished(acked, 0, now);
+        }
     }
 
     /// Counts an acked message, and the attempt that succeeded.
@@ -453,7 +454,7 @@ impl<S: Spout> SpoutTask<S> {
     }
 
     fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
-        let fuse_open = self.fuse.is_open(now);
+        let fuse = self.p.gate.fuse(now);
         let (biz, code, policy) = (&*msg.biz, &*failure.code, &*self.p.policy);
         let (heat, heat_total) =
             guarded(|| adaptive::heat_of_failure(&self.p.heat, policy, biz, code, now))
@@ -468,10 +469,10 @@ impl<S: Spout> SpoutTask<S> {
         };
         // On the stack: the decision borrows them, nothing is copied.
         let signals = Signals {
-            fail_rate: self.fuse.fail_rate(now),
+            fail_rate: fuse.fail_rate,
             retry_queue_depth: (self.p.queue.len() + self.gating.held()) as u64,
             pending: self.in_flight() as u64,
-            fuse_open,
+            fuse_open: fuse.open,
             heat,
             heat_total,
             breaker_open,
@@ -631,7 +632,7 @@ impl<S: Spout> SpoutTask<S> {
             stats.set_next_retry_due(self.p.global as usize, next);
             self.published_next_due = next;
         }
-        let fuse = self.fuse.is_open(now);
+        let fuse = self.p.gate.fuse(now).open;
         if fuse != self.published_fuse {
             stats.add_fuse_open(if fuse { 1 } else { -1 });
             self.published_fuse = fuse;

@@ -1,4 +1,5 @@
-//! Fairness between due retries and new messages, and the retry fuse.
+//! Fairness between due retries and new messages, and the retry fuse (the breaker for
+//! everything).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -183,15 +184,19 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
         failing.store(false, Ordering::Relaxed);
 
         running.wait_quiescent().await;
+        // The fuse is a breaker: after the last failures it stays open one window and ramps
+        // over one more before it closes.
+        tokio::time::sleep(Duration::from_secs(3)).await;
         let end = running.stats();
         running.shutdown(Duration::from_secs(5)).await;
-        assert!(!end.fuse_open);
+        assert!(!end.fuse_open, "{end:?}");
         assert_eq!(end.dead_lettered, 0);
         assert_eq!(end.acked, 400, "every held retry was delivered in the end");
         log.lock().unwrap().assert_one_fate_each();
 
         // While the fuse was open (from well after the first failures until the downstream
-        // recovered at 2 s) no retry was delivered; only new messages were.
+        // recovered at 2 s) almost no retry was delivered (half-open, a tenth of them is let
+        // through, and their failures open it again at once); new messages kept flowing.
         let seen = seen.lock().unwrap();
         let open_window = start + Duration::from_millis(500)..start + Duration::from_secs(2);
         let retries_while_open = seen
@@ -202,7 +207,10 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
             .iter()
             .filter(|(at, attempt)| open_window.contains(at) && *attempt == 1)
             .count();
-        assert_eq!(retries_while_open, 0);
+        assert!(
+            retries_while_open * 10 <= new_while_open,
+            "{retries_while_open} retries against {new_while_open} new messages while open"
+        );
         assert!(
             new_while_open >= 100,
             "{new_while_open} new messages while open"
