@@ -23,6 +23,7 @@ pub mod admin;
 pub mod alerts;
 pub mod app;
 pub mod config;
+pub mod console;
 pub mod falls_under;
 pub mod metrics;
 pub mod pipeline;

@@ -33,3 +33,26 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
     )
         .into_response()
 }
+
+/// `GET /v1/overview`: what the console's overview shows from the process itself: the
+/// counters now, and the last 15 minutes of per-second rates (`metrics::recent`), oldest
+/// first.
+pub async fn overview(State(state): State<AdminState>) -> Json<Value> {
+    let s = state.metrics.runtime.snapshot();
+    let version = state.reloader.handle().current().version().to_string();
+    Json(json!({
+        "version": version,
+        "now": {
+            "emitted": s.emitted,
+            "new_messages": s.new_messages,
+            "acked": s.acked,
+            "dead_lettered": s.dead_lettered,
+            "retries_fired": s.retries_fired_by_rule.values().sum::<u64>(),
+            "pending": s.pending,
+            "retry_queue_depth": s.retry_queue_depth,
+            "fuse_open": s.fuse_open,
+        },
+        "interval_s": crate::metrics::recent::EVERY.as_secs(),
+        "rates": state.metrics.recent.rates(),
+    }))
+}

@@ -60,7 +60,8 @@ impl RuntimeMetrics {
         self.duplicates.store(Some(duplicates));
     }
 
-    fn snapshot(&self) -> StatsSnapshot {
+    /// The attached topology's counters now (all zero before one is attached).
+    pub fn snapshot(&self) -> StatsSnapshot {
         self.stats
             .load()
             .as_ref()
