@@ -35,13 +35,16 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
 }
 
 /// `GET /v1/overview`: what the console's overview shows from the process itself: the
-/// counters now, and the last 15 minutes of per-second rates (`metrics::recent`), oldest
-/// first.
+/// rule-set version, whether it runs on a shared store (so `GET /v1/nodes` has nodes) and
+/// whether writes need the token, the counters now, and the last 15 minutes of per-second
+/// rates (`metrics::recent`), oldest first.
 pub async fn overview(State(state): State<AdminState>) -> Json<Value> {
     let s = state.metrics.runtime.snapshot();
     let version = state.reloader.handle().current().version().to_string();
     Json(json!({
         "version": version,
+        "shared": state.fleet.is_some(),
+        "writes_need_token": state.token.is_some(),
         "now": {
             "emitted": s.emitted,
             "new_messages": s.new_messages,

@@ -112,6 +112,13 @@ const Rebound = (() => {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     };
+    // Asked before the first write when the API says writes need it (no 401 to recover from).
+    if (write && !sessionStorage.getItem(TOKEN_KEY) && (await facts()).writes_need_token) {
+      const token = await askToken();
+      if (token === null) throw new ApiError(401, 'this action needs the admin token', null);
+      sessionStorage.setItem(TOKEN_KEY, token);
+      tokenState();
+    }
     let res = await send();
     if (res.status === 401 && write) {
       sessionStorage.removeItem(TOKEN_KEY);
@@ -131,6 +138,14 @@ const Rebound = (() => {
       throw new ApiError(res.status, message, data);
     }
     return { data, res };
+  }
+
+  let factsOnce = null;
+  /** What GET /v1/overview says of the process: `shared`, `writes_need_token`, … (asked once). */
+  function facts() {
+    factsOnce ||= fetch('/v1/overview', { cache: 'no-store', credentials: 'omit' })
+      .then((r) => (r.ok ? r.json() : {})).catch(() => ({}));
+    return factsOnce;
   }
 
   /** GET `path` with `params` (empty ones left out) as the query. */
@@ -318,6 +333,6 @@ const Rebound = (() => {
 
   return {
     h, s, show, notice, api, query, explain, table, age, time, fmtNum, link, messageLink,
-    chart, diffLines, filesDiff, every, operatorFields, metrics, nodeErrors, start, ApiError,
+    chart, diffLines, filesDiff, every, operatorFields, metrics, nodeErrors, facts, start, ApiError,
   };
 })();

@@ -2,18 +2,18 @@
 'use strict';
 
 Rebound.start(() => {
-  const { h, api, show, table, notice, nodeErrors } = Rebound;
-  const stop = Rebound.every(2000, async () => {
-    let nodes;
-    try {
-      nodes = (await api('GET', '/v1/nodes')).data;
-    } catch (e) {
-      if (e.status !== 404) throw e;
-      stop();
+  const { h, api, show, table, notice, nodeErrors, facts } = Rebound;
+  return facts().then((f) => {
+    if (!f.shared) {
       show(h('p', { id: 'no-fleet' }, 'This process runs the embedded store: it has no fleet. ' +
         'Nodes share work on a Redis store (rebound serve --store redis://…).'));
       return;
     }
+    Rebound.every(2000, refresh);
+  });
+
+  async function refresh() {
+    const nodes = (await api('GET', '/v1/nodes')).data;
     notice('');
     show(table([
       ['node', (n) => n.node],
@@ -25,5 +25,5 @@ Rebound.start(() => {
       ['in flight', (n) => String(n.in_flight), 'num'],
       ['retries claimed', (n) => String(n.retries_claimed), 'num'],
     ], nodes));
-  });
+  }
 });

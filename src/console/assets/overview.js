@@ -5,17 +5,13 @@
 
 Rebound.start(() => {
   const { h, api, metrics, show, chart, fmtNum, notice, table } = Rebound;
-  let shared = true;
 
   const card = (label, value, id) =>
     h('div', { class: 'card', id }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
 
   Rebound.every(2000, async () => {
     const [{ data: o }, ms] = await Promise.all([api('GET', '/v1/overview'), metrics()]);
-    let nodes = null;
-    if (shared) {
-      try { nodes = (await api('GET', '/v1/nodes')).data; } catch (e) { if (e.status === 404) shared = false; else throw e; }
-    }
+    const nodes = o.shared ? (await api('GET', '/v1/nodes')).data : null;
     notice('');
     const rates = o.rates || [];
     const last = rates.length ? rates[rates.length - 1] : null;
