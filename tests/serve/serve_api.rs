@@ -3,6 +3,8 @@
 
 /// The edges: what a careless or hostile client sends, what a set-up gets wrong.
 mod edges;
+/// The retry paths: `GET /v1/paths` and each rule's chart.
+mod paths;
 
 use crate::support::*;
 use serde_json::{Value, json};
