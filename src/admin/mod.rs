@@ -2,7 +2,7 @@
 //!
 //! | route | module |
 //! |---|---|
-//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history` | [`rules`] |
+//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`] |
 //! | `POST /v1/decide` | [`decide`] |
 //! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
 //! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
@@ -69,6 +69,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/rules/validate", post(rules::validate))
         .route("/v1/rules/rollback", post(rules::rollback))
         .route("/v1/rules/history", get(rules::history))
+        .route("/v1/rules/history/{version}", get(rules::history_files))
         .route("/v1/decide", post(decide::decide))
         .route("/v1/paths", get(paths::list))
         .route("/v1/paths/{file}", get(paths::chart))
