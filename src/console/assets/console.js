@@ -95,13 +95,16 @@ const Rebound = (() => {
     });
   }
 
+  // The POSTs the API lets anyone make (they change nothing): no token asked for or sent.
+  const UNGUARDED = ['/v1/rules/validate', '/v1/decide'];
+
   /**
    * Calls the admin API. A write sends the token kept for the tab; if the API says 401, it
    * asks for the token once, keeps it, and tries again. Resolves to {data, res}; rejects
    * with an ApiError carrying the JSON body of an error answer.
    */
   async function api(method, path, body, headers) {
-    const write = method !== 'GET' && method !== 'HEAD';
+    const write = method !== 'GET' && method !== 'HEAD' && !UNGUARDED.includes(path);
     const send = async () => {
       const hs = Object.assign({ Accept: 'application/json' }, headers || {});
       if (body !== undefined) hs['Content-Type'] = 'application/json';
@@ -195,6 +198,14 @@ const Rebound = (() => {
     return x.toLocaleString('en-US', { maximumFractionDigits: digits === undefined ? 1 : digits });
   }
 
+  /** `x` in a few characters: 2.5k, 1.2M. */
+  function compact(x) {
+    for (const [n, unit] of [[1e9, 'G'], [1e6, 'M'], [1e3, 'k']]) {
+      if (Math.abs(x) >= n) return fmtNum(x / n, x / n < 10 ? 1 : 0) + unit;
+    }
+    return fmtNum(x, x < 10 ? 1 : 0);
+  }
+
   function link(href, text) { return h('a', { href }, text); }
   function messageLink(id) { return link('/ui/messages/' + encodeURIComponent(id), id); }
 
@@ -210,10 +221,13 @@ const Rebound = (() => {
     const sy = (y) => H - B - (y / max) * (H - B - 6);
     svg.append(s('line', { class: 'axis', x1: L, y1: H - B, x2: W - 4, y2: H - B }));
     svg.append(s('line', { class: 'axis', x1: L, y1: 6, x2: L, y2: H - B }));
-    svg.append(s('text', { x: L - 4, y: 12, 'text-anchor': 'end' }, fmt(max)));
+    // The axis label in at most five characters (1,997.8 would not fit left of the axis).
+    const top = fmt(max);
+    svg.append(s('text', { x: L - 4, y: 12, 'text-anchor': 'end' }, top.length > 5 ? compact(max) : top));
     svg.append(s('text', { x: L - 4, y: H - B, 'text-anchor': 'end' }, '0'));
     const span = Math.round((x1 - x0) / 1000);
-    svg.append(s('text', { x: L, y: H - 3 }, points.length ? `-${Math.floor(span / 60)}m ${span % 60}s` : ''));
+    const ago = span < 60 ? `-${span}s` : `-${Math.floor(span / 60)}m` + (span % 60 ? ` ${span % 60}s` : '');
+    svg.append(s('text', { x: L, y: H - 3 }, points.length ? ago : ''));
     svg.append(s('text', { x: W - 4, y: H - 3, 'text-anchor': 'end' }, 'now'));
     if (points.length > 1) {
       const d = points.map((p, i) => (i ? 'L' : 'M') + sx(p[0]).toFixed(1) + ' ' + sy(p[1]).toFixed(1)).join(' ');

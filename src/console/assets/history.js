@@ -24,7 +24,7 @@ Rebound.start(async () => {
       const [a, b] = await Promise.all([pick.from, pick.to].map((v) =>
         api('GET', '/v1/rules/history/' + encodeURIComponent(v)).then((r) => r.data)));
       notice('');
-      diff.replaceChildren(h('h2', {}, `From ${a.version} to ${b.version}`), filesDiff(a.files, b.files, a.version, b.version));
+      diff.replaceChildren(h('h2', {}, `From ${a.version} to ${b.version}`), ...filesDiff(a.files, b.files, a.version, b.version));
     } catch (e) { notice(explain(e), 'error'); }
   }
 

@@ -58,13 +58,14 @@ Rebound.start(async () => {
     editor.scrollTop = Math.max(0, (i - 5) * LINE_PX);
     gutter.scrollTop = editor.scrollTop;
     const from = Math.max(0, i - 3), to = Math.min(lines.length, i + 4);
-    const view = h('pre', { class: 'view', id: 'line-view' },
-      lines.slice(from, to).map((l, k) => h('span', {
+    const view = h('div', { id: 'line-view' },
+      h('p', { class: 'muted' }, `${name}, line ${line}` + (column ? `, column ${column}` : '') + ':'),
+      h('pre', { class: 'view' }, lines.slice(from, to).map((l, k) => h('span', {
         class: from + k === i ? 'line-shown' : null,
         'data-line': from + k + 1,
-      }, String(from + k + 1).padStart(4) + '  ' + l + '\n')));
+      }, String(from + k + 1).padStart(4) + '  ' + l + '\n'))));
     document.getElementById('line-view')?.remove();
-    result.append(h('p', { class: 'muted' }, `${name}, line ${line}` + (column ? `, column ${column}` : '') + ':'), view);
+    result.append(view);
   }
 
   function showErrors(errors) {
@@ -139,13 +140,15 @@ Rebound.start(async () => {
     } catch (e) { notice(explain(e), 'error'); }
   }
 
+  // What Validate and Push say goes right under their buttons, above the editor, where the
+  // operator who pressed them is looking.
   show(facts,
     h('div', { class: 'actions' },
       h('button', { type: 'button', id: 'validate', onclick: validate }, 'Validate'),
       h('button', { type: 'button', id: 'push', onclick: push }, 'Push'),
       h('button', { type: 'button', id: 'revert', class: 'secondary', onclick: () => load() }, 'Drop my edits'),
       h('button', { type: 'button', id: 'rollback', class: 'danger', onclick: rollback }, 'Rollback')),
-    h('div', { class: 'editor' }, h('nav', {}, fileList), h('div', { class: 'code' }, gutter, editor)),
-    result);
+    result,
+    h('div', { class: 'editor' }, h('nav', {}, fileList), h('div', { class: 'code' }, gutter, editor)));
   await load();
 });
