@@ -2,8 +2,9 @@
 //!
 //! | route | module |
 //! |---|---|
-//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history` | [`rules`] |
+//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`] |
 //! | `POST /v1/decide` | [`decide`] |
+//! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
 //! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
 //! | `GET /healthz`, `GET /metrics`, `GET /v1/overview` | [`status`] |
 //! | `GET /ui/…`: the web console's pages and assets | [`crate::console`] |
@@ -25,6 +26,7 @@ pub mod error;
 pub mod fleet;
 pub mod json;
 pub mod messages;
+pub mod paths;
 pub mod retries;
 pub mod rules;
 pub mod status;
@@ -68,7 +70,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/rules/validate", post(rules::validate))
         .route("/v1/rules/rollback", post(rules::rollback))
         .route("/v1/rules/history", get(rules::history))
+        .route("/v1/rules/history/{version}", get(rules::history_files))
         .route("/v1/decide", post(decide::decide))
+        .route("/v1/paths", get(paths::list))
+        .route("/v1/paths/{file}", get(paths::chart))
         .route("/v1/dead-letters", get(dead_letters::list))
         .route("/v1/dead-letters/{id}/replay", post(dead_letters::replay))
         .route("/v1/dead-letters/{id}/skip", post(dead_letters::skip))
