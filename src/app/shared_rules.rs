@@ -39,6 +39,17 @@ fn source_name(source: Source) -> &'static str {
     }
 }
 
+/// The name `GET /v1/rules/history` gives a stored source (`runtime.md`: `file`, `push`,
+/// `pull` or `rollback`): the store keeps `api` for a push and `seed` for the set the first
+/// node brought from its files.
+fn spec_source(stored: &str) -> &str {
+    match stored {
+        "api" => "push",
+        "seed" => "file",
+        other => other,
+    }
+}
+
 /// The set of record in the shared store, as the engine's [`SetRecord`].
 pub struct StoreRecord(pub Arc<RedisStore>);
 
@@ -267,7 +278,7 @@ impl crate::admin::rules::SharedRules for SharedHistory {
                 serde_json::json!({
                     "version": e.version,
                     "result": "accepted",
-                    "source": e.source,
+                    "source": spec_source(&e.source),
                     "at": crate::admin::rules::timestamp(
                         std::time::UNIX_EPOCH + Duration::from_millis(e.at.as_millis())
                     ),

@@ -1,9 +1,10 @@
 //! The configuration's retry fuse, as the breaker for everything (`operations.md`,
 //! "Breakers"): over its window it counts every finished tree and the failed ones; at
 //! `min_samples` and a failed share of `threshold` it opens and every due retry is held (never
-//! dropped) while new messages keep flowing; after one window it is half-open and releases a
-//! share of the held retries that rises from 10% to 100% over one more window; a failed share
-//! at `threshold` during that ramp opens it again; then it is closed.
+//! dropped) while new messages keep flowing; after half a window it is half-open and releases
+//! a share of the held retries that rises from 10% to 100% over the other half; a failed share
+//! at `threshold` during that ramp opens it again; then it is closed. So a fuse that opened
+//! once holds retries back about one window, as long as its failures count in the rate.
 //!
 //! The failure rate the rules see (`signals.fail_rate`) is measured over the same window, in
 //! ten slots, whatever the fuse's state.
@@ -85,8 +86,8 @@ impl FailWindow {
     }
 }
 
-/// The fuse: a [`Breaker`] over every finished tree, with the configuration's window as its
-/// cool-down and ramp; off (`fuse: off`) it never holds a retry back.
+/// The fuse: a [`Breaker`] over every finished tree, with half the configuration's window as
+/// its cool-down and half as its ramp; off (`fuse: off`) it never holds a retry back.
 #[derive(Debug)]
 pub struct Fuse {
     rate: FailWindow,
@@ -99,8 +100,8 @@ pub fn fuse_limits(cfg: &FuseConfig) -> BreakerLimits {
         open_at: cfg.threshold,
         min_samples: cfg.min_samples.max(1),
         window: cfg.window,
-        cool_down: cfg.window,
-        ramp: cfg.window,
+        cool_down: cfg.window / 2,
+        ramp: cfg.window / 2,
     }
 }
 
@@ -184,20 +185,20 @@ mod tests {
     }
 
     #[test]
-    fn the_fuse_opens_holds_one_window_ramps_one_window_and_closes() {
+    fn the_fuse_opens_holds_half_a_window_ramps_the_other_half_and_closes() {
         let t0 = Instant::now();
         let mut fuse = Fuse::new(&cfg(), t0);
         fuse.record(t0, 2, 5);
         assert_eq!(fuse.state(t0), BreakerState::Closed, "too few samples");
         fuse.record(t0, 0, 5);
         assert_eq!(fuse.state(t0), BreakerState::Open);
-        assert!(!fuse.admit(&id(0), t0 + Duration::from_secs(9)));
-        let half = t0 + Duration::from_secs(10);
+        assert!(!fuse.admit(&id(0), t0 + Duration::from_millis(4900)));
+        let half = t0 + Duration::from_secs(5);
         assert_eq!(fuse.state(half), BreakerState::HalfOpen);
         // Half-open at its start: one retry in ten.
         let admitted = (0..100).filter(|i| fuse.admit(&id(*i), half)).count();
         assert_eq!(admitted, 10);
-        let closed = t0 + Duration::from_secs(20);
+        let closed = t0 + Duration::from_secs(10);
         assert_eq!(fuse.state(closed), BreakerState::Closed);
         assert!(fuse.admit(&id(0), closed));
         let entered: Vec<_> = fuse.breaker().unwrap().history().to_vec();
@@ -216,7 +217,7 @@ mod tests {
         let t0 = Instant::now();
         let mut fuse = Fuse::new(&cfg(), t0);
         fuse.record(t0, 0, 10);
-        let ramp = t0 + Duration::from_secs(12);
+        let ramp = t0 + Duration::from_secs(7);
         assert_eq!(fuse.state(ramp), BreakerState::HalfOpen);
         fuse.record(ramp, 4, 6);
         assert_eq!(fuse.state(ramp), BreakerState::Open);

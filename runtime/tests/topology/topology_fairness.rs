@@ -184,8 +184,8 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
         failing.store(false, Ordering::Relaxed);
 
         running.wait_quiescent().await;
-        // The fuse is a breaker: after the last failures it stays open one window and ramps
-        // over one more before it closes.
+        // The fuse is a breaker: after the last failures it stays open half a window and
+        // ramps over the other half before it closes.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let end = running.stats();
         running.shutdown(Duration::from_secs(5)).await;
@@ -194,9 +194,10 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
         assert_eq!(end.acked, 400, "every held retry was delivered in the end");
         log.lock().unwrap().assert_one_fate_each();
 
-        // While the fuse was open (from well after the first failures until the downstream
-        // recovered at 2 s) almost no retry was delivered (half-open, a tenth of them is let
-        // through, and their failures open it again at once); new messages kept flowing.
+        // While everything failed (from well after the first failures until the downstream
+        // recovered at 2 s) few retries were delivered: open, none; each time it turned
+        // half-open (every half window) a tenth of the held ones went through, and their
+        // failures opened it again at once. New messages kept flowing.
         let seen = seen.lock().unwrap();
         let open_window = start + Duration::from_millis(500)..start + Duration::from_secs(2);
         let retries_while_open = seen
@@ -208,7 +209,7 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
             .filter(|(at, attempt)| open_window.contains(at) && *attempt == 1)
             .count();
         assert!(
-            retries_while_open * 10 <= new_while_open,
+            retries_while_open * 3 <= new_while_open,
             "{retries_while_open} retries against {new_while_open} new messages while open"
         );
         assert!(
