@@ -1,8 +1,9 @@
 //! Liveness and metrics.
 
 use super::AdminState;
+use super::error::ApiError;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -37,11 +38,23 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
 /// `GET /v1/overview`: what the console's overview shows from the process itself: the
 /// rule-set version, whether it runs on a shared store (so `GET /v1/nodes` has nodes) and
 /// whether writes need the token, the counters now, and the last 15 minutes of per-second
-/// rates (`metrics::recent`), oldest first.
-pub async fn overview(State(state): State<AdminState>) -> Json<Value> {
+/// rates (`metrics::recent`), oldest first (with `?since=MS`, only those after it).
+pub async fn overview(
+    State(state): State<AdminState>,
+    query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let since = match q.since.as_deref() {
+        None | Some("") => 0,
+        Some(v) => v.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "since must be a time in ms since the Unix epoch (a rate's at_ms), not '{v}'"
+            ))
+        })?,
+    };
     let s = state.metrics.runtime.snapshot();
     let version = state.reloader.handle().current().version().to_string();
-    Json(json!({
+    Ok(Json(json!({
         "version": version,
         "shared": state.fleet.is_some(),
         "writes_need_token": state.token.is_some(),
@@ -56,6 +69,13 @@ pub async fn overview(State(state): State<AdminState>) -> Json<Value> {
             "fuse_open": s.fuse_open,
         },
         "interval_s": crate::metrics::recent::EVERY.as_secs(),
-        "rates": state.metrics.recent.rates(),
-    }))
+        "rates": state.metrics.recent.rates_since(since),
+    })))
+}
+
+/// `GET /v1/overview?since=MS`: only the rates that ended after `since` (a refresh sends the
+/// last `at_ms` it has).
+#[derive(Debug, serde::Deserialize)]
+pub struct OverviewQuery {
+    since: Option<String>,
 }

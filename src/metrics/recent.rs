@@ -93,10 +93,16 @@ impl RecentRates {
 
     /// The rates between consecutive samples, oldest first (at most [`KEEP`]).
     pub fn rates(&self) -> Vec<Rates> {
+        self.rates_since(0)
+    }
+
+    /// The rates of the intervals that ended after `since_ms` (ms since the Unix epoch).
+    pub fn rates_since(&self, since_ms: u64) -> Vec<Rates> {
         let samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
         samples
             .iter()
             .zip(samples.iter().skip(1))
+            .filter(|(_, b)| ms(b.at) > since_ms)
             .map(|(a, b)| {
                 let secs =
                     b.at.duration_since(a.at)
@@ -170,6 +176,9 @@ mod tests {
         assert_eq!((rates[1].retries_per_s, rates[1].acked_per_s), (10.0, 15.0));
         assert_eq!(rates[1].retry_ratio, 0.0);
         assert_eq!(rates[1].pending, 7);
+        // A refresh asks only for what came after the last one it has.
+        assert_eq!(r.rates_since(1_001_000), rates[1..]);
+        assert!(r.rates_since(1_003_000).is_empty());
     }
 
     #[test]

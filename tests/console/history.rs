@@ -2,7 +2,7 @@
 //! between their files (from `GET /v1/rules/history/{version}`) shows what was taken out and
 //! what was put in, file by file.
 
-use super::check::{assert_no_console_errors, open, screenshot};
+use super::check::{assert_no_console_errors, give_token, open, screenshot};
 use super::server::Console;
 use super::webdriver::Browser;
 use serde_json::Value;
@@ -79,4 +79,21 @@ fn two_picked_versions_show_their_diff() {
         format!("From {second} to {third}")
     );
     assert_no_console_errors(&browser, "/ui/rules/history");
+
+    // Back two steps at once: the first version's button rolls the set back to it.
+    browser
+        .wait_for(&format!("button.rollback-to[data-version='{first}']"))
+        .click();
+    give_token(&browser);
+    let mut now = String::new();
+    for _ in 0..100 {
+        now = console.rules().0;
+        if now == first {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(now, first, "the rollback to {first} took effect");
+    let history = console.get("/v1/rules/history");
+    assert_eq!(history[0]["source"], "rollback", "{history:#}");
 }

@@ -105,13 +105,20 @@ impl Breaker {
     /// A finished tree of its scope at `now`: `failed` if it failed with the breaker's codes.
     /// Returns the state after it (it may have opened).
     pub fn record(&mut self, failed: bool, now: Instant) -> BreakerState {
+        self.record_sample(failed, now, true)
+    }
+
+    /// [`Breaker::record`], opening it only if `may_open` (a sample kept while too little
+    /// time has passed to judge by, as the fuse's first window).
+    pub fn record_sample(&mut self, failed: bool, now: Instant, may_open: bool) -> BreakerState {
         self.advance(now);
         self.prune(now);
         self.outcomes.push_back((now, failed));
         self.failed += usize::from(failed);
         let samples = self.outcomes.len() as u64;
         let share = self.failed as f64 / samples as f64;
-        if self.state != BreakerState::Open
+        if may_open
+            && self.state != BreakerState::Open
             && samples >= self.limits.min_samples
             && share >= self.limits.open_at
         {

@@ -6,6 +6,10 @@
 //! at `threshold` during that ramp opens it again; then it is closed. So a fuse that opened
 //! once holds retries back about one window, as long as its failures count in the rate.
 //!
+//! It does not open in its first window: a process that has run for less than a window has
+//! seen its fast failures before its slow successes (a malformed order fails at parsing,
+//! a good one is acked after its write), not its failure rate.
+//!
 //! The failure rate the rules see (`signals.fail_rate`) is measured over the same window, in
 //! ten slots, whatever the fuse's state.
 
@@ -92,6 +96,8 @@ impl FailWindow {
 pub struct Fuse {
     rate: FailWindow,
     breaker: Option<Breaker>,
+    /// The end of its first window: it may open from then on.
+    judges_from: Instant,
 }
 
 /// The breaker's limits for a fuse configuration.
@@ -111,6 +117,7 @@ impl Fuse {
         Fuse {
             rate: FailWindow::new(cfg.window, now),
             breaker: cfg.enabled.then(|| Breaker::new(fuse_limits(cfg), now)),
+            judges_from: now + cfg.window,
         }
     }
 
@@ -120,12 +127,13 @@ impl Fuse {
             return;
         }
         self.rate.record(now, acked, failed);
+        let may_open = now >= self.judges_from;
         if let Some(b) = &mut self.breaker {
             for _ in 0..failed {
-                b.record(true, now);
+                b.record_sample(true, now, may_open);
             }
             for _ in 0..acked {
-                b.record(false, now);
+                b.record_sample(false, now, may_open);
             }
         }
     }
@@ -186,8 +194,8 @@ mod tests {
 
     #[test]
     fn the_fuse_opens_holds_half_a_window_ramps_the_other_half_and_closes() {
-        let t0 = Instant::now();
-        let mut fuse = Fuse::new(&cfg(), t0);
+        let t0 = Instant::now() + Duration::from_secs(10);
+        let mut fuse = Fuse::new(&cfg(), t0 - Duration::from_secs(10));
         fuse.record(t0, 2, 5);
         assert_eq!(fuse.state(t0), BreakerState::Closed, "too few samples");
         fuse.record(t0, 0, 5);
@@ -214,13 +222,29 @@ mod tests {
 
     #[test]
     fn failures_during_the_ramp_open_it_again() {
-        let t0 = Instant::now();
-        let mut fuse = Fuse::new(&cfg(), t0);
+        let t0 = Instant::now() + Duration::from_secs(10);
+        let mut fuse = Fuse::new(&cfg(), t0 - Duration::from_secs(10));
         fuse.record(t0, 0, 10);
         let ramp = t0 + Duration::from_secs(7);
         assert_eq!(fuse.state(ramp), BreakerState::HalfOpen);
         fuse.record(ramp, 4, 6);
         assert_eq!(fuse.state(ramp), BreakerState::Open);
+    }
+
+    #[test]
+    fn in_its_first_window_it_counts_but_does_not_open() {
+        let t0 = Instant::now();
+        let mut fuse = Fuse::new(&cfg(), t0);
+        fuse.record(t0 + Duration::from_secs(1), 0, 50);
+        assert_eq!(
+            fuse.state(t0 + Duration::from_secs(1)),
+            BreakerState::Closed
+        );
+        assert_eq!(fuse.fail_rate(t0 + Duration::from_secs(1)), 1.0);
+        // A window on, the failures still in it open it at the next sample.
+        let judged = t0 + Duration::from_secs(10);
+        fuse.record(judged, 0, 1);
+        assert_eq!(fuse.state(judged), BreakerState::Open);
     }
 
     #[test]

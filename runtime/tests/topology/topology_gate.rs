@@ -207,8 +207,9 @@ fn the_fuse_is_the_breaker_for_everything_and_is_reported_as_one() {
         threshold: 0.5,
         min_samples: 10,
     };
-    let t0 = Instant::now();
-    let gate = RetryGate::new(&fuse, t0);
+    // Made a window ago: past its first window, it judges by its failure rate.
+    let t0 = Instant::now() + Duration::from_secs(1);
+    let gate = RetryGate::new(&fuse, t0 - Duration::from_secs(1));
     assert!(gate.admit(&s, REAL, &retry("a", "ORDER", "X"), t0));
     assert!(
         gate.snapshot(t0).breakers.is_empty(),

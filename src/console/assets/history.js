@@ -1,5 +1,6 @@
-// /ui/rules/history: every reload, newest first (GET /v1/rules/history), and the diff between
-// two accepted versions (GET /v1/rules/history/{version}).
+// /ui/rules/history: every reload, newest first (GET /v1/rules/history), the diff between
+// two accepted versions (GET /v1/rules/history/{version}), and a rollback to any accepted
+// version kept (POST /v1/rules/rollback with {"version"}).
 'use strict';
 
 Rebound.start(async () => {
@@ -28,6 +29,14 @@ Rebound.start(async () => {
     } catch (e) { notice(explain(e), 'error'); }
   }
 
+  async function rollbackTo(version) {
+    try {
+      const { data } = await api('POST', '/v1/rules/rollback', { version });
+      notice(`Rolled back: version ${data.version} is in force.`, 'ok');
+      setTimeout(() => location.reload(), 800);
+    } catch (e) { notice(explain(e), 'error'); }
+  }
+
   show(
     h('div', { class: 'actions' }, h('button', { type: 'button', id: 'compare', onclick: compare }, 'Diff the two picked versions')),
     table([
@@ -38,6 +47,10 @@ Rebound.start(async () => {
       ['result', (e) => h('span', { class: 'badge ' + (e.result === 'accepted' ? 'ok' : 'bad') }, e.result)],
       ['source', (e) => e.source],
       ['errors', errors, 'msg'],
+      ['', (e) => (e.result !== 'accepted' ? '' : h('button', {
+        type: 'button', class: 'secondary rollback-to', 'data-version': e.version,
+        onclick: () => rollbackTo(e.version),
+      }, 'Roll back to this'))],
     ], entries),
     diff);
 });

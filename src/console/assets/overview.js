@@ -9,11 +9,19 @@ Rebound.start(() => {
   const card = (label, value, id) =>
     h('div', { class: 'card', id }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
 
+  // The rates seen so far: each refresh asks only for the newer ones.
+  let rates = [];
+  const KEEP_MS = 15 * 60 * 1000;
   Rebound.every(2000, async () => {
-    const [{ data: o }, ms] = await Promise.all([api('GET', '/v1/overview'), metrics()]);
+    const since = rates.length ? rates[rates.length - 1].at_ms : 0;
+    const [{ data: o }, ms] = await Promise.all([api('GET', Rebound.query('/v1/overview', { since })), metrics()]);
     const nodes = o.shared ? (await api('GET', '/v1/nodes')).data : null;
     notice('');
-    const rates = o.rates || [];
+    rates = rates.concat(o.rates || []);
+    if (rates.length) {
+      const from = rates[rates.length - 1].at_ms - KEEP_MS;
+      rates = rates.filter((r) => r.at_ms > from);
+    }
     const last = rates.length ? rates[rates.length - 1] : null;
     const pct = (x) => fmtNum(100 * x, 1) + '%';
     const letters = {};
