@@ -176,6 +176,7 @@ pub(crate) fn run_topology_with(
                         hold: HOLD.unwrap_or(JournalOptions::default().hold),
                         ..JournalOptions::default()
                     },
+                    ..DurableOptions::default()
                 },
             )
         });
