@@ -17,8 +17,9 @@ pub(crate) struct DeadLetterBatcher {
     done: mpsc::Sender<Vec<Stored>>,
 }
 
-/// A stored dead letter, as the batcher reports it: the message, its label and its key.
-pub(super) type Stored = (MessageId, Label, Option<Key>);
+/// A stored dead letter, as the batcher reports it: the message, its label, and its key with
+/// its biz.
+pub(super) type Stored = (MessageId, Label, Option<(Key, Arc<str>)>);
 
 impl DeadLetterBatcher {
     /// A batcher for `sink`, with the way in (letters to store) and the way back (what was
@@ -59,7 +60,10 @@ impl DeadLetterBatcher {
             }
             let ids = batch
                 .into_iter()
-                .map(|d| (d.message.id, d.label, d.message.key))
+                .map(|d| {
+                    let key = d.message.key.map(|k| (k, d.message.biz));
+                    (d.message.id, d.label, key)
+                })
                 .collect();
             if self.done.send(ids).await.is_err() {
                 return;

@@ -1,8 +1,8 @@
 //! Ordered keys in one spout task (`docs/spec/runtime.md`, "Ordered keys").
 //!
 //! [`KeyLines`] keeps a *line* per key that has a message out: in flight, waiting for its
-//! retry, or (under `on_dead_letter: block`) dead-lettered and waiting for an operator. The
-//! line names that message, its *holder*, and keeps the key's later messages in the order they
+//! retry, or (under `on_dead_letter: block`) dead-lettered and waiting for an operator. That
+//! message is the line's *holder*; the line keeps the key's later messages in the order they
 //! came. A message of a key with a line is held; a key without one gets a line and its message
 //! goes. When the holder has its fate (acked, or its dead letter stored under `continue`, or an
 //! operator skipped its letter under `block`), the next held message becomes the holder and is
@@ -10,60 +10,61 @@
 //! takes the line away. A held retry or replay (not the holder) waits in the line like any
 //! later message; the holder's own retry, or the replay of its letter, goes at once.
 //!
-//! The task owns the lines like its pending table: nothing else touches them, so no lock. A
-//! key whose messages never overlap costs one map insert and one remove per message, and no
-//! allocation of its own (a line's queue allocates on its first held message).
+//! Only holders ever leave their lines, so a tree's fate is always its line's holder's: the
+//! line is found by its key alone. A holder that leaves the task (for the retry queue, or as a
+//! dead letter) is named in its line by a 64-bit hash of its id, so that it is known when it
+//! comes back (the acker's ids are 64 random bits too). Lines are found by a 64-bit hash of
+//! the key: a message pays one short hash and one probe when it is delivered and when its
+//! tree ends, and no allocation, reference count or copy of its key. Two keys with the same
+//! hash share a line, which orders them together: more waiting, never less order. The task
+//! owns the lines like its pending table: nothing else touches them, so no lock.
 
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
+use std::num::NonZeroU64;
 
-use hashbrown::HashMap;
-use hashbrown::hash_map::Entry;
+use hashbrown::hash_table::Entry;
+use hashbrown::{DefaultHashBuilder, HashTable};
 use tokio::time::Instant;
 
 use crate::fate::{KeyNotice, NoticeKind};
 use crate::stats::{Histogram, Stats};
 use crate::topology::{Key, Message, MessageId, OnDeadLetter, Ordered, OrderingConfig};
 
-/// `m` to deliver now, or `None` if its key holds it back (always `m` when nothing is ordered).
-pub(crate) fn admit(
-    lines: &mut Option<Box<KeyLines>>,
-    m: Message,
-    now: Instant,
-) -> Option<Message> {
-    match lines {
-        None => Some(m),
-        Some(lines) => lines.admit(m, now),
-    }
-}
-
-/// How a line's holder ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// Its tree completed.
-    Acked,
-    /// Its dead letter is stored.
-    DeadLettered,
-}
-
 struct Line {
-    holder: MessageId,
+    /// The key's hash.
+    key: u64,
+    /// The holder's id's hash while it is out of the task (waiting for its retry, or
+    /// dead-lettered); `None` while it is in flight (or let go, about to be).
+    away: Option<NonZeroU64>,
     /// The holder is dead-lettered and the key blocked until an operator replays or skips it.
     letter: bool,
-    held: VecDeque<(Message, Instant)>,
+    /// The later messages, from when each was held; made on the first one. Boxed: a line is a
+    /// table slot, and most lines never hold anything (8 bytes here instead of 32).
+    #[expect(
+        clippy::box_collection,
+        reason = "keeps the table's slots small; the queue is made only for a key that waits"
+    )]
+    held: Option<Box<VecDeque<(Message, Instant)>>>,
 }
 
 impl Line {
-    fn new(holder: MessageId) -> Line {
+    fn new(key: u64, away: Option<NonZeroU64>) -> Line {
         Line {
-            holder,
+            key,
+            away,
             letter: false,
-            held: VecDeque::new(),
+            held: None,
         }
+    }
+
+    fn has_held(&self) -> bool {
+        self.held.as_ref().is_some_and(|h| !h.is_empty())
     }
 
     /// True while the key holds something back, or waits for an operator.
     fn blocks(&self) -> bool {
-        self.letter || !self.held.is_empty()
+        self.letter || self.has_held()
     }
 }
 
@@ -72,7 +73,8 @@ pub(crate) struct KeyLines {
     ordered: Ordered,
     block: bool,
     max_held: usize,
-    lines: HashMap<Key, Line>,
+    hasher: DefaultHashBuilder,
+    lines: HashTable<Line>,
     /// Messages in the lines' queues.
     held: usize,
     /// Lines that [`Line::blocks`].
@@ -84,8 +86,9 @@ pub(crate) struct KeyLines {
 }
 
 impl KeyLines {
-    /// The lines for `config`, or `None` when nothing is ordered.
-    pub(crate) fn new(config: &OrderingConfig) -> Option<Box<KeyLines>> {
+    /// The lines for `config`, or `None` when nothing is ordered. `pending`: the task's
+    /// `max_spout_pending`, about as many lines as there will be while no key waits.
+    pub(crate) fn new(config: &OrderingConfig, pending: usize) -> Option<Box<KeyLines>> {
         if config.ordered.is_none() {
             return None;
         }
@@ -93,7 +96,11 @@ impl KeyLines {
             ordered: config.ordered.clone(),
             block: config.on_dead_letter == OnDeadLetter::Block,
             max_held: config.max_held.max(1),
-            lines: HashMap::new(),
+            hasher: DefaultHashBuilder::default(),
+            // Room for four times the lines in flight: a line lives as long as its tree, and a
+            // table that churns near its load limit rehashes away its tombstones again and
+            // again (about twice the cost a message at the tighter fit, measured on its own).
+            lines: HashTable::with_capacity(pending.saturating_mul(4).max(64)),
             held: 0,
             blocked: 0,
             ready: VecDeque::new(),
@@ -106,82 +113,131 @@ impl KeyLines {
         m.key.as_ref().filter(|_| self.ordered.covers(&m.biz))
     }
 
-    /// A message about to be delivered (new from the spout, or out of the retry queue): given
-    /// back to deliver now, or held (`None`).
-    pub(crate) fn admit(&mut self, m: Message, now: Instant) -> Option<Message> {
-        let Some(key) = self.key_of(&m) else {
-            return Some(m);
+    fn hash_key(&self, key: &Key) -> u64 {
+        self.hasher.hash_one(key.as_str())
+    }
+
+    fn hash_id(&self, id: &MessageId) -> NonZeroU64 {
+        NonZeroU64::new(self.hasher.hash_one(id.as_str())).unwrap_or(NonZeroU64::MIN)
+    }
+
+    /// Whether a message about to be delivered (new from the spout, or out of the retry
+    /// queue) may go now: its key is not ordered, or has no line (it gets one), or it is its
+    /// line's holder coming back. If not, [`KeyLines::hold`] it.
+    pub(crate) fn admits(&mut self, m: &Message) -> bool {
+        let Some(key) = self.key_of(m) else {
+            return true;
         };
-        let line = match self.lines.entry(key.clone()) {
+        let key = self.hash_key(key);
+        let line = match self.lines.entry(key, |l| l.key == key, |l| l.key) {
             Entry::Vacant(v) => {
-                v.insert(Line::new(m.id.clone()));
-                return Some(m);
+                v.insert(Line::new(key, None));
+                return true;
             }
             Entry::Occupied(o) => o.into_mut(),
         };
-        let before = line.blocks();
-        let admitted = if line.holder == m.id {
-            // Its own retry, or the replay of its letter: it holds the line again.
-            line.letter = false;
-            Some(m)
-        } else {
-            line.held.push_back((m, now));
-            self.held += 1;
-            None
+        let Some(away) = line.away else {
+            return false;
         };
+        if away != NonZeroU64::new(self.hasher.hash_one(m.id.as_str())).unwrap_or(NonZeroU64::MIN) {
+            return false;
+        }
+        // Its own retry, or the replay of its letter: it holds the line again.
+        let before = line.blocks();
+        (line.away, line.letter) = (None, false);
         let after = line.blocks();
         self.count_blocked(before, after);
-        admitted
+        true
     }
 
-    /// `m` ended. If it holds its key's line, the next held message goes (or, for a dead
-    /// letter under `block`, the key waits for an operator).
-    pub(crate) fn ended(&mut self, m: &Message, how: Ended, now: Instant) {
-        if let Some(key) = self.key_of(m) {
-            self.end(key, &m.id, how, now);
-        }
-    }
-
-    /// The message `id` with `key` ended (its biz need not be known: only a holder ends a line).
-    pub(crate) fn ended_key(&mut self, key: &Key, id: &MessageId, how: Ended, now: Instant) {
-        self.end(key, id, how, now);
-    }
-
-    fn end(&mut self, key: &Key, id: &MessageId, how: Ended, now: Instant) {
-        let Some(line) = self.lines.get_mut(key) else {
+    /// Holds `m`, which [`KeyLines::admits`] did not let go, at the end of its key's line.
+    pub(crate) fn hold(&mut self, m: Message, now: Instant) {
+        let Some(key) = self.key_of(&m) else {
             return;
         };
-        if line.holder != *id {
-            return; // not the holder: nothing of the line hangs on it
-        }
-        if how == Ended::DeadLettered && self.block {
-            let before = line.blocks();
-            line.letter = true;
-            self.count_blocked(before, true);
-            return;
-        }
-        self.let_go(key, now);
-    }
-
-    /// The holder of `key`'s line is done with: the next held message holds it and is let go,
-    /// or the line goes.
-    fn let_go(&mut self, key: &Key, now: Instant) {
-        let Some(line) = self.lines.get_mut(key) else {
+        let key = self.hash_key(key);
+        let Some(line) = self.lines.find_mut(key, |l| l.key == key) else {
             return;
         };
         let before = line.blocks();
-        line.letter = false;
-        match line.held.pop_front() {
+        line.held.get_or_insert_default().push_back((m, now));
+        self.held += 1;
+        self.count_blocked(before, true);
+    }
+
+    /// `m`, in flight, goes to the retry queue: its line waits for it to come back. True if its
+    /// key is ordered.
+    pub(crate) fn retrying(&mut self, m: &Message) -> bool {
+        let Some(key) = self.key_of(m) else {
+            return false;
+        };
+        let (key, id) = (self.hash_key(key), self.hash_id(&m.id));
+        if let Some(line) = self.lines.find_mut(key, |l| l.key == key) {
+            line.away = Some(id);
+        }
+        true
+    }
+
+    /// `m`'s tree completed: the next held message of its key goes.
+    pub(crate) fn acked(&mut self, m: &Message, now: Instant) {
+        if let Some(key) = self.key_of(m) {
+            let key = self.hash_key(key);
+            self.let_go(key, |_| true, now);
+        }
+    }
+
+    /// The dead letter of `id` (with `key` and `biz`), a tree that ended in flight, is
+    /// stored: the next message of its key goes, or under `block` the key waits for an
+    /// operator.
+    pub(crate) fn dead_lettered(&mut self, key: &Key, biz: &str, id: &MessageId, now: Instant) {
+        if !self.ordered.covers(biz) {
+            return;
+        }
+        let key = self.hash_key(key);
+        if self.block {
+            let id = self.hash_id(id);
+            self.block_on(key, |_| true, id);
+        } else {
+            self.let_go(key, |_| true, now);
+        }
+    }
+
+    /// Blocks `key`'s line on its holder's letter (`id`), if `holds` says it holds the line.
+    fn block_on(&mut self, key: u64, holds: impl Fn(&Line) -> bool, id: NonZeroU64) {
+        let Some(line) = self.lines.find_mut(key, |l| l.key == key) else {
+            return;
+        };
+        if !holds(line) {
+            return;
+        }
+        let before = line.blocks();
+        line.letter = true;
+        line.away = Some(id);
+        self.count_blocked(before, true);
+    }
+
+    /// If `key`'s line passes `holds`, its holder is done with: the next held message holds
+    /// the line and is let go, or the line goes.
+    fn let_go(&mut self, key: u64, holds: impl Fn(&Line) -> bool, now: Instant) {
+        let Ok(mut entry) = self.lines.find_entry(key, |l| l.key == key) else {
+            return;
+        };
+        let line = entry.get_mut();
+        if !holds(line) {
+            return; // not the holder: nothing of the line hangs on it
+        }
+        let before = line.blocks();
+        match line.held.as_mut().and_then(|h| h.pop_front()) {
             Some((next, since)) => {
                 self.held -= 1;
                 self.waits.observe(now.saturating_duration_since(since));
-                line.holder = next.id.clone();
+                (line.away, line.letter) = (None, false);
                 self.ready.push_back(next);
                 let after = line.blocks();
                 self.count_blocked(before, after);
             }
             None => {
-                self.lines.remove(key);
+                entry.remove();
                 self.count_blocked(before, false);
             }
         }
@@ -192,32 +248,30 @@ impl KeyLines {
         if !self.ordered.covers(&n.biz) {
             return;
         }
+        let (key, id) = (self.hash_key(&n.key), self.hash_id(&n.id));
+        let away = move |l: &Line| l.away == Some(id);
+        let known = self.lines.find(key, |l| l.key == key).is_some();
         match n.kind {
-            NoticeKind::Waiting => {
-                // A recovered retry: the key's redelivered messages wait for it. A second one
-                // of the same key waits in the line when it comes due.
-                self.lines.entry(n.key).or_insert_with(|| Line::new(n.id));
+            // A recovered retry: the key's redelivered messages wait for it. A second one of
+            // the same key waits in the line when it comes due.
+            NoticeKind::Waiting if !known => {
+                self.lines
+                    .insert_unique(key, Line::new(key, Some(id)), |l| l.key);
             }
+            NoticeKind::Waiting => {}
+            // An operator killed the holder's retry.
+            NoticeKind::DeadLettered if known && self.block => self.block_on(key, away, id),
+            NoticeKind::DeadLettered if known => self.let_go(key, away, now),
             NoticeKind::DeadLettered => {
-                if self.lines.contains_key(&n.key) {
-                    self.end(&n.key, &n.id, Ended::DeadLettered, now);
-                } else if self.block {
+                if self.block {
                     // An open letter found at the start: the key stays blocked.
-                    let mut line = Line::new(n.id);
+                    let mut line = Line::new(key, Some(id));
                     line.letter = true;
-                    self.lines.insert(n.key, line);
+                    self.lines.insert_unique(key, line, |l| l.key);
                     self.count_blocked(false, true);
                 }
             }
-            NoticeKind::Skipped => {
-                if self
-                    .lines
-                    .get(&n.key)
-                    .is_some_and(|l| l.letter && l.holder == n.id)
-                {
-                    self.let_go(&n.key, now);
-                }
-            }
+            NoticeKind::Skipped => self.let_go(key, move |l| l.letter && away(l), now),
         }
     }
 
@@ -266,20 +320,47 @@ mod tests {
     use std::sync::Arc;
 
     fn lines(block: bool) -> Box<KeyLines> {
-        KeyLines::new(&OrderingConfig {
-            ordered: Ordered::Biz(vec![Arc::from("ORDER")]),
-            on_dead_letter: if block {
-                OnDeadLetter::Block
-            } else {
-                OnDeadLetter::Continue
+        KeyLines::new(
+            &OrderingConfig {
+                ordered: Ordered::Biz(vec![Arc::from("ORDER")]),
+                on_dead_letter: if block {
+                    OnDeadLetter::Block
+                } else {
+                    OnDeadLetter::Continue
+                },
+                max_held: 2,
             },
-            max_held: 2,
-        })
+            16,
+        )
         .expect("ordering is on")
     }
 
     fn msg(id: &str, key: &str) -> Message {
         Message::new(id, "ORDER", "").with_key(key)
+    }
+
+    /// `m` fails and goes to the retry queue, then comes back due: admitted at once.
+    fn retried(l: &mut KeyLines, m: Message, now: Instant) {
+        assert!(l.retrying(&m));
+        assert!(l.admit(m, now).is_some(), "the holder's own retry goes");
+    }
+
+    fn dead(l: &mut KeyLines, id: &str, key: &str, now: Instant) {
+        l.dead_lettered(&Key::from(key), "ORDER", &MessageId::from(id), now);
+    }
+
+    /// `m` offered for delivery: given back if it goes, else held.
+    trait Offer {
+        fn admit(&mut self, m: Message, now: Instant) -> Option<Message>;
+    }
+    impl Offer for KeyLines {
+        fn admit(&mut self, m: Message, now: Instant) -> Option<Message> {
+            if self.admits(&m) {
+                return Some(m);
+            }
+            self.hold(m, now);
+            None
+        }
     }
 
     fn ids(l: &mut KeyLines) -> Vec<String> {
@@ -298,15 +379,20 @@ mod tests {
         assert!(l.admit(msg("a3", "A"), now).is_none());
         assert!(l.full());
         assert_eq!((l.held, l.blocked), (2, 1));
-        // a1's retry goes at once: it holds the line.
-        assert!(l.admit(msg("a1", "A"), now).is_some());
-        l.ended(&msg("a1", "A"), Ended::Acked, now);
+        // a1's retry goes at once: it holds the line; a retry of another message waits.
+        retried(&mut l, msg("a1", "A"), now);
+        l.acked(&msg("a1", "A"), now);
         assert_eq!(ids(&mut l), ["a2"]);
-        l.ended(&msg("a2", "A"), Ended::DeadLettered, now);
+        dead(&mut l, "a2", "A", now);
         assert_eq!(ids(&mut l), ["a3"]);
         assert_eq!((l.held, l.blocked), (0, 0));
-        l.ended(&msg("a3", "A"), Ended::Acked, now);
-        l.ended(&msg("b1", "B"), Ended::Acked, now);
+        assert!(l.retrying(&msg("a3", "A")));
+        assert!(l.admit(msg("a9", "A"), now).is_none(), "not the holder's");
+        assert!(l.admit(msg("a3", "A"), now).is_some());
+        l.acked(&msg("a3", "A"), now);
+        assert_eq!(ids(&mut l), ["a9"]);
+        l.acked(&msg("a9", "A"), now);
+        l.acked(&msg("b1", "B"), now);
         assert!(l.lines.is_empty());
     }
 
@@ -321,7 +407,7 @@ mod tests {
                 .is_some()
         );
         assert_eq!(l.held, 0);
-        assert!(KeyLines::new(&OrderingConfig::default()).is_none());
+        assert!(KeyLines::new(&OrderingConfig::default(), 16).is_none());
     }
 
     #[test]
@@ -330,7 +416,7 @@ mod tests {
         let now = Instant::now();
         assert!(l.admit(msg("a1", "A"), now).is_some());
         assert!(l.admit(msg("a2", "A"), now).is_none());
-        l.ended(&msg("a1", "A"), Ended::DeadLettered, now);
+        dead(&mut l, "a1", "A", now);
         assert!(ids(&mut l).is_empty());
         assert_eq!(l.blocked, 1);
         // A skip of another letter changes nothing; the key's own lets a2 go.
@@ -340,11 +426,11 @@ mod tests {
         l.notice(skip("a1"), now);
         assert_eq!(ids(&mut l), ["a2"]);
         // a2 dead-lettered too; its replay goes first, a3 after its fate.
-        l.ended(&msg("a2", "A"), Ended::DeadLettered, now);
+        dead(&mut l, "a2", "A", now);
         assert!(l.admit(msg("a3", "A"), now).is_none());
         assert!(l.admit(msg("a2", "A"), now).is_some());
         assert_eq!(l.blocked, 1);
-        l.ended(&msg("a2", "A"), Ended::Acked, now);
+        l.acked(&msg("a2", "A"), now);
         assert_eq!(ids(&mut l), ["a3"]);
         assert_eq!(l.blocked, 0);
     }
@@ -359,9 +445,10 @@ mod tests {
         assert!(l.admit(msg("a2", "A"), now).is_none());
         assert!(l.admit(msg("b2", "B"), now).is_none());
         assert!(l.admit(msg("a1", "A"), now).is_some());
-        l.ended(&msg("a1", "A"), Ended::Acked, now);
+        l.acked(&msg("a1", "A"), now);
         assert_eq!(ids(&mut l), ["a2"]);
         // A killed retry is a dead letter for its line.
+        assert!(l.retrying(&msg("a2", "A")));
         l.notice(notice(NoticeKind::DeadLettered, "a2", "A"), now);
         assert_eq!(l.blocked, 2);
         l.notice(notice(NoticeKind::Skipped, "b1", "B"), now);

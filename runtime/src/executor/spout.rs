@@ -28,7 +28,7 @@ use crate::topology::{
 };
 
 use super::dead_letters::{DeadLetterBatcher, Stored};
-use super::ordering::{Ended, KeyLines, admit};
+use super::ordering::KeyLines;
 use super::outbox::Outbox;
 use super::pending::{InFlight, PendingTable, SLOT_MASK};
 use super::stall::{Change, STALL_AFTER, StallWatch};
@@ -121,7 +121,7 @@ impl<S: Spout> SpoutTask<S> {
             mixer: Mixer::new(p.cfg.retry_mix),
             fuse: RetryFuse::new(p.cfg.fuse, now),
             gating: Gating::new(p.gate.clone()),
-            lines: KeyLines::new(&p.cfg.ordering),
+            lines: KeyLines::new(&p.cfg.ordering, p.cfg.max_spout_pending),
             notices: Vec::new(),
             stall: StallWatch::default(),
             emitted: 0,
@@ -293,9 +293,13 @@ impl<S: Spout> SpoutTask<S> {
             let m = self
                 .gating
                 .pop_due(self.p.policy.as_ref(), self.p.queue.as_mut(), now)?;
-            if let Some(m) = admit(&mut self.lines, m, now) {
+            let Some(lines) = &mut self.lines else {
+                return Some(m);
+            };
+            if lines.admits(&m) {
                 return Some(m);
             }
+            lines.hold(m, now);
         }
     }
 
@@ -309,9 +313,13 @@ impl<S: Spout> SpoutTask<S> {
         }
         loop {
             let m = self.next_from_spout()?;
-            if let Some(m) = admit(&mut self.lines, m, now) {
+            let Some(lines) = &mut self.lines else {
+                return Some(m);
+            };
+            if lines.admits(&m) {
                 return Some(m);
             }
+            lines.hold(m, now);
         }
     }
 
@@ -368,7 +376,7 @@ impl<S: Spout> SpoutTask<S> {
             self.p.acked.acked(&msg, wall);
             self.tell_spout(|s| s.ack(&msg.id));
             if let Some(lines) = &mut self.lines {
-                lines.ended(&msg, Ended::Acked, self.p.time.now());
+                lines.acked(&msg, self.p.time.now());
             }
             return;
         }
@@ -407,7 +415,7 @@ impl<S: Spout> SpoutTask<S> {
                     self.p.acked.acked(&flight.msg, at);
                     self.tell_spout(|s| s.ack(&flight.msg.id));
                     if let Some(lines) = &mut self.lines {
-                        lines.ended(&flight.msg, Ended::Acked, now);
+                        lines.acked(&flight.msg, now);
                     }
                 }
                 Terminal::Failed { failure, .. } => {
@@ -531,11 +539,7 @@ impl<S: Spout> SpoutTask<S> {
                     .checked_add(delay)
                     .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
                 // A retry its key's later messages wait for comes back to this task.
-                if self
-                    .lines
-                    .as_ref()
-                    .is_some_and(|l| l.key_of(&msg).is_some())
-                {
+                if self.lines.as_mut().is_some_and(|l| l.retrying(&msg)) {
                     self.p.queue.schedule_local(due, msg);
                 } else {
                     self.p.queue.schedule(due, msg);
@@ -570,8 +574,8 @@ impl<S: Spout> SpoutTask<S> {
             self.stall.freed();
             self.p.stats.dead_letter(label.as_str());
             self.tell_spout(|s| s.dead_lettered(&id));
-            if let (Some(lines), Some(key)) = (&mut self.lines, &key) {
-                lines.ended_key(key, &id, Ended::DeadLettered, now);
+            if let (Some(lines), Some((key, biz))) = (&mut self.lines, &key) {
+                lines.dead_lettered(key, biz, &id, now);
             }
         }
     }
