@@ -7,8 +7,11 @@
 //! (the builder rejects cycles between bolts).
 
 pub(crate) mod bolt;
+mod dead_letters;
 mod gating;
+mod ordering;
 pub(crate) mod outbox;
+mod pending;
 pub(crate) mod spout;
 mod stall;
 

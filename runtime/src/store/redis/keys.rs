@@ -3,7 +3,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset` if it has one), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms` (while in flight), `claims` (times claimed), `reaps` (times reaped since it was last scheduled) |
+//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset` and `ordering_key` if it has them), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms` (while in flight), `claims` (times claimed), `reaps` (times reaped since it was last scheduled) |
 //! | `{NS}:due` | zset | id → due ms (retries waiting; equal due times by the row's `seq`) |
 //! | `{NS}:inflight` | zset | id → lease deadline ms (claimed, no fate yet) |
 //! | `{NS}:seq` | string | `INCR`: scheduling order (a row's `seq`) and fencing tokens |
