@@ -35,7 +35,14 @@ use crate::topology::{Key, Message, MessageId, OnDeadLetter, Ordered, OrderingCo
 /// A line, by its key's hash: what a holder in flight keeps, so that its fate finds the line
 /// without reading its key again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LineKey(u64);
+pub(crate) struct LineKey(NonZeroU64);
+
+impl LineKey {
+    /// The line of a key's hash (never 0: see [`KeyLines::hash_key`]).
+    fn of(key: u64) -> LineKey {
+        LineKey(NonZeroU64::new(key).unwrap_or(NonZeroU64::MIN))
+    }
+}
 
 struct Line {
     /// The key's hash.
@@ -123,8 +130,9 @@ impl KeyLines {
         m.key.as_ref().filter(|_| self.ordered.covers(&m.biz))
     }
 
+    /// The key's hash, never 0 (so that a [`LineKey`] fits a pending slot's 8 bytes).
     fn hash_key(&self, key: &Key) -> u64 {
-        self.hasher.hash_one(key.as_str())
+        self.hasher.hash_one(key.as_str()).max(1)
     }
 
     fn hash_id(&self, id: &MessageId) -> NonZeroU64 {
@@ -140,10 +148,11 @@ impl KeyLines {
             return Ok(None);
         };
         let key = self.hash_key(key);
+        let line_key = LineKey::of(key);
         let line = match self.lines.entry(key, |l| l.key == key, |l| l.key) {
             Entry::Vacant(v) => {
                 v.insert(Line::new(key, None));
-                return Ok(Some(LineKey(key)));
+                return Ok(Some(line_key));
             }
             Entry::Occupied(o) => o.into_mut(),
         };
@@ -158,7 +167,7 @@ impl KeyLines {
         (line.away, line.letter) = (None, false);
         let after = line.blocks();
         self.count_blocked(before, after);
-        Ok(Some(LineKey(key)))
+        Ok(Some(line_key))
     }
 
     /// Holds `m`, which [`KeyLines::admits`] did not let go, at the end of its key's line.
@@ -179,7 +188,7 @@ impl KeyLines {
     /// The holder of `line`, `id`, in flight, goes to the retry queue: its line waits for it
     /// to come back.
     pub(crate) fn retrying(&mut self, LineKey(key): LineKey, id: &MessageId) {
-        let id = self.hash_id(id);
+        let (key, id) = (key.get(), self.hash_id(id));
         if let Some(line) = self.lines.find_mut(key, |l| l.key == key) {
             line.away = Some(id);
         }
@@ -187,7 +196,7 @@ impl KeyLines {
 
     /// The tree of `line`'s holder completed: the next held message of its key goes.
     pub(crate) fn acked(&mut self, LineKey(key): LineKey, now: Instant) {
-        self.let_go(key, |_| true, now);
+        self.let_go(key.get(), |_| true, now);
     }
 
     /// The dead letter of `id` (with `key` and `biz`), a tree that ended in flight, is
@@ -236,7 +245,7 @@ impl KeyLines {
                 self.held -= 1;
                 self.waits.observe(now.saturating_duration_since(since));
                 (line.away, line.letter) = (None, false);
-                self.ready.push_back((next, LineKey(key)));
+                self.ready.push_back((next, LineKey::of(key)));
                 let after = line.blocks();
                 self.count_blocked(before, after);
             }
@@ -345,7 +354,7 @@ mod tests {
 
     /// The line of `m`'s key (the test's keys are all ordered).
     fn line(l: &KeyLines, m: &Message) -> LineKey {
-        LineKey(l.hash_key(m.key.as_ref().unwrap()))
+        LineKey::of(l.hash_key(m.key.as_ref().unwrap()))
     }
 
     /// `m`, in flight, fails and goes to the retry queue, then comes back due: admitted at once.
@@ -408,6 +417,11 @@ mod tests {
         acked(&mut l, "a9", "A", now);
         acked(&mut l, "b1", "B", now);
         assert!(l.lines.is_empty());
+    }
+
+    #[test]
+    fn a_trees_line_takes_eight_bytes_of_its_pending_slot() {
+        assert_eq!(std::mem::size_of::<Option<LineKey>>(), 8);
     }
 
     #[test]
