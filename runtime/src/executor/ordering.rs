@@ -11,10 +11,11 @@
 //! later message; the holder's own retry, or the replay of its letter, goes at once.
 //!
 //! Only holders ever leave their lines, so a tree's fate is always its line's holder's: the
-//! line is found by its key alone. A holder that leaves the task (for the retry queue, or as a
-//! dead letter) is named in its line by a 64-bit hash of its id, so that it is known when it
-//! comes back (the acker's ids are 64 random bits too). Lines are found by a 64-bit hash of
-//! the key: a message pays one short hash and one probe when it is delivered and when its
+//! tree keeps its line's [`LineKey`] in the pending table, and its fate finds the line with
+//! it, without reading the key again. A holder that leaves the task (for the retry queue, or
+//! as a dead letter) is named in its line by a 64-bit hash of its id, so that it is known when
+//! it comes back (the acker's ids are 64 random bits too). Lines are found by a 64-bit hash of
+//! the key: a message pays one short hash and a probe when it is delivered, a probe when its
 //! tree ends, and no allocation, reference count or copy of its key. Two keys with the same
 //! hash share a line, which orders them together: more waiting, never less order. The task
 //! owns the lines like its pending table: nothing else touches them, so no lock.
@@ -30,6 +31,18 @@ use tokio::time::Instant;
 use crate::fate::{KeyNotice, NoticeKind};
 use crate::stats::{Histogram, Stats};
 use crate::topology::{Key, Message, MessageId, OnDeadLetter, Ordered, OrderingConfig};
+
+/// A line, by its key's hash: what a holder in flight keeps, so that its fate finds the line
+/// without reading its key again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LineKey(NonZeroU64);
+
+impl LineKey {
+    /// The line of a key's hash (never 0: see [`KeyLines::hash_key`]).
+    fn of(key: u64) -> LineKey {
+        LineKey(NonZeroU64::new(key).unwrap_or(NonZeroU64::MIN))
+    }
+}
 
 struct Line {
     /// The key's hash.
@@ -68,6 +81,10 @@ impl Line {
     }
 }
 
+/// What [`KeyLines::admits`] says of a message whose key holds it back.
+#[derive(Debug)]
+pub(crate) struct Wait;
+
 /// The ordered keys of one spout task. See the [module docs](self).
 pub(crate) struct KeyLines {
     ordered: Ordered,
@@ -79,8 +96,8 @@ pub(crate) struct KeyLines {
     held: usize,
     /// Lines that [`Line::blocks`].
     blocked: usize,
-    /// Messages let go, to deliver next, in the order they were let go.
-    ready: VecDeque<Message>,
+    /// Messages let go, to deliver next, in the order they were let go, with their line.
+    ready: VecDeque<(Message, LineKey)>,
     /// How long each let-go message was held.
     waits: Histogram,
 }
@@ -113,8 +130,9 @@ impl KeyLines {
         m.key.as_ref().filter(|_| self.ordered.covers(&m.biz))
     }
 
+    /// The key's hash, never 0 (so that a [`LineKey`] fits a pending slot's 8 bytes).
     fn hash_key(&self, key: &Key) -> u64 {
-        self.hasher.hash_one(key.as_str())
+        self.hasher.hash_one(key.as_str()).max(1)
     }
 
     fn hash_id(&self, id: &MessageId) -> NonZeroU64 {
@@ -122,32 +140,34 @@ impl KeyLines {
     }
 
     /// Whether a message about to be delivered (new from the spout, or out of the retry
-    /// queue) may go now: its key is not ordered, or has no line (it gets one), or it is its
-    /// line's holder coming back. If not, [`KeyLines::hold`] it.
-    pub(crate) fn admits(&mut self, m: &Message) -> bool {
+    /// queue) may go now: `Ok` with its line if its key is ordered (the line is made if there
+    /// was none, or it is its line's holder coming back), `Ok(None)` if not ordered. `Err`: it
+    /// waits; [`KeyLines::hold`] it.
+    pub(crate) fn admits(&mut self, m: &Message) -> Result<Option<LineKey>, Wait> {
         let Some(key) = self.key_of(m) else {
-            return true;
+            return Ok(None);
         };
         let key = self.hash_key(key);
+        let line_key = LineKey::of(key);
         let line = match self.lines.entry(key, |l| l.key == key, |l| l.key) {
             Entry::Vacant(v) => {
                 v.insert(Line::new(key, None));
-                return true;
+                return Ok(Some(line_key));
             }
             Entry::Occupied(o) => o.into_mut(),
         };
         let Some(away) = line.away else {
-            return false;
+            return Err(Wait);
         };
         if away != NonZeroU64::new(self.hasher.hash_one(m.id.as_str())).unwrap_or(NonZeroU64::MIN) {
-            return false;
+            return Err(Wait);
         }
         // Its own retry, or the replay of its letter: it holds the line again.
         let before = line.blocks();
         (line.away, line.letter) = (None, false);
         let after = line.blocks();
         self.count_blocked(before, after);
-        true
+        Ok(Some(line_key))
     }
 
     /// Holds `m`, which [`KeyLines::admits`] did not let go, at the end of its key's line.
@@ -165,25 +185,18 @@ impl KeyLines {
         self.count_blocked(before, true);
     }
 
-    /// `m`, in flight, goes to the retry queue: its line waits for it to come back. True if its
-    /// key is ordered.
-    pub(crate) fn retrying(&mut self, m: &Message) -> bool {
-        let Some(key) = self.key_of(m) else {
-            return false;
-        };
-        let (key, id) = (self.hash_key(key), self.hash_id(&m.id));
+    /// The holder of `line`, `id`, in flight, goes to the retry queue: its line waits for it
+    /// to come back.
+    pub(crate) fn retrying(&mut self, LineKey(key): LineKey, id: &MessageId) {
+        let (key, id) = (key.get(), self.hash_id(id));
         if let Some(line) = self.lines.find_mut(key, |l| l.key == key) {
             line.away = Some(id);
         }
-        true
     }
 
-    /// `m`'s tree completed: the next held message of its key goes.
-    pub(crate) fn acked(&mut self, m: &Message, now: Instant) {
-        if let Some(key) = self.key_of(m) {
-            let key = self.hash_key(key);
-            self.let_go(key, |_| true, now);
-        }
+    /// The tree of `line`'s holder completed: the next held message of its key goes.
+    pub(crate) fn acked(&mut self, LineKey(key): LineKey, now: Instant) {
+        self.let_go(key.get(), |_| true, now);
     }
 
     /// The dead letter of `id` (with `key` and `biz`), a tree that ended in flight, is
@@ -232,7 +245,7 @@ impl KeyLines {
                 self.held -= 1;
                 self.waits.observe(now.saturating_duration_since(since));
                 (line.away, line.letter) = (None, false);
-                self.ready.push_back(next);
+                self.ready.push_back((next, LineKey::of(key)));
                 let after = line.blocks();
                 self.count_blocked(before, after);
             }
@@ -275,8 +288,8 @@ impl KeyLines {
         }
     }
 
-    /// The next message let go, to deliver before any new one.
-    pub(crate) fn pop_ready(&mut self) -> Option<Message> {
+    /// The next message let go, to deliver before any new one, with its line.
+    pub(crate) fn pop_ready(&mut self) -> Option<(Message, LineKey)> {
         self.ready.pop_front()
     }
 
@@ -339,10 +352,20 @@ mod tests {
         Message::new(id, "ORDER", "").with_key(key)
     }
 
-    /// `m` fails and goes to the retry queue, then comes back due: admitted at once.
+    /// The line of `m`'s key (the test's keys are all ordered).
+    fn line(l: &KeyLines, m: &Message) -> LineKey {
+        LineKey::of(l.hash_key(m.key.as_ref().unwrap()))
+    }
+
+    /// `m`, in flight, fails and goes to the retry queue, then comes back due: admitted at once.
     fn retried(l: &mut KeyLines, m: Message, now: Instant) {
-        assert!(l.retrying(&m));
+        l.retrying(line(l, &m), &m.id);
         assert!(l.admit(m, now).is_some(), "the holder's own retry goes");
+    }
+
+    fn acked(l: &mut KeyLines, id: &str, key: &str, now: Instant) {
+        let line = line(l, &msg(id, key));
+        l.acked(line, now);
     }
 
     fn dead(l: &mut KeyLines, id: &str, key: &str, now: Instant) {
@@ -355,7 +378,7 @@ mod tests {
     }
     impl Offer for KeyLines {
         fn admit(&mut self, m: Message, now: Instant) -> Option<Message> {
-            if self.admits(&m) {
+            if self.admits(&m).is_ok() {
                 return Some(m);
             }
             self.hold(m, now);
@@ -365,7 +388,7 @@ mod tests {
 
     fn ids(l: &mut KeyLines) -> Vec<String> {
         std::iter::from_fn(|| l.pop_ready())
-            .map(|m| m.id.to_string())
+            .map(|(m, _)| m.id.to_string())
             .collect()
     }
 
@@ -381,19 +404,24 @@ mod tests {
         assert_eq!((l.held, l.blocked), (2, 1));
         // a1's retry goes at once: it holds the line; a retry of another message waits.
         retried(&mut l, msg("a1", "A"), now);
-        l.acked(&msg("a1", "A"), now);
+        acked(&mut l, "a1", "A", now);
         assert_eq!(ids(&mut l), ["a2"]);
         dead(&mut l, "a2", "A", now);
         assert_eq!(ids(&mut l), ["a3"]);
         assert_eq!((l.held, l.blocked), (0, 0));
-        assert!(l.retrying(&msg("a3", "A")));
+        l.retrying(line(&l, &msg("a3", "A")), &MessageId::from("a3"));
         assert!(l.admit(msg("a9", "A"), now).is_none(), "not the holder's");
         assert!(l.admit(msg("a3", "A"), now).is_some());
-        l.acked(&msg("a3", "A"), now);
+        acked(&mut l, "a3", "A", now);
         assert_eq!(ids(&mut l), ["a9"]);
-        l.acked(&msg("a9", "A"), now);
-        l.acked(&msg("b1", "B"), now);
+        acked(&mut l, "a9", "A", now);
+        acked(&mut l, "b1", "B", now);
         assert!(l.lines.is_empty());
+    }
+
+    #[test]
+    fn a_trees_line_takes_eight_bytes_of_its_pending_slot() {
+        assert_eq!(std::mem::size_of::<Option<LineKey>>(), 8);
     }
 
     #[test]
@@ -430,7 +458,7 @@ mod tests {
         assert!(l.admit(msg("a3", "A"), now).is_none());
         assert!(l.admit(msg("a2", "A"), now).is_some());
         assert_eq!(l.blocked, 1);
-        l.acked(&msg("a2", "A"), now);
+        acked(&mut l, "a2", "A", now);
         assert_eq!(ids(&mut l), ["a3"]);
         assert_eq!(l.blocked, 0);
     }
@@ -445,10 +473,10 @@ mod tests {
         assert!(l.admit(msg("a2", "A"), now).is_none());
         assert!(l.admit(msg("b2", "B"), now).is_none());
         assert!(l.admit(msg("a1", "A"), now).is_some());
-        l.acked(&msg("a1", "A"), now);
+        acked(&mut l, "a1", "A", now);
         assert_eq!(ids(&mut l), ["a2"]);
         // A killed retry is a dead letter for its line.
-        assert!(l.retrying(&msg("a2", "A")));
+        l.retrying(line(&l, &msg("a2", "A")), &MessageId::from("a2"));
         l.notice(notice(NoticeKind::DeadLettered, "a2", "A"), now);
         assert_eq!(l.blocked, 2);
         l.notice(notice(NoticeKind::Skipped, "b1", "B"), now);

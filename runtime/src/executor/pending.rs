@@ -1,10 +1,13 @@
 //! The trees in flight of one spout task: [`PendingTable`], a slab indexed by the root id.
 
+use super::ordering::LineKey;
 use crate::topology::Message;
 
 pub(super) struct InFlight {
     pub(super) root: u64,
     pub(super) msg: Message,
+    /// The line of its key, if its order is kept (found again without reading the key).
+    pub(super) line: Option<LineKey>,
     /// When it was emitted, in nanoseconds since the task's `epoch` (half the size of an
     /// `Instant`, and one subtraction for the latency).
     pub(super) emitted_at: u64,

@@ -28,7 +28,7 @@ use crate::topology::{
 };
 
 use super::dead_letters::{DeadLetterBatcher, Stored};
-use super::ordering::KeyLines;
+use super::ordering::{KeyLines, LineKey};
 use super::outbox::Outbox;
 use super::pending::{InFlight, PendingTable, SLOT_MASK};
 use super::stall::{Change, STALL_AFTER, StallWatch};
@@ -275,50 +275,51 @@ impl<S: Spout> SpoutTask<S> {
                     break;
                 }
             }
-            let Some(msg) = next else { break };
+            let Some((msg, line)) = next else { break };
             if msg.retry.attempt == 0 {
                 self.gating
                     .first_delivery(self.p.policy.as_ref(), &msg, now);
             }
-            self.deliver(msg, at, wall);
+            self.deliver(msg, line, at, wall);
             n += 1;
         }
         n
     }
 
-    /// A due retry to deliver (one its key holds back waits in its line instead).
-    fn next_retry(&mut self, now: Instant) -> Option<Message> {
+    /// A due retry to deliver, with its key's line (one its key holds back waits in the line
+    /// instead).
+    fn next_retry(&mut self, now: Instant) -> Option<(Message, Option<LineKey>)> {
         loop {
             let m = self
                 .gating
                 .pop_due(self.p.policy.as_ref(), self.p.queue.as_mut(), now)?;
             let Some(lines) = &mut self.lines else {
-                return Some(m);
+                return Some((m, None));
             };
-            if lines.admits(&m) {
-                return Some(m);
+            match lines.admits(&m) {
+                Ok(line) => return Some((m, line)),
+                Err(_) => lines.hold(m, now),
             }
-            lines.hold(m, now);
         }
     }
 
-    /// A new message to deliver: one its key let go first, then the spout's (one its key holds
-    /// back waits in its line; at `max_held` the spout is not asked).
-    fn next_new(&mut self, now: Instant) -> Option<Message> {
+    /// A new message to deliver, with its key's line: one its key let go first, then the
+    /// spout's (one its key holds back waits in the line; at `max_held` the spout is not asked).
+    fn next_new(&mut self, now: Instant) -> Option<(Message, Option<LineKey>)> {
         if let Some(lines) = &mut self.lines
-            && let Some(m) = lines.pop_ready()
+            && let Some((m, line)) = lines.pop_ready()
         {
-            return Some(m);
+            return Some((m, Some(line)));
         }
         loop {
             let m = self.next_from_spout()?;
             let Some(lines) = &mut self.lines else {
-                return Some(m);
+                return Some((m, None));
             };
-            if lines.admits(&m) {
-                return Some(m);
+            match lines.admits(&m) {
+                Ok(line) => return Some((m, line)),
+                Err(_) => lines.hold(m, now),
             }
-            lines.hold(m, now);
         }
     }
 
@@ -344,7 +345,7 @@ impl<S: Spout> SpoutTask<S> {
         }
     }
 
-    fn deliver(&mut self, mut msg: Message, at: u64, wall: Timestamp) {
+    fn deliver(&mut self, mut msg: Message, line: Option<LineKey>, at: u64, wall: Timestamp) {
         match msg.retry.last_failure() {
             _ if msg.retry.attempt == 0 => self.new_messages += 1,
             Some(last) => self.p.stats.retry_fired(last.rule.as_str()),
@@ -374,8 +375,8 @@ impl<S: Spout> SpoutTask<S> {
             self.count_ack(&msg);
             self.p.acked.acked(&msg, wall);
             self.tell_spout(|s| s.ack(&msg.id));
-            if let Some(lines) = &mut self.lines {
-                lines.acked(&msg, self.p.time.now());
+            if let (Some(lines), Some(line)) = (&mut self.lines, line) {
+                lines.acked(line, self.p.time.now());
             }
             return;
         }
@@ -383,6 +384,7 @@ impl<S: Spout> SpoutTask<S> {
         self.pending.insert(InFlight {
             root,
             msg,
+            line,
             emitted_at: at,
         });
     }
@@ -413,8 +415,8 @@ impl<S: Spout> SpoutTask<S> {
                     let at = *wall.get_or_insert_with(|| self.p.time.wall());
                     self.p.acked.acked(&flight.msg, at);
                     self.tell_spout(|s| s.ack(&flight.msg.id));
-                    if let Some(lines) = &mut self.lines {
-                        lines.acked(&flight.msg, now);
+                    if let (Some(lines), Some(line)) = (&mut self.lines, flight.line) {
+                        lines.acked(line, now);
                     }
                 }
                 Terminal::Failed { failure, .. } => {
@@ -423,7 +425,7 @@ impl<S: Spout> SpoutTask<S> {
                     self.p.stats.failure(&failure.code);
                     self.gating
                         .finished(self.p.policy.as_ref(), &flight.msg, Some(&failure), now);
-                    self.decide(flight.msg, *failure, now);
+                    self.decide(flight.msg, flight.line, *failure, now);
                 }
             }
         }
@@ -439,7 +441,7 @@ impl<S: Spout> SpoutTask<S> {
         self.acked_by_attempt[attempt - 1] += 1;
     }
 
-    fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
+    fn decide(&mut self, mut msg: Message, line: Option<LineKey>, failure: Failure, now: Instant) {
         let fuse = self.p.gate.fuse(now);
         let (biz, code, policy) = (&*msg.biz, &*failure.code, &*self.p.policy);
         let (heat, heat_total) =
@@ -540,10 +542,12 @@ impl<S: Spout> SpoutTask<S> {
                     .checked_add(delay)
                     .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
                 // A retry its key's later messages wait for comes back to this task.
-                if self.lines.as_mut().is_some_and(|l| l.retrying(&msg)) {
-                    self.p.queue.schedule_local(due, msg);
-                } else {
-                    self.p.queue.schedule(due, msg);
+                match (&mut self.lines, line) {
+                    (Some(lines), Some(line)) => {
+                        lines.retrying(line, &msg.id);
+                        self.p.queue.schedule_local(due, msg);
+                    }
+                    _ => self.p.queue.schedule(due, msg),
                 }
             }
             Decision::DeadLetter {
