@@ -7,7 +7,8 @@
 //! - [`pipeline`]: the bundled order pipeline behind `rebound run` and `rebound serve` (order
 //!   spout, parse bolt, idempotent store bolt with injected faults), its `pipeline.db`, its
 //!   report from the durable state, the progress view and the data directory's lock.
-//! - [`admin`]: the admin HTTP API (axum): rules, decide, dead letters, health, metrics.
+//! - [`admin`]: the admin HTTP API (axum): rules and their history, decide, retry paths and
+//!   their charts, dead letters, health, metrics.
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
 //! - [`config`]: the configuration file of `run` and `serve` (`--config FILE`), read with the
 //!   engine's YAML diagnostics.
@@ -23,6 +24,7 @@ pub mod admin;
 pub mod alerts;
 pub mod app;
 pub mod config;
+pub mod console;
 pub mod falls_under;
 pub mod metrics;
 pub mod pipeline;

@@ -32,7 +32,8 @@
 //!   alert, sla, expire), read through [`CompiledSet::labels`].
 //! - `heat.rs`: the set's `heat:` ([`HeatPolicy`]: half-life, weights by code), read through
 //!   [`CompiledSet::heat`]; checked in `compile/heat.rs`.
-//! - [`paths`]: the retry path of every rule as a table (`rebound paths`).
+//! - [`paths`]: the retry path of every rule as a table and CSV (`rebound paths`), and each
+//!   path as an SVG chart ([`paths::RetryPath::to_svg`], `paths --svg`, `GET /v1/paths/{rule}.svg`).
 //! - [`ruletest`]: rule tests, the runner behind `rebound test` (runner: feature `testing`).
 //! - [`schema`]: the JSON Schemas of rule files and test files, generated from the models.
 //! - [`fmt`]: `rebound fmt`: rule and test files in the spec's key order, comments kept, and
@@ -40,7 +41,8 @@
 //! - `testing/` (feature `testing`): `simulate_path`, proptest strategies and property
 //!   checks for users' own test suites.
 //! - [`reload`]: new sets while deciding: the reloader (validate → swap → history,
-//!   rollback), the directory watcher (feature `watch`), and the config-center pull client
+//!   rollback one step or to any of the last 50 accepted versions, whose files the history
+//!   keeps), the directory watcher (feature `watch`), and the config-center pull client
 //!   (feature `pull`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

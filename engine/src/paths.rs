@@ -15,6 +15,9 @@
 //! A path whose dead-letter label redrives (`labels:`) goes on through each replay of the
 //! letter ([`RetryPath::redrives`], `paths/redrive.rs`), its totals taking in the waits.
 //!
+//! The same path as a chart ([`RetryPath::to_svg`], `paths/chart.rs`): for `rebound paths
+//! --svg`, the admin API's `GET /v1/paths/{rule}.svg` and the console.
+//!
 //! ```
 //! use rebound_engine::{SourceFile, compile, paths::retry_paths};
 //! let yaml = "version: 1\nrules:\n  - id: poll\n    retry: { max_retries: 2, backoff: { fixed: 100ms } }\n    dead_letter: L1\n";
@@ -36,6 +39,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+mod chart;
 mod redrive;
 mod render;
 

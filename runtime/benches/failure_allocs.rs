@@ -108,6 +108,7 @@ fn run(rt: &tokio::runtime::Runtime, n: u64, fail: bool, durable: bool) -> u64 {
                     record_every_ack: false,
                     ..JournalOptions::default()
                 },
+                ..DurableOptions::default()
             };
             Durable::new(store, Arc::new(TokioTime::new()), options)
         });

@@ -11,7 +11,7 @@
 //! - [`fate`]: the failure seam: `FailurePolicy` (in the engine's terms: its `FailureContext`
 //!   in, its `Decided` out), `RetryQueue`, `DeadLetterSink`, `AckedFates`, the one
 //!   `DeadLetter`, and in-memory implementations.
-//! - `fairness` (private): mixing due retries with new messages, and the retry fuse.
+//! - `fairness` (private): mixing due retries with new messages.
 //! - [`adaptive`]: the state the runtime keeps between failures for the rules' signals: the
 //!   fault [`Heat`](adaptive::Heat) of each biz.
 //! - [`stats`]: counters and fixed-bucket histograms (complete latency, retry delay, bolt time

@@ -229,6 +229,9 @@ pub struct Stats {
     bolt_latency: Vec<(String, AtomicHistogram)>,
     /// Each spout task's earliest due retry (wall clock), by task.
     next_retry_due: Mutex<BTreeMap<usize, Timestamp>>,
+    ordered_held: AtomicI64,
+    ordered_keys_blocked: AtomicI64,
+    ordered_wait: AtomicHistogram,
 }
 
 /// A copy of the counters at one moment.
@@ -285,6 +288,12 @@ pub struct StatsSnapshot {
     pub bolt_latency: BTreeMap<String, Histogram>,
     /// When the earliest retry waiting in a retry queue is due (wall clock), if one waits.
     pub next_retry_due: Option<Timestamp>,
+    /// Messages held back behind an earlier message of their key (ordered keys).
+    pub ordered_held: u64,
+    /// Keys holding a message back, or blocked by a dead letter until an operator acts.
+    pub ordered_keys_blocked: u64,
+    /// How long each held message waited for its key, held to let go (in [`LATENCY_BOUNDS`]).
+    pub ordered_wait: Histogram,
 }
 
 /// Counters that start at a snapshot's values (the fuse counts as one open task), e.g. to
@@ -320,6 +329,9 @@ impl From<&StatsSnapshot> for Stats {
                 .map(|(name, h)| (name.clone(), AtomicHistogram::from_snapshot(h)))
                 .collect(),
             next_retry_due: Mutex::new(s.next_retry_due.map(|t| (0, t)).into_iter().collect()),
+            ordered_held: signed(s.ordered_held),
+            ordered_keys_blocked: signed(s.ordered_keys_blocked),
+            ordered_wait: AtomicHistogram::from_snapshot(&s.ordered_wait),
         }
     }
 }
@@ -394,6 +406,9 @@ impl Stats {
                 .values()
                 .min()
                 .copied(),
+            ordered_held: self.ordered_held.load(Relaxed).max(0) as u64,
+            ordered_keys_blocked: self.ordered_keys_blocked.load(Relaxed).max(0) as u64,
+            ordered_wait: self.ordered_wait.snapshot(),
         }
     }
 
@@ -482,6 +497,15 @@ impl Stats {
     pub(crate) fn merge_latency(&self, local: &mut Histogram) {
         self.complete_latency.add(local);
     }
+    /// Moves the held messages and the blocked keys of ordered keys by these deltas.
+    pub(crate) fn add_ordered(&self, held: i64, keys_blocked: i64) {
+        self.ordered_held.fetch_add(held, Relaxed);
+        self.ordered_keys_blocked.fetch_add(keys_blocked, Relaxed);
+    }
+    /// Adds a task-local histogram of held messages' waits and clears it.
+    pub(crate) fn merge_ordered_wait(&self, local: &mut Histogram) {
+        self.ordered_wait.add(local);
+    }
     /// Adds a bolt task's local histogram of time per tuple (in [`BOLT_LATENCY_BOUNDS`]) to
     /// its component's, the `component`th of [`Stats::for_topology`], and clears it.
     pub(crate) fn merge_bolt_latency(&self, component: usize, local: &mut Histogram) {
@@ -563,9 +587,12 @@ mod tests {
         s.retry("db-lock");
         s.retry_delay(Duration::from_secs(3));
         s.dead_letter("L3");
+        s.add_ordered(4, 2);
         let mut local = Histogram::default();
         local.observe(Duration::from_millis(7));
         s.merge_latency(&mut local);
+        local.observe(Duration::from_millis(30));
+        s.merge_ordered_wait(&mut local);
         let s = Stats {
             message_timeout_nanos: AtomicU64::new(30_000_000_000),
             ..s

@@ -358,7 +358,9 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(store_error)
 }
 
-/// `GET /v1/dead-letters?label=&biz=&code=&rule=&status=&since=&until=&overdue=&q=&limit=&before=`
+/// `GET /v1/dead-letters?label=&biz=&code=&rule=&status=&since=&until=&overdue=&q=&limit=&before=`:
+/// each letter as [`letter_json`] shows it, with `"overdue"` (open and older than its label's
+/// SLA), newest first.
 pub async fn list(
     State(state): State<AdminState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -368,6 +370,15 @@ pub async fn list(
     let mut filter = q.filter.to_filter(&state, desk.as_ref())?;
     filter.limit = page_size(q.limit.as_deref(), MAX_PAGE)?;
     filter.before = number::<i64>("before", q.before.as_deref())?.map(DeadLetterId);
+    // Each letter says whether it is overdue: open, and older than its label's SLA.
+    let overdue = DeadLetterFilter {
+        overdue: Some(crate::pipeline::letters::overdue_cutoffs(
+            &state.reloader.handle().current(),
+            desk.time_scale(),
+            Timestamp::now(),
+        )),
+        ..DeadLetterFilter::default()
+    };
     desk.settle().await;
     let store = desk.store();
     let (page, total) = blocking(move || {
@@ -375,8 +386,13 @@ pub async fn list(
         Ok((store.dead_letters(&filter)?, total))
     })
     .await?;
+    let letters = page.items.iter().map(|d| {
+        let mut letter = letter_json(d);
+        letter["overdue"] = overdue.matches(d).into();
+        letter
+    });
     Ok(Json(json!({
-        "dead_letters": page.items.iter().map(letter_json).collect::<Vec<_>>(),
+        "dead_letters": letters.collect::<Vec<_>>(),
         "next": page.next.map(|n| n.0),
         "total": total,
     })))

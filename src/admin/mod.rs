@@ -2,10 +2,12 @@
 //!
 //! | route | module |
 //! |---|---|
-//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history` | [`rules`] |
+//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`] |
 //! | `POST /v1/decide` | [`decide`] |
+//! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
 //! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
-//! | `GET /healthz`, `GET /metrics` | [`status`] |
+//! | `GET /healthz`, `GET /metrics`, `GET /v1/overview` | [`status`] |
+//! | `GET /ui/…`: the web console's pages and assets | [`crate::console`] |
 //!
 //! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
 //! is configured ([`auth`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
@@ -24,6 +26,7 @@ pub mod error;
 pub mod fleet;
 pub mod json;
 pub mod messages;
+pub mod paths;
 pub mod retries;
 pub mod rules;
 pub mod status;
@@ -67,7 +70,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/rules/validate", post(rules::validate))
         .route("/v1/rules/rollback", post(rules::rollback))
         .route("/v1/rules/history", get(rules::history))
+        .route("/v1/rules/history/{version}", get(rules::history_files))
         .route("/v1/decide", post(decide::decide))
+        .route("/v1/paths", get(paths::list))
+        .route("/v1/paths/{file}", get(paths::chart))
         .route("/v1/dead-letters", get(dead_letters::list))
         .route("/v1/dead-letters/{id}/replay", post(dead_letters::replay))
         .route("/v1/dead-letters/{id}/skip", post(dead_letters::skip))
@@ -83,6 +89,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/readyz", get(fleet::readyz))
         .route("/v1/nodes", get(fleet::nodes))
         .route("/metrics", get(status::metrics))
+        .route("/v1/overview", get(status::overview))
+        .merge(crate::console::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -90,16 +98,28 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the admin API on `listener` until `shutdown` completes, then finishes the
-/// requests in flight.
+/// Serves the admin API (and the console) on `listener` until `shutdown` completes, then
+/// finishes the requests in flight. While it serves, the process's recent rates are sampled
+/// once a second for `GET /v1/overview`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let metrics = Arc::clone(&state.metrics);
+    let sampler = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::metrics::recent::EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            metrics.sample_recent();
+        }
+    });
+    let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    sampler.abort();
+    served
 }
 
 /// Whether the admin API may listen on `addr` without a token: only on loopback.

@@ -1,14 +1,18 @@
-//! The rules routes: read the set in force, push, dry-run, roll back, and the history.
+//! The rules routes: read the set in force, push, dry-run, roll back (one step, or to a chosen
+//! version), the history, and the files of each of the last 50 accepted versions.
 
 use super::AdminState;
 use super::auth::Writer;
 use super::body::{JsonBody, OptionalJsonBody};
 use super::error::{ApiError, ErrorJson};
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rebound_engine::reload::{HistoryEntry, IfMatch, PushError, Pushed, RollbackError, Source};
+use rebound_engine::Version;
+use rebound_engine::reload::{
+    FILES_KEPT, HistoryEntry, IfMatch, PushError, Pushed, RollbackError, Source,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -24,6 +28,9 @@ pub trait SharedRules: Send + Sync + std::fmt::Debug {
     fn history(&self) -> Result<Vec<Value>, String>;
     /// The version a rollback goes back to and its files, if there is one. Blocking.
     fn rollback_target(&self) -> Result<Option<RollbackTarget>, String>;
+    /// The files of `version`, if it is one of the accepted versions whose files the store
+    /// keeps (the last 50). Blocking.
+    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, String>;
 }
 
 /// The body of `PUT /v1/rules` and `POST /v1/rules/validate`.
@@ -85,34 +92,84 @@ pub async fn validate(
     Ok(pushed_response(&pushed))
 }
 
-/// `POST /v1/rules/rollback`: back to the previous accepted set; 409 when there is none.
+/// `POST /v1/rules/rollback`: back to the previous accepted set (409 when there is none), or
+/// with `{"version": V}` back to that accepted version, one of the last 50 (404 for another).
 ///
-/// The body is optional and carries nothing this endpoint needs (a note for the log, say);
-/// when there is one it must still be JSON.
+/// The body is optional; other fields (a note for the log, say) are allowed and ignored.
+/// When there is one it must still be JSON, and `version`, when given, a version string.
 pub async fn rollback(
     _: Writer,
     State(state): State<AdminState>,
-    OptionalJsonBody(_note): OptionalJsonBody<Value>,
+    OptionalJsonBody(body): OptionalJsonBody<Value>,
 ) -> Result<Response, ApiError> {
+    let target = requested_version(body.as_ref())?;
     let reloader = state.reloader.clone();
     if let Some(shared) = state.shared_rules.clone() {
-        let version = blocking(move || shared_rollback(&reloader, shared.as_ref())).await??;
+        let version = blocking(move || match target {
+            Some(v) => shared_rollback_to(&reloader, shared.as_ref(), v),
+            None => shared_rollback(&reloader, shared.as_ref()),
+        })
+        .await??;
         return Ok(with_etag(&version, Json(json!({ "version": version }))));
     }
-    let version = blocking(move || reloader.rollback())
-        .await?
-        .map_err(|e| match e {
-            RollbackError::NoPrevious => {
-                ApiError::new(axum::http::StatusCode::CONFLICT, e.to_string())
-            }
-            RollbackError::Unpublished(_) => {
-                ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-            }
-            // `Write`, or a kind the engine adds later: the server's fault.
-            _ => ApiError::internal(e.to_string()),
-        })?;
+    let version = blocking(move || match target {
+        Some(v) => reloader.rollback_to(&v),
+        None => reloader.rollback(),
+    })
+    .await?
+    .map_err(rollback_error)?;
     let version = version.to_string();
     Ok(with_etag(&version, Json(json!({ "version": version }))))
+}
+
+/// The `version` of a rollback's body: absent or null for one step back.
+fn requested_version(body: Option<&Value>) -> Result<Option<Version>, ApiError> {
+    let expected = "a rule-set version string (16 hex digits, as GET /v1/rules/history shows)";
+    match body.and_then(|b| b.get("version")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(v)) => v.parse().map(Some).map_err(|_| {
+            ApiError::bad_request(format!("the field 'version' must be {expected}, not {v:?}"))
+        }),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "the field 'version' must be {expected}, not {other}"
+        ))),
+    }
+}
+
+fn rollback_error(e: RollbackError) -> ApiError {
+    match e {
+        RollbackError::NoPrevious => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+        RollbackError::NotKept(_) => ApiError::new(StatusCode::NOT_FOUND, e.to_string()),
+        RollbackError::Rejected(rejected) => ApiError::rejected(rejected.errors()),
+        RollbackError::Unpublished(_) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        // `Write`, or a kind the engine adds later: the server's fault.
+        _ => ApiError::internal(e.to_string()),
+    }
+}
+
+/// A rollback on a shared store to `version`: its files from the store (the last 50 accepted
+/// versions keep theirs), pushed with a compare-and-set on the version in force (source
+/// `rollback`). The version in force is a no-op.
+fn shared_rollback_to(
+    reloader: &rebound_engine::reload::Reloader,
+    shared: &dyn SharedRules,
+    version: Version,
+) -> Result<String, ApiError> {
+    let current = *reloader.handle().current().version();
+    if version == current {
+        return Ok(version.to_string());
+    }
+    let unavailable = |e: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e);
+    let Some(files) = shared.files_at(version.as_str()).map_err(unavailable)? else {
+        return Err(rollback_error(RollbackError::NotKept(version)));
+    };
+    let current = IfMatch::OneOf(vec![current.to_string()]);
+    let pushed = reloader
+        .push(files, Some(&current), Source::Rollback)
+        .map_err(push_error)?;
+    Ok(pushed.version.to_string())
 }
 
 /// A rollback on a shared store: to the set the shared history says came before, pushed with
@@ -121,7 +178,6 @@ fn shared_rollback(
     reloader: &rebound_engine::reload::Reloader,
     shared: &dyn SharedRules,
 ) -> Result<String, ApiError> {
-    use axum::http::StatusCode;
     let unavailable = |e: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e);
     let Some((_, files)) = shared.rollback_target().map_err(unavailable)? else {
         return Err(ApiError::new(
@@ -146,8 +202,49 @@ pub async fn history(State(state): State<AdminState>) -> Result<Json<Vec<Value>>
         Some(shared) => blocking(move || shared.history())
             .await?
             .map(Json)
-            .map_err(|e| ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, e)),
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e)),
     }
+}
+
+/// `GET /v1/rules/history/{version}`: `{"version", "files": {name: content}}` for one of the
+/// last 50 accepted versions (this process's, or on a shared store the fleet's); 404 for
+/// another.
+pub async fn history_files(
+    State(state): State<AdminState>,
+    Path(version): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let not_kept = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no files are kept for version '{version}': only the last {FILES_KEPT} accepted versions keep theirs"
+            ),
+        )
+    };
+    let files: Map<String, Value> = match (state.shared_rules.clone(), version.parse()) {
+        (_, Err(_)) => return Err(not_kept()),
+        (None, Ok(v)) => state
+            .reloader
+            .history_files(&v)
+            .ok_or_else(not_kept)?
+            .iter()
+            .map(|f| {
+                let text = String::from_utf8_lossy(&f.bytes).into_owned();
+                (f.name.clone(), Value::String(text))
+            })
+            .collect(),
+        (Some(shared), Ok(v)) => {
+            let v: Version = v;
+            blocking(move || shared.files_at(v.as_str()))
+                .await?
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?
+                .ok_or_else(not_kept)?
+                .into_iter()
+                .map(|(name, text)| (name, Value::String(text)))
+                .collect()
+        }
+    };
+    Ok(Json(json!({ "version": version, "files": files })))
 }
 
 fn history_json(e: &HistoryEntry) -> Value {
@@ -176,7 +273,6 @@ fn if_match(headers: &HeaderMap) -> Result<Option<IfMatch>, ApiError> {
 }
 
 fn push_error(e: PushError) -> ApiError {
-    use axum::http::StatusCode;
     match &e {
         PushError::BadName(_) | PushError::Empty => ApiError::bad_request(e.to_string()),
         PushError::Conflict { current } => ApiError::with_body(

@@ -1,8 +1,9 @@
 //! Liveness and metrics.
 
 use super::AdminState;
+use super::error::ApiError;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -32,4 +33,49 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
         state.metrics.encode(openmetrics),
     )
         .into_response()
+}
+
+/// `GET /v1/overview`: what the console's overview shows from the process itself: the
+/// rule-set version, whether it runs on a shared store (so `GET /v1/nodes` has nodes) and
+/// whether writes need the token, the counters now, and the last 15 minutes of per-second
+/// rates (`metrics::recent`), oldest first (with `?since=MS`, only those after it).
+pub async fn overview(
+    State(state): State<AdminState>,
+    query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let since = match q.since.as_deref() {
+        None | Some("") => 0,
+        Some(v) => v.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "since must be a time in ms since the Unix epoch (a rate's at_ms), not '{v}'"
+            ))
+        })?,
+    };
+    let s = state.metrics.runtime.snapshot();
+    let version = state.reloader.handle().current().version().to_string();
+    Ok(Json(json!({
+        "version": version,
+        "shared": state.fleet.is_some(),
+        "writes_need_token": state.token.is_some(),
+        "now": {
+            "emitted": s.emitted,
+            "new_messages": s.new_messages,
+            "acked": s.acked,
+            "dead_lettered": s.dead_lettered,
+            "retries_fired": s.retries_fired_by_rule.values().sum::<u64>(),
+            "pending": s.pending,
+            "retry_queue_depth": s.retry_queue_depth,
+            "fuse_open": s.fuse_open,
+        },
+        "interval_s": crate::metrics::recent::EVERY.as_secs(),
+        "rates": state.metrics.recent.rates_since(since),
+    })))
+}
+
+/// `GET /v1/overview?since=MS`: only the rates that ended after `since` (a refresh sends the
+/// last `at_ms` it has).
+#[derive(Debug, serde::Deserialize)]
+pub struct OverviewQuery {
+    since: Option<String>,
 }

@@ -63,6 +63,9 @@ pub struct Options {
     pub data: PathBuf,
     /// Orders in the run; `None` generates orders until stopped.
     pub messages: Option<u64>,
+    /// Each order has one to three events with the same key, checked in sequence (`run
+    /// --keyed`); `messages` counts events.
+    pub keyed: bool,
     /// New orders per second at most; `None`: as fast as the pipeline takes them.
     pub rate: Option<f64>,
     /// The rules' delays and the message timeout run this many times faster.
@@ -106,6 +109,7 @@ impl Options {
             rules: rules.into(),
             data: data.into(),
             messages: Some(50_000),
+            keyed: false,
             rate: None,
             time_scale: TimeScale::new(100.0).expect("100 is a valid time scale"),
             outage: None,
@@ -134,6 +138,7 @@ impl Options {
             rules: rules.into(),
             data: data.into(),
             messages: None,
+            keyed: false,
             rate: Some(20.0),
             time_scale: TimeScale::REAL,
             outage: None,
@@ -313,6 +318,7 @@ async fn wire(
 
     let mut pipeline_options = PipelineOptions::new(Arc::clone(reloader.handle()), &options.data);
     pipeline_options.messages = options.messages;
+    pipeline_options.keyed = options.keyed;
     pipeline_options.time_scale = options.time_scale;
     pipeline_options.rate = options.rate;
     pipeline_options.outage = options.outage;

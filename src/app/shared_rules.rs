@@ -39,6 +39,17 @@ fn source_name(source: Source) -> &'static str {
     }
 }
 
+/// The name `GET /v1/rules/history` gives a stored source (`runtime.md`: `file`, `push`,
+/// `pull` or `rollback`): the store keeps `api` for a push and `seed` for the set the first
+/// node brought from its files.
+fn spec_source(stored: &str) -> &str {
+    match stored {
+        "api" => "push",
+        "seed" => "file",
+        other => other,
+    }
+}
+
 /// The set of record in the shared store, as the engine's [`SetRecord`].
 pub struct StoreRecord(pub Arc<RedisStore>);
 
@@ -267,7 +278,7 @@ impl crate::admin::rules::SharedRules for SharedHistory {
                 serde_json::json!({
                     "version": e.version,
                     "result": "accepted",
-                    "source": e.source,
+                    "source": spec_source(&e.source),
                     "at": crate::admin::rules::timestamp(
                         std::time::UNIX_EPOCH + Duration::from_millis(e.at.as_millis())
                     ),
@@ -289,19 +300,25 @@ impl crate::admin::rules::SharedRules for SharedHistory {
         let record = self.0.rules_at(&version).map_err(|e| e.to_string())?;
         Ok(record.map(|r| (version, r.files.into_iter().collect())))
     }
+
+    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, String> {
+        let record = self.0.rules_at(version).map_err(|e| e.to_string())?;
+        Ok(record.map(|r| r.files.into_iter().collect()))
+    }
 }
 
 /// Which version a rollback restores, from the history (newest first, as (version, source)):
-/// replayed oldest first, each accepted set is pushed on a stack and each rollback pops the
-/// set it undid, so repeated rollbacks walk further back, as a single node's do.
+/// replayed oldest first, each accepted set is pushed on a stack. A rollback to the set just
+/// below the top was one step back, and pops the set it undid, so repeated rollbacks walk
+/// further back; a rollback to any other version (`{"version": V}`) is pushed like a push,
+/// so the next rollback returns to the set it replaced. A single node's reloader does the
+/// same (`Reloader::rollback_to`).
 fn rollback_version(history: &[(String, String)]) -> Option<String> {
     let mut stack: Vec<&str> = Vec::new();
     for (version, source) in history.iter().rev() {
-        if source == "rollback" {
+        let below_top = stack.len().checked_sub(2).map(|i| stack[i]);
+        if source == "rollback" && below_top == Some(version.as_str()) {
             stack.pop();
-            if stack.last() != Some(&version.as_str()) {
-                stack.push(version);
-            }
         } else {
             stack.push(version);
         }
@@ -341,5 +358,20 @@ mod tests {
         ]);
         assert_eq!(rollback_version(&twice), None);
         assert_eq!(rollback_version(&h(&[("v1", "seed")])), None);
+    }
+
+    #[test]
+    fn a_rollback_to_a_chosen_version_is_undone_by_the_next_rollback() {
+        // Newest first: seed v1, push v2, push v3, roll back to v1 by its version.
+        let chosen = [
+            ("v1", "rollback"),
+            ("v3", "api"),
+            ("v2", "api"),
+            ("v1", "seed"),
+        ];
+        assert_eq!(rollback_version(&h(&chosen)).as_deref(), Some("v3"));
+        // Undone (back to v3, one step): then the walk goes on from v3, as a node's does.
+        let undone = [&[("v3", "rollback")][..], &chosen[..]].concat();
+        assert_eq!(rollback_version(&h(&undone)).as_deref(), Some("v2"));
     }
 }

@@ -15,7 +15,8 @@ use std::time::Duration;
     rebound run                                   # 50,000 orders at 100× speed, then the report\n  \
     rebound run --messages 20000 --data /tmp/r20k --json   # a run of its own, one JSON document on stdout\n  \
     rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n  \
-    rebound run --config rebound.yaml --messages 1000   # the file's keys; a flag wins over its key\n\n\
+    rebound run --config rebound.yaml --messages 1000   # the file's keys; a flag wins over its key\n  \
+    rebound run --ordered --messages 20000 --json   # events of one order never overtake each other\n\n\
     The run lives in --data: stopped (Ctrl-C, SIGTERM) or killed (even kill -9), the same\n\
     command continues it, and the report covers every message. Run again once finished, it\n\
     prints the same report.")]
@@ -24,17 +25,28 @@ pub struct Args {
     /// given here wins over it. Besides the flags' keys (rules, data, store, namespace, node,
     /// lease, store_check, store_give_up, time_scale, messages, admin.addr,
     /// admin.token_file) it sets the topology (message_timeout, max_spout_pending, ackers,
-    /// retry_mix, fuse, channel_capacity, batch_size, spout_idle_wait) and the alert
-    /// receivers. Relative paths in it are relative to the working directory.
+    /// retry_mix, fuse, channel_capacity, batch_size, spout_idle_wait, ordered, on_dead_letter,
+    /// max_held) and the alert receivers. Relative paths in it are relative to the working
+    /// directory.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The rule set directory (watched: an edited rule changes the decisions that follow)
     /// [default: rules].
     #[arg(long, value_name = "DIR")]
     rules: Option<PathBuf>,
-    /// How many orders the run has [default: 50000].
+    /// How many orders the run has (with --keyed: how many events) [default: 50000].
     #[arg(long, value_name = "N")]
     messages: Option<u64>,
+    /// Each order has one to three events with the order id as their key (created, paid,
+    /// shipped); the store checks their sequence and the report counts `out_of_order`, the
+    /// events that reached it before an earlier event of their order. Retries reorder them.
+    #[arg(long)]
+    keyed: bool,
+    /// Keep each order's events in order through retries (ordering on for every biz, as
+    /// `topology.ordered: all`): a later event waits while an earlier one is in flight or
+    /// waits for its retry. Implies --keyed.
+    #[arg(long)]
+    ordered: bool,
     /// The data directory (the embedded SQLite store and the pipeline's orders)
     /// [default: rebound-data].
     #[arg(long, value_name = "DIR")]
@@ -118,6 +130,10 @@ pub fn run(args: Args) -> Outcome {
     options.fleet = fleet;
     options.admin = admin;
     options.topology = file.topology.apply(options.topology);
+    options.keyed = args.keyed || args.ordered;
+    if args.ordered {
+        options.topology.ordering.ordered = rebound_runtime::topology::Ordered::All;
+    }
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;

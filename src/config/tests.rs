@@ -1,7 +1,9 @@
 //! The configuration file as the spec writes it, and what a wrong one reports.
 
 use super::*;
-use rebound_runtime::topology::{Config, FuseConfig, RetryMix};
+use rebound_runtime::topology::{
+    Config, FuseConfig, OnDeadLetter, Ordered, OrderingConfig, RetryMix,
+};
 use std::collections::BTreeMap;
 
 fn fixture(name: &str) -> PathBuf {
@@ -72,6 +74,11 @@ fn every_runtime_knob_is_reachable_under_topology() {
         channel_capacity: 16,
         batch_size: 32,
         spout_idle_wait: Duration::from_millis(5),
+        ordering: OrderingConfig {
+            ordered: Ordered::Biz(vec!["ORDER".into(), "PAYMENT".into()]),
+            on_dead_letter: OnDeadLetter::Block,
+            max_held: 500,
+        },
     };
     assert_eq!(set, want);
     // The other flags that fit.
@@ -101,6 +108,27 @@ fn fuse_off_disables_the_fuse_and_keeps_the_rest() {
     let set = config.topology.apply(Config::default());
     assert!(!set.fuse.enabled);
     assert_eq!(set.fuse.window, Config::default().fuse.window);
+}
+
+#[test]
+fn ordered_takes_all_or_a_list_and_on_dead_letter_continue_or_block() {
+    let set = |text: &str| {
+        parse(text)
+            .unwrap()
+            .topology
+            .apply(Config::default())
+            .ordering
+    };
+    assert_eq!(set("topology:\n  ordered: all\n").ordered, Ordered::All);
+    assert_eq!(set("topology:\n  ordered: []\n").ordered, Ordered::None);
+    let block = set("topology:\n  ordered: [ORDER]\n  on_dead_letter: block\n");
+    assert_eq!(block.ordered, Ordered::Biz(vec!["ORDER".into()]));
+    assert_eq!(block.on_dead_letter, OnDeadLetter::Block);
+    assert_eq!(block.max_held, 10_000);
+    assert_eq!(
+        set("topology:\n  on_dead_letter: continue\n"),
+        OrderingConfig::default()
+    );
 }
 
 #[test]
@@ -158,6 +186,22 @@ fn bad_values_are_located_and_say_what_was_expected() {
         ("store: postgres://x\n", (1, 8), "expected 'sqlite'"),
         ("namespace: 'a b'\n", (1, 12), "without braces or spaces"),
         ("store_check: warm\n", (1, 14), "unknown variant 'warm'"),
+        (
+            "topology:\n  ordered: some\n",
+            (2, 12),
+            "'all' or a list of biz types",
+        ),
+        (
+            "topology:\n  ordered: [ORDER, 'A B']\n",
+            (2, 20),
+            "not a biz type",
+        ),
+        (
+            "topology:\n  on_dead_letter: stop\n",
+            (2, 19),
+            "unknown variant 'stop'",
+        ),
+        ("topology:\n  max_held: 0\n", (2, 13), "at least 1, got 0"),
         ("admin:\n  addr: localhost\n", (2, 9), "HOST:PORT"),
         ("time_scale: -1\n", (1, 13), "greater than zero"),
         ("messages: 0\n", (1, 11), "at least 1"),

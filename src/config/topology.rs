@@ -1,7 +1,7 @@
 //! The `topology:` section: every knob of the runtime's topology [`Config`], each optional.
 
 use super::parse;
-use rebound_runtime::topology::Config;
+use rebound_runtime::topology::{Config, OnDeadLetter, Ordered};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use std::fmt;
@@ -36,6 +36,29 @@ pub struct Topology {
     /// How long a spout task waits after its spout was idle before asking again.
     #[serde(default, deserialize_with = "parse::duration")]
     pub spout_idle_wait: Option<Duration>,
+    /// Ordered keys: the biz types whose keys keep their order through retries, or `all`.
+    #[serde(default)]
+    pub ordered: Option<OrderedSetting>,
+    /// What a dead letter does to its key's later messages: `continue` or `block`.
+    #[serde(default)]
+    pub on_dead_letter: Option<OnDeadLetterSetting>,
+    /// At most this many messages held behind their keys, per spout task.
+    #[serde(default, deserialize_with = "parse::at_least_one")]
+    pub max_held: Option<usize>,
+}
+
+/// `ordered:`: `all`, or a list of biz types (`[]`: none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderedSetting(pub Ordered);
+
+/// `on_dead_letter:` as the file writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDeadLetterSetting {
+    /// The next message of the key goes on once the letter is stored.
+    Continue,
+    /// The key stays blocked until an operator replays or skips the letter.
+    Block,
 }
 
 /// `fuse:`: `off`, or the settings that differ from the defaults.
@@ -66,6 +89,16 @@ impl Topology {
         if let Some(n) = self.retry_mix {
             config.retry_mix.retries_per_new = n;
         }
+        if let Some(OrderedSetting(ordered)) = &self.ordered {
+            config.ordering.ordered = ordered.clone();
+        }
+        if let Some(on) = self.on_dead_letter {
+            config.ordering.on_dead_letter = match on {
+                OnDeadLetterSetting::Continue => OnDeadLetter::Continue,
+                OnDeadLetterSetting::Block => OnDeadLetter::Block,
+            };
+        }
+        set(&mut config.ordering.max_held, self.max_held);
         match self.fuse {
             None => {}
             Some(Fuse::Off) => config.fuse.enabled = false,
@@ -133,5 +166,53 @@ impl<'de> Deserialize<'de> for Fuse {
             }
         }
         d.deserialize_any(FuseVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for OrderedSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<OrderedSetting, D::Error> {
+        struct OrderedVisitor;
+        impl<'de> Visitor<'de> for OrderedVisitor {
+            type Value = OrderedSetting;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("'all' or a list of biz types, e.g. [ORDER, PAYMENT]")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<OrderedSetting, E> {
+                match s.trim() {
+                    "all" => Ok(OrderedSetting(Ordered::All)),
+                    other => Err(E::invalid_value(de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<OrderedSetting, A::Error> {
+                let mut biz: Vec<std::sync::Arc<str>> = Vec::new();
+                while let Some(name) = seq.next_element::<BizName>()? {
+                    biz.push(name.0.into());
+                }
+                Ok(OrderedSetting(if biz.is_empty() {
+                    Ordered::None
+                } else {
+                    Ordered::Biz(biz)
+                }))
+            }
+        }
+        d.deserialize_any(OrderedVisitor)
+    }
+}
+
+/// One biz type of `ordered: [...]`: a name without spaces.
+struct BizName(String);
+
+impl<'de> Deserialize<'de> for BizName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<BizName, D::Error> {
+        parse::checked_str(d, "a biz type, e.g. ORDER", |s| {
+            if s.is_empty() || s.chars().any(char::is_whitespace) {
+                Err(format!("'{s}' is not a biz type (a name without spaces)"))
+            } else {
+                Ok(BizName(s.to_owned()))
+            }
+        })
     }
 }

@@ -24,12 +24,14 @@ pub mod alerts;
 pub mod fleet;
 pub mod gate;
 pub mod letters;
+pub mod recent;
 pub mod rule_errors;
 pub mod runtime;
 pub use alerts::AlertMetrics;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
 pub use gate::{GateGauges, GateMetrics};
 pub use letters::{LetterGauges, LetterMetrics, LetterSnapshot};
+pub use recent::{Rates, RecentRates};
 pub use rule_errors::RuleErrorMetrics;
 pub use runtime::RuntimeMetrics;
 
@@ -51,6 +53,8 @@ pub struct Metrics {
     pub letters: Arc<LetterMetrics>,
     /// The budgets and breakers; attach a pipeline to fill them.
     pub gate: Arc<GateMetrics>,
+    /// The last 15 minutes of per-second rates (not exported: `GET /v1/overview` shows them).
+    pub recent: RecentRates,
 }
 
 impl Default for Metrics {
@@ -85,7 +89,14 @@ impl Metrics {
             alerts,
             letters,
             gate,
+            recent: RecentRates::default(),
         }
+    }
+
+    /// Takes one sample of the attached topology's counters into [`Metrics::recent`].
+    pub fn sample_recent(&self) {
+        self.recent
+            .sample(&self.runtime.snapshot(), std::time::SystemTime::now());
     }
 
     /// The exposition: OpenMetrics text when `openmetrics`, else Prometheus text 0.0.4.

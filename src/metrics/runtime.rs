@@ -60,7 +60,8 @@ impl RuntimeMetrics {
         self.duplicates.store(Some(duplicates));
     }
 
-    fn snapshot(&self) -> StatsSnapshot {
+    /// The attached topology's counters now (all zero before one is attached).
+    pub fn snapshot(&self) -> StatsSnapshot {
         self.stats
             .load()
             .as_ref()
@@ -342,6 +343,19 @@ impl Collector for RuntimeMetrics {
         )?;
         single(
             e,
+            "ordered_held",
+            "Messages held back behind an earlier message of their key now (ordered keys).",
+            &gauge(s.ordered_held),
+        )?;
+        single(
+            e,
+            "ordered_keys_blocked",
+            "Keys holding a message back now, or blocked by a dead letter until an operator \
+             replays or skips it.",
+            &gauge(s.ordered_keys_blocked),
+        )?;
+        single(
+            e,
             "complete_latency_seconds",
             "Time from a delivery's emit to its tree's completion.",
             &Seconds(&s.complete_latency, &LATENCY_BOUNDS),
@@ -364,7 +378,7 @@ mod tests {
     use std::sync::Arc;
 
     /// Every runtime metric name of the spec, as a Prometheus scraper sees it.
-    const NAMES: [&str; 17] = [
+    const NAMES: [&str; 19] = [
         "rebound_messages_emitted_total",
         "rebound_messages_new_total 0\n",
         "rebound_messages_acked_total",
@@ -382,6 +396,8 @@ mod tests {
         "rebound_retry_delay_seconds_bucket",
         "# TYPE rebound_failures_total counter",
         "# TYPE rebound_dead_letters_total counter",
+        "rebound_ordered_held 0\n",
+        "rebound_ordered_keys_blocked 0\n",
     ];
 
     #[test]

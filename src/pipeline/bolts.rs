@@ -1,5 +1,6 @@
 //! The pipeline's bolts: `parse` (payload → order fields, or `BAD_JSON` / `VALIDATION_FAILED`)
-//! and `store` (an idempotent write into `pipeline.db`, with the injected [faults](super::faults)).
+//! and `store` (an idempotent write into `pipeline.db`, with the injected [faults](super::faults);
+//! a keyed run's events are checked in sequence there, see `db::write_orders`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
@@ -8,14 +9,15 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::book::OrderSink;
-use super::db::OrderRow;
+use super::db::{OrderRow, Sequence};
 use super::faults::{Fault, Faults};
 use super::orders::position_of;
 use rebound_runtime::time::TimeSource;
 use rebound_runtime::topology::{Bolt, DeferredBolt, Emitter, Failure, PendingTuple, Tuple, Value};
 
-/// The fields the parse bolt emits.
-pub const PARSED_FIELDS: [&str; 7] = [
+/// The fields the parse bolt emits (`order` and `seq`: a keyed run's event's order and place
+/// in it; `seq` is null for an order of its own).
+pub const PARSED_FIELDS: [&str; 9] = [
     "id",
     "biz",
     "attempt",
@@ -23,11 +25,20 @@ pub const PARSED_FIELDS: [&str; 7] = [
     "amount_cents",
     "currency",
     "items",
+    "order",
+    "seq",
 ];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OrderJson<'a> {
+    /// A keyed run's event: its id, kind and place in the order.
+    #[serde(default)]
+    event: Option<&'a str>,
+    #[serde(default)]
+    kind: Option<&'a str>,
+    #[serde(default)]
+    seq: Option<i64>,
     order: &'a str,
     customer: &'a str,
     amount_cents: i64,
@@ -51,8 +62,11 @@ impl Bolt for ParseBolt {
             Err(Failure::new("VALIDATION_FAILED", format!("{id}: {why}"))
                 .with_attr("stage", "parse"))
         };
-        if order.order != id {
+        if order.event.unwrap_or(order.order) != id {
             return invalid("the payload names another order");
+        }
+        if order.event.is_some() && (order.kind.is_none() || order.seq.is_none_or(|s| s < 0)) {
+            return invalid("an event needs its kind and its place in the order");
         }
         if order.amount_cents <= 0 {
             return invalid("amount_cents must be positive");
@@ -71,6 +85,8 @@ impl Bolt for ParseBolt {
             Value::Int(order.amount_cents),
             Value::from(order.currency),
             Value::Int(order.items),
+            Value::from(order.order),
+            order.seq.map_or(Value::Null, Value::Int),
         ]);
         Ok(())
     }
@@ -155,6 +171,13 @@ fn row_of(t: &Tuple) -> Option<OrderRow> {
         currency: t.str("currency")?.to_owned(),
         items: t.int("items")?,
         attempt: t.int("attempt")?,
+        sequence: match t.int("seq") {
+            Some(place) => Some(Box::new(Sequence {
+                order: t.str("order")?.to_owned(),
+                place,
+            })),
+            None => None,
+        },
     })
 }
 

@@ -39,10 +39,14 @@ pub trait RunBook: Send + Sync {
     fn sessions(&self) -> Result<Vec<SessionRow>, BookError>;
     /// Deliveries the idempotent order sink absorbed.
     fn duplicates(&self) -> Result<u64, BookError>;
+    /// A keyed run's events that reached the order sink before an earlier event of their
+    /// order.
+    fn out_of_order(&self) -> Result<u64, BookError>;
 }
 
-/// Where the store bolt writes orders: idempotently, one write per order id; a repeat is a
-/// duplicate, counted.
+/// Where the store bolt writes orders: idempotently, one write per order id (a keyed run's
+/// event id); a repeat is a duplicate, counted. A keyed run's events are checked in sequence
+/// as they are first written (see [`RunBook::out_of_order`]).
 pub(crate) trait OrderSink: Send {
     /// Writes `rows`; returns how many were duplicates.
     fn write(&mut self, rows: &[OrderRow], now_ms: u64) -> Result<u64, String>;
@@ -80,6 +84,9 @@ impl RunBook for PipelineDb {
     }
     fn duplicates(&self) -> Result<u64, BookError> {
         Ok(PipelineDb::duplicates(self)?)
+    }
+    fn out_of_order(&self) -> Result<u64, BookError> {
+        Ok(PipelineDb::out_of_order(self)?)
     }
 }
 

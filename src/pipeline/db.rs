@@ -3,8 +3,12 @@
 //!
 //! - `orders`: what the store bolt writes, one row per order id (`INSERT OR IGNORE`: a second
 //!   write of the same order is a duplicate, absorbed).
-//! - `counters`: `duplicates`, updated in the same transaction as the orders, so it is exact.
-//! - `run`: the run this directory holds (messages, time scale, when it finished).
+//! - `counters`: `duplicates` and `out_of_order`, updated in the same transaction as the
+//!   orders, so they are exact.
+//! - `events`: a keyed run's events that reached the store, by order and place in it, each
+//!   marked once an earlier event of its order arrived after it (`out_of_order`).
+//! - `run`: the run this directory holds (messages, keyed or not, time scale, when it
+//!   finished).
 //! - `sessions`: one row per process that worked on the run, checkpointed every fraction of a
 //!   second: its running time and its counters (retries by rule, failures by code, latencies).
 //!   A `kill -9` loses at most the last checkpoint's worth of these counters; the fates, the
@@ -32,7 +36,8 @@ CREATE TABLE IF NOT EXISTS run (
     messages    INTEGER,
     time_scale  REAL NOT NULL,
     created_ms  INTEGER NOT NULL,
-    finished_ms INTEGER
+    finished_ms INTEGER,
+    keyed       INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS sessions (
     id           INTEGER PRIMARY KEY,
@@ -57,6 +62,13 @@ CREATE TABLE IF NOT EXISTS counters (
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO counters (name, value) VALUES ('duplicates', 0);
+INSERT OR IGNORE INTO counters (name, value) VALUES ('out_of_order', 0);
+CREATE TABLE IF NOT EXISTS events (
+    order_id     TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    overtaken    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (order_id, seq)
+) WITHOUT ROWID;
 ";
 
 /// An error of `pipeline.db`, with the file it concerns.
@@ -86,6 +98,18 @@ pub(crate) fn connect(dir: &Path) -> Result<Connection, DbError> {
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(err)?;
     conn.execute_batch(SCHEMA).map_err(err)?;
+    // A file made before keyed runs has no `keyed` column: its run is not keyed.
+    let keyed: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('run') WHERE name = 'keyed'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if keyed == 0 {
+        conn.execute_batch("ALTER TABLE run ADD COLUMN keyed INTEGER NOT NULL DEFAULT 0")
+            .map_err(err)?;
+    }
     Ok(conn)
 }
 
@@ -94,6 +118,8 @@ pub(crate) fn connect(dir: &Path) -> Result<Connection, DbError> {
 pub struct RunRecord {
     /// How many messages (`None`: unbounded, as under `serve`).
     pub messages: Option<u64>,
+    /// Its messages are a keyed run's events (`--keyed`).
+    pub keyed: bool,
     /// The time scale it runs at.
     pub time_scale: f64,
     /// When it was created (Unix ms).
@@ -249,11 +275,12 @@ impl PipelineDb {
     pub fn run(&self) -> Result<Option<RunRecord>, DbError> {
         self.conn()
             .query_row(
-                "SELECT messages, time_scale, created_ms, finished_ms FROM run WHERE id = 1",
+                "SELECT messages, time_scale, created_ms, finished_ms, keyed FROM run WHERE id = 1",
                 [],
                 |r| {
                     Ok(RunRecord {
                         messages: r.get::<_, Option<i64>>(0)?.map(u64_of),
+                        keyed: r.get::<_, i64>(4)? != 0,
                         time_scale: r.get(1)?,
                         created_ms: u64_of(r.get(2)?),
                         finished_ms: r.get::<_, Option<i64>>(3)?.map(u64_of),
@@ -268,13 +295,20 @@ impl PipelineDb {
     pub fn create_run(
         &self,
         messages: Option<u64>,
+        keyed: bool,
         time_scale: f64,
         now_ms: u64,
     ) -> Result<(), DbError> {
         self.conn()
             .execute(
-                "INSERT INTO run (id, messages, time_scale, created_ms) VALUES (1, ?1, ?2, ?3)",
-                params![messages.map(i64_of), time_scale, i64_of(now_ms)],
+                "INSERT INTO run (id, messages, time_scale, created_ms, keyed)
+                 VALUES (1, ?1, ?2, ?3, ?4)",
+                params![
+                    messages.map(i64_of),
+                    time_scale,
+                    i64_of(now_ms),
+                    i64::from(keyed)
+                ],
             )
             .map(drop)
             .map_err(|e| self.err(e))
@@ -355,12 +389,19 @@ impl PipelineDb {
 
     /// Deliveries the idempotent store absorbed (the order was already written).
     pub fn duplicates(&self) -> Result<u64, DbError> {
+        self.counter("duplicates")
+    }
+
+    /// A keyed run's events that reached the store before an earlier event of their order.
+    pub fn out_of_order(&self) -> Result<u64, DbError> {
+        self.counter("out_of_order")
+    }
+
+    fn counter(&self, name: &str) -> Result<u64, DbError> {
         self.conn()
-            .query_row(
-                "SELECT value FROM counters WHERE name = 'duplicates'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
+            .query_row("SELECT value FROM counters WHERE name = ?1", [name], |r| {
+                r.get::<_, i64>(0)
+            })
             .optional()
             .map(|v| v.map_or(0, u64_of))
             .map_err(|e| self.err(e))
@@ -394,19 +435,37 @@ pub(crate) struct OrderRow {
     pub(crate) currency: String,
     pub(crate) items: i64,
     pub(crate) attempt: i64,
+    /// A keyed run's event: its order and its place in it (boxed: most runs have none, and
+    /// the row travels in every write).
+    pub(crate) sequence: Option<Box<Sequence>>,
+}
+
+/// A keyed run's event's place: its order, and where in the order it comes (0: created).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Sequence {
+    pub(crate) order: String,
+    pub(crate) place: i64,
 }
 
 /// Writes `rows` in one IMMEDIATE transaction with `INSERT OR IGNORE`, adds the rows that were
 /// already there to the `duplicates` counter in the same transaction, and returns how many
-/// there were.
+/// there were. A keyed run's event written for the first time is checked in sequence: the
+/// later events of its order already written (and not yet counted) were out of order, and are
+/// added to `out_of_order` in the same transaction.
 pub(crate) fn write_orders(
     conn: &mut Connection,
     rows: &[OrderRow],
     now_ms: u64,
 ) -> rusqlite::Result<u64> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut duplicates = 0u64;
+    let (mut duplicates, mut out_of_order) = (0u64, 0u64);
     {
+        let mut arrived = tx.prepare_cached(
+            "INSERT OR IGNORE INTO events (order_id, seq, overtaken) VALUES (?1, ?2, 0)",
+        )?;
+        let mut overtaken = tx.prepare_cached(
+            "UPDATE events SET overtaken = 1 WHERE order_id = ?1 AND seq > ?2 AND overtaken = 0",
+        )?;
         let mut stmt = tx.prepare_cached(
             "INSERT OR IGNORE INTO orders
                  (order_id, biz, customer, amount_cents, currency, items, attempt, written_ms)
@@ -425,14 +484,19 @@ pub(crate) fn write_orders(
             ])?;
             if inserted == 0 {
                 duplicates += 1;
+            } else if let Some(e) = &r.sequence {
+                arrived.execute(params![e.order, e.place])?;
+                out_of_order += overtaken.execute(params![e.order, e.place])? as u64;
             }
         }
     }
-    if duplicates > 0 {
-        tx.execute(
-            "UPDATE counters SET value = value + ?1 WHERE name = 'duplicates'",
-            [i64_of(duplicates)],
-        )?;
+    for (name, n) in [("duplicates", duplicates), ("out_of_order", out_of_order)] {
+        if n > 0 {
+            tx.execute(
+                "UPDATE counters SET value = value + ?1 WHERE name = ?2",
+                params![i64_of(n), name],
+            )?;
+        }
     }
     tx.commit()?;
     Ok(duplicates)

@@ -70,7 +70,7 @@ use tokio::time::Instant;
 
 use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
 use book::{OrderSink, SqliteOrders};
-use orders::{OrderGen, SOURCE, order_id, position_of};
+use orders::{OrderGen, SOURCE, message_id, position_of};
 
 use rebound_runtime::durable::{Durable, DurableOptions, SourcePosition};
 use rebound_runtime::policy::RulePolicy;
@@ -139,8 +139,11 @@ pub struct PipelineOptions {
     pub rules: Arc<PolicyHandle>,
     /// The data directory (`rebound.db` and `pipeline.db`).
     pub data_dir: PathBuf,
-    /// Orders in the run; `None` generates orders until stopped.
+    /// Orders in the run (keyed: events); `None` generates orders until stopped.
     pub messages: Option<u64>,
+    /// `--keyed`: each order has one to three events with its id as their key, and the store
+    /// bolt checks them in sequence (`out_of_order`; see [`orders`]).
+    pub keyed: bool,
     /// `--time-scale`.
     pub time_scale: TimeScale,
     /// New orders per second at most (`None`: as fast as the pipeline takes them).
@@ -172,6 +175,7 @@ impl PipelineOptions {
             rules,
             data_dir: data_dir.into(),
             messages: Some(50_000),
+            keyed: false,
             time_scale: TimeScale::REAL,
             rate: None,
             faults: Faults::default(),
@@ -198,10 +202,11 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| PipelineError::Task(e.to_string()))?
 }
 
-fn describe(messages: Option<u64>) -> String {
+fn describe(messages: Option<u64>, keyed: bool) -> String {
+    let what = if keyed { "keyed messages" } else { "messages" };
     messages.map_or_else(
-        || "unbounded orders".to_owned(),
-        |n| format!("{n} messages"),
+        || format!("unbounded {}", if keyed { what } else { "orders" }),
+        |n| format!("{n} {what}"),
     )
 }
 
@@ -235,19 +240,22 @@ fn prepare(
     let scale = options.time_scale.factor();
     let run = match db.run()? {
         Some(run) => {
-            if run.messages != options.messages || (run.time_scale - scale).abs() > 1e-9 {
+            if run.messages != options.messages
+                || run.keyed != options.keyed
+                || (run.time_scale - scale).abs() > 1e-9
+            {
                 return Err(PipelineError::OtherRun {
                     dir: dir.clone(),
-                    found: describe(run.messages),
+                    found: describe(run.messages, run.keyed),
                     found_scale: run.time_scale,
-                    asked: describe(options.messages),
+                    asked: describe(options.messages, options.keyed),
                     asked_scale: scale,
                 });
             }
             run
         }
         None => {
-            db.create_run(options.messages, scale, now_ms())?;
+            db.create_run(options.messages, options.keyed, scale, now_ms())?;
             db.run()?
                 .ok_or_else(|| PipelineError::Task("the run record vanished".into()))?
         }
@@ -264,13 +272,15 @@ fn prepare(
     }
     let mut durable_options = DurableOptions::default();
     durable_options.journal.give_up_after = options.store_give_up;
+    durable_options.ordered_letters = blocks_keys(&options.config);
     let durable = Durable::new(store.clone(), time, durable_options);
     let recovered = durable.recover()?;
     let owned: Vec<u64> = recovered
         .iter()
         .filter_map(|id| position_of(id.as_str()))
         .collect();
-    let position = durable.source_position(SOURCE, order_id, owned)?;
+    let keyed = options.keyed;
+    let position = durable.source_position(SOURCE, |n| message_id(keyed, n), owned)?;
     let session = db.begin_session(now_ms(), position.high())?;
     if !recovered.is_empty() || position.committed() > 0 {
         tracing::info!(
@@ -292,6 +302,13 @@ fn prepare(
         }),
         fleet: None,
     })
+}
+
+/// True when the topology orders keys and blocks a key on its dead letter: the open letters
+/// with a key are read at the start, so their keys stay blocked.
+fn blocks_keys(config: &Config) -> bool {
+    !config.ordering.ordered.is_none()
+        && config.ordering.on_dead_letter == rebound_runtime::topology::OnDeadLetter::Block
 }
 
 /// Starts (or resumes) the pipeline's run in `options.data_dir`. A run that already finished
@@ -372,7 +389,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         .map_err(|e| PipelineError::Task(format!("cannot start the orders writer: {e}")))?;
 
     let faults = Arc::new(options.faults.clone());
-    let orders = OrderGen::new(faults.seed, faults.malformed, faults.invalid);
+    let orders = OrderGen::new(faults.seed, faults.malformed, faults.invalid).keyed(options.keyed);
     let spout: Box<dyn Spout> = match (position, &fleet) {
         (Some(position), _) => Box::new(OrderSpout {
             orders,

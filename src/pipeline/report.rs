@@ -7,6 +7,7 @@
 //! | `acked`, `dead_lettered`, `lost` | the store's fates of `order-000001…order-N` |
 //! | `dead_letters_by_label` | the store's dead letters (open or skipped; replayed ones are history) |
 //! | `duplicates` | `pipeline.db`'s counter, written with the orders |
+//! | `out_of_order` | `pipeline.db`'s counter, written with a keyed run's events |
 //! | `retries`, `retries_by_rule`, `latency_ms`, `failures_by_code` | the sessions' checkpointed counters |
 //! | `elapsed_s`, `throughput_per_s` | the sessions' running times |
 
@@ -20,7 +21,7 @@ use super::PipelineError;
 use super::book::RunBook;
 use super::db::{RunRecord, SessionStats};
 use super::fleet::{PARTITIONS, partition_of, partition_source, position_in};
-use super::orders::{SOURCE, order_id, position_of};
+use super::orders::{SOURCE, message_id, position_of};
 use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS};
 use rebound_runtime::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, MessageId, Store};
 
@@ -50,6 +51,9 @@ pub struct Report {
     pub retries: u64,
     /// Deliveries the idempotent store absorbed (the order was already written).
     pub duplicates: u64,
+    /// A keyed run's events that reached the store before an earlier event of their order
+    /// (0 with ordering on; always 0 for a run that is not keyed).
+    pub out_of_order: u64,
     /// Dead letters by label.
     pub dead_letters_by_label: BTreeMap<String, u64>,
     /// Retries by deciding rule.
@@ -60,6 +64,8 @@ pub struct Report {
     pub latency_ms: Latency,
     /// The messages of the run (`null` when unbounded).
     pub messages: Option<u64>,
+    /// Its messages are events of orders, one to three each (`--keyed`).
+    pub keyed: bool,
     /// The time scale of the run.
     pub time_scale: f64,
     /// Running time over every session, in seconds.
@@ -142,6 +148,25 @@ pub struct NodeShare {
     pub processed: u64,
     /// Retries it claimed and fired.
     pub retries_fired: u64,
+}
+
+/// The states a breaker went through, for the text report: all of them when they are few;
+/// else the first and last few around how often it opened (`--json` has every one).
+fn breaker_path(states: &[&str]) -> String {
+    const SHOWN: usize = 4;
+    if states.is_empty() {
+        return "stayed closed".to_owned();
+    }
+    if states.len() <= 2 * SHOWN {
+        return format!("closed → {}", states.join(" → "));
+    }
+    let opened = states.iter().filter(|s| **s == "open").count();
+    format!(
+        "closed → {} → … opened {opened} times, {} changes … → {}",
+        states[..SHOWN].join(" → "),
+        states.len(),
+        states[states.len() - SHOWN..].join(" → ")
+    )
 }
 
 /// The width the text report keeps to (a terminal's 80 columns).
@@ -257,7 +282,9 @@ impl Report {
         let mut i = 1;
         while i <= n {
             let end = (i + 511).min(n);
-            let ids: Vec<MessageId> = (i..=end).map(|k| MessageId::from(order_id(k))).collect();
+            let ids: Vec<MessageId> = (i..=end)
+                .map(|k| MessageId::from(message_id(run.keyed, k)))
+                .collect();
             let mut known_below = 0;
             for (id, fate) in store.known_fates(&ids)? {
                 if position_of(id.as_str()).is_some_and(below) {
@@ -347,6 +374,7 @@ impl Report {
             lost: if complete { n - settled.min(n) } else { 0 },
             retries: stats.retries,
             duplicates: book.duplicates()?,
+            out_of_order: book.out_of_order()?,
             dead_letters_by_label,
             retries_by_rule: stats.retries_by_rule,
             throughput_per_s,
@@ -355,6 +383,7 @@ impl Report {
                 p99: ms(quantile(&latency, 0.99, &LATENCY_BOUNDS)),
             },
             messages: run.messages,
+            keyed: run.keyed,
             time_scale: run.time_scale,
             elapsed_s,
             complete,
@@ -381,9 +410,10 @@ impl Report {
     /// The report as text, for a terminal.
     pub fn text(&self) -> String {
         let mut out = String::new();
-        let total = match self.messages {
-            Some(n) => format!("{n} messages"),
-            None => "unbounded".to_owned(),
+        let total = match (self.messages, self.keyed) {
+            (Some(n), false) => format!("{n} messages"),
+            (Some(n), true) => format!("{n} keyed messages"),
+            (None, _) => "unbounded".to_owned(),
         };
         let state = if self.complete {
             "complete".to_owned()
@@ -443,6 +473,13 @@ impl Report {
             self.duplicates.to_string(),
             "absorbed by the idempotent store".into(),
         );
+        if self.keyed {
+            line(
+                "out of order",
+                self.out_of_order.to_string(),
+                "events that reached the store before an earlier event of their order".into(),
+            );
+        }
         line(
             "failures",
             self.failures_by_code.values().sum::<u64>().to_string(),
@@ -483,11 +520,7 @@ impl Report {
                 } else {
                     format!("{id} ({key})")
                 };
-                let path = if b.states.is_empty() {
-                    "stayed closed".to_owned()
-                } else {
-                    format!("closed → {}", b.states.join(" → "))
-                };
+                let path = breaker_path(&b.states);
                 line("breaker", name, format!("{path}; {} now", b.state));
             }
         }
@@ -508,6 +541,25 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_breaker_that_flapped_shows_its_ends_and_how_often_it_opened() {
+        assert_eq!(breaker_path(&[]), "stayed closed");
+        assert_eq!(
+            breaker_path(&["open", "half_open", "closed"]),
+            "closed → open → half_open → closed"
+        );
+        let mut states = Vec::new();
+        for _ in 0..10 {
+            states.extend(["open", "half_open"]);
+        }
+        states.push("closed");
+        assert_eq!(
+            breaker_path(&states),
+            "closed → open → half_open → open → half_open → … opened 10 times, 21 changes … \
+             → half_open → open → half_open → closed"
+        );
+    }
 
     #[test]
     fn the_text_report_keeps_to_80_columns_and_breaks_between_words() {

@@ -2,7 +2,7 @@
 //! `explain` and `--json` (`cli_rules`), `--header` and `--now` (`headers_now`), `labels:`
 //! sections (`labels`), `heat:` sections (`heat`), the configuration file
 //! of `run` and `serve` (`config_file`), what a broken rule file reports (`load_errors`),
-//! `paths` (`paths_lints`, `paths_shipped`), `test` (`ruletest_cli`, `ruletest_seed_search`),
+//! `paths` (`paths_lints`, `paths_shipped`, `paths_svg`: the charts), `test` (`ruletest_cli`, `ruletest_seed_search`),
 //! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
 //! (`shipped_rules_props`), and the README's examples run as written (`readme_examples`).
 //! Fixtures are in `tests/fixtures/`.
@@ -17,6 +17,7 @@ mod labels;
 mod load_errors;
 mod paths_lints;
 mod paths_shipped;
+mod paths_svg;
 mod readme_examples;
 mod ruletest_cli;
 mod ruletest_seed_search;

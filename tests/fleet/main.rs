@@ -2,7 +2,8 @@
 //! (on a free port, in a temp directory, with `appendonly yes`, `appendfsync always`) and
 //! its own namespace, starts the nodes as processes, kills them by PID, and reads the fleet's
 //! state from Redis at the end: `kill9` (a node killed and restarted, or gone for good),
-//! `faults` (Redis killed, a node stalled), `startup` (the start-up checks).
+//! `faults` (Redis killed, a node stalled), `startup` (the start-up checks), `ordered` (an
+//! `--ordered` run with a node killed).
 //!
 //! A binary of its own, and one test at a time ([`one_at_a_time`]): each starts several
 //! processes that keep both cores busy, and would starve the timing of the other tests.
@@ -12,6 +13,7 @@ mod support;
 
 mod faults;
 mod kill9;
+mod ordered;
 mod startup;
 
 /// Held for the length of a test: the fleet tests run one at a time.

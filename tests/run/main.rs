@@ -1,7 +1,7 @@
 //! `rebound run` and the bundled pipeline behind it, one module per former test file: its life
 //! cycle (`run_lifecycle`), `kill -9` and restart (`run_kill9`), a rule edited mid-run
 //! (`run_hot_reload`), the configuration file's keys and flags over them (`run_config`),
-//! labels that redrive (`run_labels`), the pipeline through its library API
+//! labels that redrive (`run_labels`), ordered keys (`run_ordered`), the pipeline through its library API
 //! (`durable_pipeline`), its metrics (`run_metrics`) and logs (`run_logs`), and the alerting
 //! rules and dashboard that ship in `deploy/` (`deploy`). `support` starts the binary and
 //! reads a run's state from outside.
@@ -17,4 +17,5 @@ mod run_labels;
 mod run_lifecycle;
 mod run_logs;
 mod run_metrics;
+mod run_ordered;
 mod run_outage;

@@ -182,6 +182,23 @@ fn the_admin_api_next_to_a_run_shows_its_metrics_and_replays_into_it() {
             .unwrap()
             .contains("rebound_dead_letters_total{label=\"L3\"}")
     }));
+    // The retry paths and their charts, as `serve` answers them.
+    let paths: serde_json::Value = get("/v1/paths").json().unwrap();
+    let rules: Vec<&str> = paths["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"payment-processing") && rules.last() == Some(&"defaults"));
+    let chart = get("/v1/paths/payment-processing.svg");
+    assert_eq!(chart.headers()["content-type"], "image/svg+xml");
+    assert!(
+        chart
+            .text()
+            .unwrap()
+            .contains("<title>payment-processing</title>")
+    );
     // A malformed order's dead letter, replayed: it goes back into the running pipeline and,
     // still malformed, is dead-lettered again.
     let letters: serde_json::Value = get("/v1/dead-letters?code=BAD_JSON&limit=1")

@@ -3,6 +3,10 @@
 
 /// The edges: what a careless or hostile client sends, what a set-up gets wrong.
 mod edges;
+/// The rule history with files, and a rollback to a chosen version.
+mod history;
+/// The retry paths: `GET /v1/paths` and each rule's chart.
+mod paths;
 
 use crate::support::*;
 use serde_json::{Value, json};

@@ -125,9 +125,18 @@ fn a_push_on_one_node_reaches_every_node_and_a_stale_if_match_is_409_on_any() {
         "{:#}",
         a.get_json("/v1/nodes")
     );
-    // The history is the fleet's: the same on every node.
+    // The history is the fleet's: the same on every node, with the spec's source names (the
+    // pushes, then the set the first node brought from its files).
     let history = |n: &Server| n.get_json("/v1/rules/history");
     assert_eq!(history(&a), history(&c));
+    let sources: Vec<Value> = history(&a)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["source"].clone())
+        .collect();
+    assert_eq!(sources.first(), Some(&json!("push")), "{sources:?}");
+    assert_eq!(sources.last(), Some(&json!("file")), "{sources:?}");
     let versions: Vec<String> = history(&a)
         .as_array()
         .unwrap()

@@ -1,11 +1,20 @@
-//! The record of every reload attempt: what was tried, where it came from, and how it ended.
+//! The record of every reload attempt: what was tried, where it came from, and how it ended;
+//! and the files of the last [`FILES_KEPT`] accepted versions, so that a console can show a
+//! diff between two of them and a rollback can go back to any of them
+//! (`docs/spec/console.md`, "Rule history for diffs").
 
 use crate::diag::Diagnostic;
 use crate::handle::Source;
+use crate::load::SourceFile;
 use crate::types::Version;
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
+
+/// How many accepted versions keep their files: the last 50, counting each version once at
+/// its latest acceptance (the spec's number, for a single process and for a fleet's store).
+pub const FILES_KEPT: usize = 50;
 
 /// How a reload attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,23 +57,44 @@ pub struct HistoryEntry {
 }
 
 /// A bounded log of reload attempts, newest first. The oldest entries fall off the end.
+///
+/// Beside it, the files of the most recently accepted versions, newest first and each
+/// version once: accepting a version again (a rollback to it) moves it to the front, and
+/// the version accepted longest ago falls off past the limit. The two bounds are apart on
+/// purpose: a burst of rejected saves pushes accepted entries out of the log, never the
+/// files a rollback needs.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     entries: VecDeque<HistoryEntry>,
     limit: usize,
+    files: VecDeque<(Version, Arc<[SourceFile]>)>,
+    files_limit: usize,
 }
 
 impl History {
-    /// An empty history that keeps at most `limit` entries (at least one).
-    pub(crate) fn new(limit: usize) -> Self {
+    /// An empty history that keeps at most `limit` entries (at least one) and the files of
+    /// at most `files_limit` accepted versions (at least one: the set in force).
+    pub(crate) fn new(limit: usize, files_limit: usize) -> Self {
         History {
             entries: VecDeque::new(),
             limit: limit.max(1),
+            files: VecDeque::new(),
+            files_limit: files_limit.max(1),
         }
     }
 
-    /// Records `entry` as the newest.
-    pub(crate) fn record(&mut self, entry: HistoryEntry) {
+    /// Records `entry` as the newest; an accepted one keeps `files`, its set's.
+    pub(crate) fn record(&mut self, entry: HistoryEntry, files: Option<&[SourceFile]>) {
+        if let (Outcome::Accepted, Some(files)) = (entry.outcome, files) {
+            let version = entry.version;
+            let kept = match self.files.iter().position(|(v, _)| *v == version) {
+                Some(i) => self.files.remove(i).map(|(_, f)| f),
+                None => None,
+            };
+            let files = kept.unwrap_or_else(|| files.into());
+            self.files.push_front((version, files));
+            self.files.truncate(self.files_limit);
+        }
         self.entries.push_front(entry);
         self.entries.truncate(self.limit);
     }
@@ -72,6 +102,14 @@ impl History {
     /// The entries, newest first.
     pub(crate) fn entries(&self) -> impl Iterator<Item = &HistoryEntry> {
         self.entries.iter()
+    }
+
+    /// The files of `version`, if it is one of the accepted versions kept.
+    pub(crate) fn files(&self, version: &Version) -> Option<Arc<[SourceFile]>> {
+        self.files
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, f)| Arc::clone(f))
     }
 }
 
@@ -89,13 +127,44 @@ mod tests {
         }
     }
 
+    fn files(name: &str) -> Vec<SourceFile> {
+        vec![SourceFile::new(name, name, name)]
+    }
+
     #[test]
     fn keeps_the_newest_entries_first_up_to_the_limit() {
-        let mut h = History::new(2);
+        let mut h = History::new(2, 2);
         for v in [0xa, 0xb, 0xc] {
-            h.record(entry(v));
+            h.record(entry(v), None);
         }
         let versions: Vec<_> = h.entries().map(|e| e.version.to_string()).collect();
         assert_eq!(versions, ["000000000000000c", "000000000000000b"]);
+    }
+
+    #[test]
+    fn files_are_kept_for_the_last_accepted_versions_each_once() {
+        let mut h = History::new(100, 2);
+        h.record(entry(0xa), Some(&files("a")));
+        h.record(entry(0xb), Some(&files("b")));
+        // Accepted again (a rollback to it): it is the newest now, and kept once.
+        h.record(entry(0xa), Some(&files("a")));
+        h.record(entry(0xc), Some(&files("c")));
+        let name = |h: &History, v| h.files(&Version::from_hash(v)).map(|f| f[0].name.clone());
+        assert_eq!(name(&h, 0xc).as_deref(), Some("c"));
+        assert_eq!(name(&h, 0xa).as_deref(), Some("a"));
+        assert_eq!(
+            name(&h, 0xb),
+            None,
+            "accepted longest ago, past the limit of 2"
+        );
+        // A rejected attempt keeps no files, and the log keeps every entry.
+        let rejected = HistoryEntry {
+            outcome: Outcome::Rejected,
+            ..entry(0xd)
+        };
+        h.record(rejected, Some(&files("d")));
+        assert_eq!(name(&h, 0xd), None);
+        assert_eq!(name(&h, 0xa).as_deref(), Some("a"));
+        assert_eq!(h.entries().count(), 5);
     }
 }

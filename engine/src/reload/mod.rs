@@ -5,7 +5,8 @@
 //!   rollback to previous accepted sets. Every attempt is logged (`tracing`) and recorded.
 //! - `outcomes.rs`: the reloader's options, `If-Match`, and what a reload answers.
 //! - `history.rs`: the bounded record of attempts, accepted and rejected
-//!   ([`HistoryEntry`]).
+//!   ([`HistoryEntry`]), and the files of the last [`FILES_KEPT`] accepted versions
+//!   ([`Reloader::history_files`], [`Reloader::rollback_to`]).
 //! - `Watcher` (`watch.rs`, feature `watch`): reloads when the rules directory changes
 //!   (rename saves, in-place saves, ConfigMap symlink swaps), one reload per burst.
 //! - `pull` (feature `pull`): polls a config center over HTTP with `ETag`s.
@@ -25,7 +26,7 @@ mod reloader;
 mod watch;
 
 pub use crate::handle::{Source, Status};
-pub use history::{HistoryEntry, Outcome};
+pub use history::{FILES_KEPT, HistoryEntry, Outcome};
 pub use record::{Publication, PublishError, SetRecord};
 pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,

@@ -24,6 +24,9 @@ pub struct ReloadOptions {
     pub history_limit: usize,
     /// Previous accepted sets kept for rollback (default 10).
     pub keep_previous: usize,
+    /// Accepted versions whose files the history keeps, for diffs and for a rollback to a
+    /// chosen version (default [`FILES_KEPT`](super::FILES_KEPT), 50).
+    pub files_kept: usize,
     /// Told of every recorded attempt (see [`on_reload`](Self::on_reload)).
     pub on_reload: Option<ReloadListener>,
     /// The set of record several processes share, if any (see [`SetRecord`]).
@@ -41,6 +44,7 @@ impl Default for ReloadOptions {
         ReloadOptions {
             history_limit: 100,
             keep_previous: 10,
+            files_kept: super::history::FILES_KEPT,
             on_reload: None,
             record: None,
             check: None,
@@ -77,6 +81,7 @@ impl fmt::Debug for ReloadOptions {
         f.debug_struct("ReloadOptions")
             .field("history_limit", &self.history_limit)
             .field("keep_previous", &self.keep_previous)
+            .field("files_kept", &self.files_kept)
             .field("on_reload", &self.on_reload.is_some())
             .field("record", &self.record.is_some())
             .finish()
@@ -171,6 +176,14 @@ pub enum RollbackError {
     /// No previous accepted set is kept.
     #[error("there is no previous accepted version to roll back to")]
     NoPrevious,
+    /// A rollback to a version whose files are not kept (never accepted here, or accepted
+    /// before the last [`FILES_KEPT`](super::FILES_KEPT)).
+    #[error("version {0} is not one of the accepted versions kept for rollback")]
+    NotKept(Version),
+    /// The kept files of the version did not compile (the set check, such as the alert
+    /// receivers, refused them).
+    #[error("the rule set of that version is rejected now\n{0}")]
+    Rejected(Rejected),
     /// The previous set could not be written into the rules directory.
     #[error("cannot write the rule set into {dir}: {source}")]
     Write {

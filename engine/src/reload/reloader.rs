@@ -97,19 +97,22 @@ impl Reloader {
                 previous: VecDeque::new(),
                 last_rejected_dir: None,
             }),
-            history: Mutex::new(History::new(options.history_limit)),
+            history: Mutex::new(History::new(options.history_limit, options.files_kept)),
             keep_previous: options.keep_previous.max(1),
             on_reload: options.on_reload,
             record: options.record,
             check: options.check,
         };
-        reloader.record(HistoryEntry {
-            version: *status.set.version(),
-            outcome: Outcome::Accepted,
-            source: status.source,
-            at: status.loaded_at,
-            errors: Vec::new(),
-        });
+        reloader.record(
+            HistoryEntry {
+                version: *status.set.version(),
+                outcome: Outcome::Accepted,
+                source: status.source,
+                at: status.loaded_at,
+                errors: Vec::new(),
+            },
+            Some(status.set.files()),
+        );
         reloader
     }
 
@@ -132,6 +135,13 @@ impl Reloader {
     /// The recorded reload attempts, newest first.
     pub fn history(&self) -> Vec<HistoryEntry> {
         lock(&self.history).entries().cloned().collect()
+    }
+
+    /// The files of `version`, if it is one of the last [`FILES_KEPT`](super::FILES_KEPT)
+    /// accepted versions (by default; [`ReloadOptions::files_kept`]), for a diff between two
+    /// of them or a rollback to it.
+    pub fn history_files(&self, version: &Version) -> Option<Arc<[SourceFile]>> {
+        lock(&self.history).files(version)
     }
 
     /// The versions kept for rollback, the one a rollback would restore first.
@@ -288,7 +298,77 @@ impl Reloader {
     /// into the rules directory and swaps it in. The set it replaces is dropped, so repeated
     /// rollbacks walk further back.
     pub fn rollback(&self) -> Result<Version, RollbackError> {
+        self.step_back(&mut lock(&self.guarded))
+    }
+
+    /// Goes back to `version`, one of the accepted versions whose files the history keeps
+    /// ([`history_files`](Self::history_files)): written into the rules directory and swapped
+    /// in as a rollback (source [`Source::Rollback`]).
+    ///
+    /// When `version` is the one a plain [`rollback`](Self::rollback) would restore, this is
+    /// that rollback. Otherwise it is a step forward to an older set: the set it replaces is
+    /// kept, so a plain rollback afterwards returns to it. The version in force is a no-op.
+    ///
+    /// ```
+    /// use rebound_engine::reload::{Reloader, ReloadOptions, Source};
+    /// use std::collections::BTreeMap;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.yaml"), "version: 1\n").unwrap();
+    /// let reloader = Reloader::open(dir.path(), ReloadOptions::default()).unwrap();
+    /// let first = *reloader.handle().current().version();
+    /// for delay in ["100ms", "200ms"] {
+    ///     let yaml = format!("version: 1\nrules:\n  - id: r\n    retry: {{ backoff: {{ fixed: {delay} }} }}\n");
+    ///     reloader.push(BTreeMap::from([("a.yaml".into(), yaml)]), None, Source::Push).unwrap();
+    /// }
+    /// assert_eq!(reloader.rollback_to(&first).unwrap(), first);
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("a.yaml")).unwrap(), "version: 1\n");
+    /// assert_eq!(reloader.history()[0].source, Source::Rollback);
+    /// ```
+    pub fn rollback_to(&self, version: &Version) -> Result<Version, RollbackError> {
         let mut guarded = lock(&self.guarded);
+        let current = *self.handle.current().version();
+        if *version == current {
+            return Ok(current);
+        }
+        if guarded.previous.front().map(|s| s.version()) == Some(version) {
+            return self.step_back(&mut guarded);
+        }
+        let files = self
+            .history_files(version)
+            .ok_or(RollbackError::NotKept(*version))?;
+        // A set still kept for a plain rollback needs no compiling; any other is compiled again
+        // from its files (it compiled when it was accepted, and compiling is deterministic).
+        let kept = guarded.previous.iter().find(|s| s.version() == version);
+        let target = match kept {
+            Some(set) => Arc::clone(set),
+            None => match self.compile(files.to_vec()) {
+                Ok(set) => Arc::new(set),
+                Err(rejected) => {
+                    let errors = rejected.errors().cloned().collect();
+                    self.reject(*version, Source::Rollback, files.len(), errors);
+                    return Err(RollbackError::Rejected(rejected));
+                }
+            },
+        };
+        if let Err(e) = self.publish(&target, Source::Rollback, Some(current)) {
+            return Err(RollbackError::Unpublished(e.to_string()));
+        }
+        if let Err(e) = write_set(&self.dir, target.files()) {
+            let source = e.into_io();
+            let count = target.files().len();
+            self.record_write_failure(*version, Source::Rollback, count, &source);
+            return Err(RollbackError::Write {
+                dir: self.dir.clone(),
+                source,
+            });
+        }
+        self.install(&mut guarded, target, Source::Rollback);
+        Ok(*version)
+    }
+
+    /// [`rollback`](Self::rollback), under the reload lock.
+    fn step_back(&self, guarded: &mut Guarded) -> Result<Version, RollbackError> {
         let Some(target) = guarded.previous.pop_front() else {
             return Err(RollbackError::NoPrevious);
         };
@@ -367,7 +447,7 @@ impl Reloader {
         self.announce(&set, source, now);
     }
 
-    /// Logs a set just swapped in (at `now`) and records it as accepted.
+    /// Logs a set just swapped in (at `now`) and records it as accepted, with its files.
     fn announce(&self, set: &CompiledSet, source: Source, now: SystemTime) {
         let version = *set.version();
         tracing::info!(
@@ -378,13 +458,14 @@ impl Reloader {
             warnings = set.warnings().len(),
             "rule set accepted"
         );
-        self.record(HistoryEntry {
+        let entry = HistoryEntry {
             version,
             outcome: Outcome::Accepted,
             source,
             at: now,
             errors: Vec::new(),
-        });
+        };
+        self.record(entry, Some(set.files()));
     }
 
     /// Logs and records a rejected attempt of a set of `files` files.
@@ -401,13 +482,14 @@ impl Reloader {
         for e in &errors {
             tracing::warn!("  {e}");
         }
-        self.record(HistoryEntry {
+        let entry = HistoryEntry {
             version,
             outcome: Outcome::Rejected,
             source,
             at: SystemTime::now(),
             errors,
-        });
+        };
+        self.record(entry, None);
     }
 
     /// Records a valid set that could not be written (so it was not swapped in).
@@ -449,8 +531,9 @@ impl Reloader {
         }
     }
 
-    fn record(&self, entry: HistoryEntry) {
-        lock(&self.history).record(entry.clone());
+    /// Records `entry` (an accepted one with its set's `files`) and tells the listener.
+    fn record(&self, entry: HistoryEntry, files: Option<&[SourceFile]>) {
+        lock(&self.history).record(entry.clone(), files);
         if let Some(listener) = &self.on_reload {
             listener(&entry);
         }

@@ -233,7 +233,8 @@ fn run_test(
     let record = |path: &Path| {
         coverage::record(
             &mut seen.borrow_mut(),
-            path.steps.iter().map(|s| &s.decision),
+            path.passes()
+                .flat_map(|p| p.steps.iter().map(|s| &s.decision)),
         );
     };
     let (kind, outcome, tried) = match &test.kind {
@@ -350,6 +351,7 @@ fn one_decision(set: &CompiledSet, ctx: crate::FailureContext<'_>, seed: u64) ->
             last_delay: ctx.last_delay,
             decision,
         }],
+        redrives: Vec::new(),
     }
 }
 

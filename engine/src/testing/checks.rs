@@ -188,10 +188,14 @@ pub fn check_ends_in_declared_label(set: &CompiledSet, path: &Path) -> Result<()
 }
 
 /// All the ready-made properties: [`check_terminates`], [`check_delays_within_cap`],
-/// [`check_retry_after_honoured`] and [`check_ends_in_declared_label`].
+/// [`check_retry_after_honoured`] and [`check_ends_in_declared_label`], on the path and on
+/// each of its redriven replays ([`Path::redrives`]).
 pub fn check_path(set: &CompiledSet, path: &Path) -> Result<(), TestCaseError> {
-    check_terminates(set, path)?;
-    check_delays_within_cap(set, path)?;
-    check_retry_after_honoured(set, path)?;
-    check_ends_in_declared_label(set, path)
+    for pass in path.passes() {
+        check_terminates(set, pass)?;
+        check_delays_within_cap(set, pass)?;
+        check_retry_after_honoured(set, pass)?;
+        check_ends_in_declared_label(set, pass)?;
+    }
+    Ok(())
 }

@@ -50,7 +50,7 @@ pub use checks::{
     check_retry_after_honoured, check_terminates, declared_cap, declared_label, max_retries,
     policy_of,
 };
-pub use simulate::{MAX_PATH_ATTEMPTS, Path, PathEnd, Step, simulate_path};
+pub use simulate::{MAX_PATH_ATTEMPTS, Path, PathEnd, Redriven, Step, simulate_path};
 pub use strategies::{Vocabulary, failure_contexts, failures, vocabulary};
 
 /// A failure that owns its names and maps (the engine's [`OwnedFailure`](crate::OwnedFailure)).

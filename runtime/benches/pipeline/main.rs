@@ -39,10 +39,14 @@
 //! malloc the topology spent a third of its CPU in the allocator's arena locks and ran at
 //! less than half the speed; the bare pipelines, which allocate less, gained less.
 //!
+//! The cost of ordered keys (`ordered.rs`): ordering on against off, every key distinct, in
+//! interleaved rounds (target ≥ 0.95), and the waits behind a key with 10% failures over 100
+//! keys. `BENCH_ORDERED_ONLY=1` runs only this part.
+//!
 //! For a profiler,
-//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10|redis-10|redis-0`
+//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10|redis-10|redis-0|ordered|ordered-off`
 //! (10% failures, in-memory, SQLite or Redis retries, or a durable source; `redis-0`: Redis
-//! with no failures) runs one variant once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
+//! with no failures; `ordered`: every key distinct, ordering on, `ordered-off` the same off) runs one variant once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
 //! for each durable run, when the topology went quiet, when the journal had committed
 //! everything, and the journal's counters.
 
@@ -63,11 +67,13 @@ use tokio::sync::mpsc;
 
 /// The `rebound` binary's allocator, so that the bench measures what users run.
 mod bare;
+mod ordered;
 mod redis;
 mod topology;
 mod work;
 
 use bare::*;
+use ordered::*;
 use topology::*;
 use work::*;
 
@@ -240,10 +246,19 @@ fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: u
             println!("{only}: {}", redis::last().summary());
             through
         }
+        "ordered" | "ordered-off" => {
+            let ordered = if only == "ordered" {
+                Ordered::All
+            } else {
+                Ordered::None
+            };
+            let max_held = OrderingConfig::default().max_held;
+            run_keyed(rt, work, max_pending, 20, Keys::Distinct, ordered, max_held).0
+        }
         "bare-batched" => run_bare_batched(rt, work),
         "bare-per-message" => run_bare_per_item(rt, work),
         other => panic!(
-            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10, source-10, redis-10 or redis-0"
+            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10, source-10, redis-10, redis-0, ordered or ordered-off"
         ),
     };
     println!("{only}: {:.0}/s", per_second(through));
@@ -309,6 +324,12 @@ fn main() {
         // One variant, once, with the first work (light unless BENCH_WORK=json).
         return run_only(&rt, &only, works[0], max_pending);
     }
+    if std::env::var("BENCH_ORDERED_ONLY").is_ok() {
+        for work in works {
+            interleaved_ordered(&rt, work, max_pending, rounds);
+        }
+        return;
+    }
     let durable_only = std::env::var("BENCH_DURABLE_ONLY").is_ok();
     if std::env::var("BENCH_SKIP_CRITERION").is_err() {
         let mut c = Criterion::default().configure_from_args();
@@ -322,7 +343,10 @@ fn main() {
     if durable_only {
         return;
     }
+    for work in &works {
+        interleaved(&rt, *work, max_pending, rounds);
+    }
     for work in works {
-        interleaved(&rt, work, max_pending, rounds);
+        interleaved_ordered(&rt, work, max_pending, rounds);
     }
 }

@@ -86,6 +86,7 @@ pub(crate) fn durable(store: &RedisStore) -> Durable {
                 hold: HOLD.unwrap_or(JournalOptions::default().hold),
                 ..JournalOptions::default()
             },
+            ..DurableOptions::default()
         },
         SharedOptions::new("bench", Duration::from_secs(10)),
     )

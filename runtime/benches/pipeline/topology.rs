@@ -19,6 +19,41 @@ pub(crate) struct OrderSpout {
     dead: Arc<AtomicU64>,
     /// A durable source's committed position: its messages carry their offsets.
     position: Option<SourcePosition>,
+    /// The ordering keys the messages carry (`ordered.rs`).
+    pub(crate) keys: Keys,
+}
+
+/// The ordering keys a bench spout's messages carry.
+#[derive(Clone)]
+pub(crate) enum Keys {
+    /// None.
+    None,
+    /// Each message its own: the id.
+    Distinct,
+    /// Message `n` has the `n mod len`th.
+    Few(Arc<[Key]>),
+}
+
+impl OrderSpout {
+    /// A spout of `total` messages with `keys`, counting its fates in `acked` and `dead`.
+    pub(crate) fn new(
+        total: u64,
+        keys: Keys,
+        acked: Arc<AtomicU64>,
+        dead: Arc<AtomicU64>,
+    ) -> OrderSpout {
+        OrderSpout {
+            next: 0,
+            total,
+            biz: Arc::from("ORDER"),
+            payload: Bytes::from_static(PAYLOAD),
+            buf: String::new(),
+            acked,
+            dead,
+            position: None,
+            keys,
+        }
+    }
 }
 
 impl OrderSpout {
@@ -46,7 +81,12 @@ impl Spout for OrderSpout {
             }
         };
         let id = id_for(&mut self.buf, n);
-        let message = Message::new(id, self.biz.clone(), self.payload.clone());
+        let mut message = Message::new(id.clone(), self.biz.clone(), self.payload.clone());
+        message.key = match &self.keys {
+            Keys::None => None,
+            Keys::Distinct => Some(Key::from(id)),
+            Keys::Few(keys) => Some(keys[(n % keys.len() as u64) as usize].clone()),
+        };
         NextMessage::Ready(match &mut self.position {
             Some(p) => {
                 p.handing_out(n);
@@ -71,7 +111,7 @@ impl Spout for OrderSpout {
     }
 }
 
-pub(crate) struct ParseBolt(Work);
+pub(crate) struct ParseBolt(pub(crate) Work);
 
 impl Bolt for ParseBolt {
     fn execute(&mut self, input: &Tuple, out: &mut Emitter<'_>) -> Result<(), Failure> {
@@ -85,8 +125,8 @@ impl Bolt for ParseBolt {
 }
 
 pub(crate) struct StoreBolt {
-    table: Vec<i64>,
-    fail_one_in: u64,
+    pub(crate) table: Vec<i64>,
+    pub(crate) fail_one_in: u64,
 }
 
 impl Bolt for StoreBolt {
@@ -176,6 +216,7 @@ pub(crate) fn run_topology_with(
                         hold: HOLD.unwrap_or(JournalOptions::default().hold),
                         ..JournalOptions::default()
                     },
+                    ..DurableOptions::default()
                 },
             )
         });
@@ -211,6 +252,7 @@ pub(crate) fn run_topology_with(
             dead: spout_dead.clone(),
             // One task, made once.
             position: position.lock().expect("position").take(),
+            keys: Keys::None,
         });
         b.bolt("parse", 1, move |_| ParseBolt(work))
             .output(["order", "amount", "attempt"])

@@ -5,10 +5,12 @@
 //! retries it releases rises linearly from 10% to 100% over `ramp`; a failed share at or above
 //! `open_at` during the ramp opens it again; when the ramp ends it is closed.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::topology::MessageId;
 
 /// The most state changes a breaker remembers.
 const MAX_HISTORY: usize = 100;
@@ -69,8 +71,9 @@ pub struct Breaker {
     state: BreakerState,
     /// When the state began.
     since: Instant,
-    /// Half-open: retries asked and released since it began.
-    asked: u64,
+    /// Half-open: the retries asked since it began (each once, however often it is asked
+    /// again), and how many were released.
+    asked: HashSet<MessageId>,
     released: u64,
     /// How many times it changed state.
     transitions: u64,
@@ -87,7 +90,7 @@ impl Breaker {
             failed: 0,
             state: BreakerState::Closed,
             since: now,
-            asked: 0,
+            asked: HashSet::new(),
             released: 0,
             transitions: 0,
             history: Vec::new(),
@@ -102,13 +105,20 @@ impl Breaker {
     /// A finished tree of its scope at `now`: `failed` if it failed with the breaker's codes.
     /// Returns the state after it (it may have opened).
     pub fn record(&mut self, failed: bool, now: Instant) -> BreakerState {
+        self.record_sample(failed, now, true)
+    }
+
+    /// [`Breaker::record`], opening it only if `may_open` (a sample kept while too little
+    /// time has passed to judge by, as the fuse's first window).
+    pub fn record_sample(&mut self, failed: bool, now: Instant, may_open: bool) -> BreakerState {
         self.advance(now);
         self.prune(now);
         self.outcomes.push_back((now, failed));
         self.failed += usize::from(failed);
         let samples = self.outcomes.len() as u64;
         let share = self.failed as f64 / samples as f64;
-        if self.state != BreakerState::Open
+        if may_open
+            && self.state != BreakerState::Open
             && samples >= self.limits.min_samples
             && share >= self.limits.open_at
         {
@@ -124,16 +134,21 @@ impl Breaker {
         self.state
     }
 
-    /// Whether a due retry of its scope may fire at `now`: always when closed, never when
-    /// open, and half-open as long as the share released stays within the ramp's.
-    pub fn admit(&mut self, now: Instant) -> bool {
+    /// Whether the due retry `id` of its scope may fire at `now`: always when closed, never
+    /// when open, and half-open as long as the retries released stay within the ramp's share
+    /// of the retries asked since it began (each counted once: a held retry asked again
+    /// does not raise the share of the others).
+    pub fn admit(&mut self, id: &MessageId, now: Instant) -> bool {
         match self.state(now) {
             BreakerState::Closed => true,
             BreakerState::Open => false,
             BreakerState::HalfOpen => {
                 let share = ramp_share(now.saturating_duration_since(self.since), self.limits.ramp);
-                self.asked += 1;
-                let admit = (self.released + 1) as f64 <= share * self.asked as f64 + 1e-9;
+                if !self.asked.contains(id) {
+                    self.asked.insert(id.clone());
+                }
+                let asked = self.asked.len() as f64;
+                let admit = (self.released + 1) as f64 <= share * asked + 1e-9;
                 self.released += u64::from(admit);
                 admit
             }
@@ -166,7 +181,7 @@ impl Breaker {
     fn enter(&mut self, state: BreakerState, at: Instant) {
         self.state = state;
         self.since = at;
-        self.asked = 0;
+        self.asked.clear();
         self.released = 0;
         self.transitions += 1;
         if self.history.len() < MAX_HISTORY {
@@ -211,6 +226,10 @@ mod tests {
         Duration::from_secs(n)
     }
 
+    fn id(n: u32) -> MessageId {
+        MessageId::from(format!("m{n}").as_str())
+    }
+
     #[test]
     fn closed_open_half_open_ramp_reopen_and_closed_over_manual_time() {
         let t0 = Instant::now();
@@ -221,10 +240,10 @@ mod tests {
         }
         // The tenth sample at a failed share of 100%: open.
         assert_eq!(b.record(true, t0), BreakerState::Open);
-        assert!(!b.admit(t0 + s(29)), "held while open");
+        assert!(!b.admit(&id(0), t0 + s(29)), "held while open");
         // After the cool-down: half-open, releasing 10% at first.
         assert_eq!(b.state(t0 + s(30)), BreakerState::HalfOpen);
-        let released = (0..100).filter(|_| b.admit(t0 + s(30))).count();
+        let released = (0..100).filter(|i| b.admit(&id(*i), t0 + s(30))).count();
         assert_eq!(released, 10, "10% at the ramp's start");
         // Halfway up the ramp: 55% of what is asked from then on (the counts carry over).
         let mut b2 = Breaker::new(limits(), t0);
@@ -232,7 +251,7 @@ mod tests {
             b2.record(true, t0);
         }
         let mid = t0 + s(30) + s(30);
-        let released = (0..100).filter(|_| b2.admit(mid)).count();
+        let released = (0..100).filter(|i| b2.admit(&id(*i), mid)).count();
         assert_eq!(released, 55);
         // Failures during the ramp open it again.
         let during = t0 + s(40);
@@ -240,7 +259,7 @@ mod tests {
             b.record(true, during);
         }
         assert_eq!(b.record(true, during), BreakerState::Open);
-        assert!(!b.admit(during));
+        assert!(!b.admit(&id(0), during));
         // Cool-down and the whole ramp with the dependency healthy: closed, everything fires.
         let healed = during + s(30);
         assert_eq!(b.state(healed), BreakerState::HalfOpen);
@@ -249,7 +268,7 @@ mod tests {
         }
         assert_eq!(b.state(healed + s(60)), BreakerState::Closed);
         assert!(
-            (0..1000).all(|_| b.admit(healed + s(60))),
+            (0..1000).all(|i| b.admit(&id(i), healed + s(60))),
             "all held retries fire once closed"
         );
         assert_eq!(
@@ -284,25 +303,41 @@ mod tests {
         }
         // 1,000 retries held; asked every second from the cool-down on, they are released
         // at a rising share and the rest once closed: none is dropped.
-        let mut held = 1000u32;
+        let mut held: Vec<u32> = (0..1000).collect();
         let mut released_at = Vec::new();
         for sec in 0..=90 {
             let now = t0 + s(30 + sec);
-            let mut released = 0;
-            for _ in 0..held {
-                if b.admit(now) {
-                    released += 1;
-                }
-            }
-            held -= released;
-            released_at.push(released);
+            let before = held.len();
+            held.retain(|i| !b.admit(&id(*i), now));
+            released_at.push(before - held.len());
         }
-        assert_eq!(held, 0);
+        assert!(held.is_empty());
         assert_eq!(b.state(t0 + s(120)), BreakerState::Closed);
         assert!(
             released_at[0] >= 90 && released_at[0] <= 110,
             "{released_at:?}"
         );
+    }
+
+    #[test]
+    fn held_retries_asked_again_and_again_are_released_as_the_ramp_rises_not_at_once() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        for _ in 0..10 {
+            b.record(true, t0);
+        }
+        // 100 retries held, each asked 50 times at the ramp's start: still 10 released.
+        let start = t0 + s(30);
+        let mut held: Vec<u32> = (0..100).collect();
+        for _ in 0..50 {
+            held.retain(|i| !b.admit(&id(*i), start));
+        }
+        assert_eq!(held.len(), 90);
+        // Halfway: 55 in all; at the end of the ramp, the rest.
+        held.retain(|i| !b.admit(&id(*i), start + s(30)));
+        assert_eq!(held.len(), 45);
+        held.retain(|i| !b.admit(&id(*i), start + s(60)));
+        assert!(held.is_empty());
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!   ([`RetryGate::admit`]); otherwise the spout task holds it and asks again (never dropped).
 //! - A finished tree is a sample of every breaker whose scope takes its biz; a failure with
 //!   the breaker's codes is a failed one ([`RetryGate::finished`]).
+//! - The configuration's fuse is the breaker for everything ([`Fuse`]): every finished tree
+//!   is its sample ([`RetryGate::fuse_finished`]), and every due retry needs its admission
+//!   first.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -19,8 +22,9 @@ use tokio::time::Instant;
 
 use super::breaker::{Breaker, BreakerLimits, BreakerState};
 use super::budget::{Budget, BudgetLimits};
+use super::fuse::{FUSE, Fuse};
 use crate::time::TimeScale;
-use crate::topology::{Message, MessageId};
+use crate::topology::{FuseConfig, Message, MessageId};
 
 /// The most values of a breaker's `per` key kept apart; the rest share `other`.
 pub const MAX_KEYS: usize = 100;
@@ -36,7 +40,8 @@ pub struct GateSnapshot {
     /// Per budget: retries held for want of room, and retries dead-lettered for it.
     pub budgets: BTreeMap<String, (u64, u64)>,
     /// Per breaker and key (`""` without `per`): its state now, and the states it entered,
-    /// in order.
+    /// in order. The fuse is the breaker `fuse`, key `""`, once it has been anything but
+    /// closed.
     pub breakers: BTreeMap<(String, String), (BreakerState, Vec<BreakerState>)>,
 }
 
@@ -49,8 +54,9 @@ struct BudgetState {
     exhausted: u64,
 }
 
-#[derive(Default, Debug)]
+#[derive(Debug)]
 struct State {
+    fuse: Fuse,
     budgets: HashMap<String, BudgetState>,
     breakers: HashMap<String, HashMap<String, Breaker>>,
     /// Per `per` breaker: its scope's recent successes that carry no key (first deliveries
@@ -63,9 +69,20 @@ struct State {
 const MAX_UNKEYED: usize = 10_000;
 
 /// The budgets and breakers of one topology; see the [module docs](self).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RetryGate {
     state: Mutex<State>,
+}
+
+/// Where the fuse stands, for a spout task's decision and its wait.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FuseView {
+    /// Open or half-open (`signals.fuse_open`, `rebound_retry_fuse_open`).
+    pub open: bool,
+    /// Open: no retry fires at all (half-open ones are asked one by one).
+    pub holding: bool,
+    /// Failed / finished over its window (`signals.fail_rate`).
+    pub fail_rate: f64,
 }
 
 /// The scope a message's retry is judged in: its biz, and its last failure's code and attrs.
@@ -152,6 +169,40 @@ fn key_of<'a>(per: Option<&PerKey>, ctx: &FailureContext<'a>) -> &'a str {
 }
 
 impl RetryGate {
+    /// A gate with the fuse `fuse`, closed at `now`, and no budget or breaker state yet.
+    pub fn new(fuse: &FuseConfig, now: Instant) -> RetryGate {
+        RetryGate {
+            state: Mutex::new(State {
+                fuse: Fuse::new(fuse, now),
+                budgets: HashMap::new(),
+                breakers: HashMap::new(),
+                unkeyed: HashMap::new(),
+            }),
+        }
+    }
+
+    /// `acked` and `failed` finished trees at `now`, for the fuse.
+    pub fn fuse_finished(&self, acked: u64, failed: u64, now: Instant) {
+        self.lock().fuse.record(now, acked, failed);
+    }
+
+    /// Where the fuse stands at `now`.
+    pub fn fuse(&self, now: Instant) -> FuseView {
+        let mut s = self.lock();
+        let state = s.fuse.state(now);
+        FuseView {
+            open: state != BreakerState::Closed,
+            holding: state == BreakerState::Open,
+            fail_rate: s.fuse.fail_rate(now),
+        }
+    }
+
+    /// Whether the fuse lets the due retry `id` fire at `now` (with no budget or breaker to
+    /// ask).
+    pub fn fuse_admits(&self, id: &MessageId, now: Instant) -> bool {
+        self.lock().fuse.admit(id, now)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -198,7 +249,8 @@ impl RetryGate {
         false
     }
 
-    /// Whether the due retry of `message` may fire at `now` (if so, its budget counts it).
+    /// Whether the due retry of `message` may fire at `now`: the fuse first, then every
+    /// breaker of its scope, then its budget (if so, the budget counts it).
     pub fn admit(
         &self,
         set: &CompiledSet,
@@ -206,14 +258,17 @@ impl RetryGate {
         message: &Message,
         now: Instant,
     ) -> bool {
+        let mut s = self.lock();
+        if !s.fuse.admit(&message.id, now) {
+            return false;
+        }
         let Some(ctx) = retry_scope(message) else {
             return true; // a replayed letter's fresh delivery: no failure to judge it by
         };
-        let mut s = self.lock();
         for b in set.breakers_for(&ctx) {
             let key = key_of(b.per.as_ref(), &ctx);
             let (_, breaker) = s.breaker(b, key, scale, now);
-            if !breaker.admit(now) {
+            if !breaker.admit(&message.id, now) {
                 return false;
             }
         }
@@ -304,6 +359,13 @@ impl RetryGate {
             .map(|(id, b)| (id.clone(), (b.held, b.exhausted)))
             .collect();
         let mut breakers = BTreeMap::new();
+        if let Some(fuse) = s.fuse.breaker() {
+            let now_in = fuse.state(now);
+            if !fuse.history().is_empty() {
+                let entry = (now_in, fuse.history().to_vec());
+                breakers.insert((FUSE.to_owned(), String::new()), entry);
+            }
+        }
         for (id, keys) in s.breakers.iter_mut() {
             for (key, b) in keys.iter_mut() {
                 let now_in = b.state(now);

@@ -6,17 +6,20 @@
 //! - [`Heat`] (`heat.rs`): each failure's weight added to its biz's heat, halving every
 //!   half-life; a decision sees `signals.heat` and `signals.heat_total`.
 //! - [`Budget`] (`budget.rs`) and [`Breaker`] (`breaker.rs`): one budget's sliding window, one
-//!   breaker's state machine; [`RetryGate`] (`gate.rs`): all of the set's, between a
+//!   breaker's state machine; [`Fuse`] (`fuse.rs`): the configuration's fuse, the breaker
+//!   for everything; [`RetryGate`] (`gate.rs`): the fuse and all of the set's, between a
 //!   decision and a retry's firing.
 
 pub mod breaker;
 pub mod budget;
+pub mod fuse;
 pub mod gate;
 mod heat;
 
 pub use breaker::{Breaker, BreakerLimits, BreakerState, ramp_share};
 pub use budget::{Budget, BudgetLimits};
-pub use gate::{GateSnapshot, RetryGate};
+pub use fuse::{FUSE, FailWindow, Fuse};
+pub use gate::{FuseView, GateSnapshot, RetryGate};
 pub use heat::{COLD, Heat, MAX_BIZ};
 
 use tokio::time::Instant;

@@ -71,10 +71,12 @@ use tokio::time::Instant;
 
 use claimer::{Claimer, Inboxes};
 
-use crate::fate::{AckedFates, DeadLetter, FailurePolicy, RetryQueue, Seams};
+use crate::fate::{
+    AckedFates, DeadLetter, FailurePolicy, KeyNotice, NoticeKind, RetryQueue, Seams,
+};
 use crate::store::{
-    Applied, ClaimQueue, Offset, OperatorAction, Result, ScheduledRetry, SourceName, Store,
-    StoreError, StoredDeadLetter, WriteOp,
+    Applied, ClaimQueue, DeadLetterFilter, DeadLetterStatus, MAX_PAGE, Offset, OperatorAction,
+    Result, ScheduledRetry, SourceName, Store, StoreError, StoredDeadLetter, WriteOp,
 };
 use crate::time::{TimeMap, TimeSource, Timestamp};
 use crate::topology::{Message, MessageId, TaskInfo};
@@ -84,6 +86,10 @@ use crate::topology::{Message, MessageId, TaskInfo};
 pub struct DurableOptions {
     /// Tuning for the journal (including which acked fates it records).
     pub journal: JournalOptions,
+    /// [`Durable::recover`] also reads the open dead letters whose message has an ordering
+    /// key, so that under `on_dead_letter: block` their keys stay blocked across a restart
+    /// (default false: set it when the topology orders keys and blocks on dead letters).
+    pub ordered_letters: bool,
 }
 
 struct Shared {
@@ -99,6 +105,9 @@ struct Shared {
     offsets: OnceLock<OffsetOf>,
     /// What [`Durable::recover`] loaded, with the due times the queues start with.
     restored: Mutex<Vec<(Timestamp, Message)>>,
+    /// The open dead letters with a key [`Durable::recover`] found (`ordered_letters`).
+    letters: Mutex<Vec<KeyNotice>>,
+    ordered_letters: bool,
     inboxes: Inboxes,
     /// On a shared store: the node's claimer (see `claimer.rs`).
     claimer: Option<Claimer>,
@@ -179,6 +188,7 @@ impl Durable {
         time: Arc<dyn TimeSource>,
         options: DurableOptions,
     ) -> Durable {
+        let ordered_letters = options.ordered_letters;
         let journal = Journal::spawn(store.clone(), options.journal);
         let map = TimeMap::new(time.as_ref());
         let inboxes: Inboxes = Arc::default();
@@ -200,6 +210,8 @@ impl Durable {
                 source: OnceLock::new(),
                 offsets: OnceLock::new(),
                 restored: Mutex::new(Vec::new()),
+                letters: Mutex::new(Vec::new()),
+                ordered_letters,
                 inboxes,
                 claimer,
                 local_hold: OnceLock::new(),
@@ -271,7 +283,39 @@ impl Durable {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .extend(restored);
+        if s.ordered_letters {
+            let letters = self.open_keyed_letters()?;
+            s.letters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(letters);
+        }
         Ok(ids)
+    }
+
+    /// The open dead letters whose message has a key, as notices for the queues.
+    fn open_keyed_letters(&self) -> Result<Vec<KeyNotice>> {
+        let mut filter = DeadLetterFilter {
+            status: Some(DeadLetterStatus::Dead),
+            limit: MAX_PAGE,
+            ..DeadLetterFilter::default()
+        };
+        let mut out = Vec::new();
+        loop {
+            let page = self.shared.store.dead_letters(&filter)?;
+            out.extend(
+                page.items
+                    .iter()
+                    .filter_map(|d| KeyNotice::of(NoticeKind::DeadLettered, &d.letter.message)),
+            );
+            match page.next {
+                Some(next) => filter.before = Some(next),
+                None => break,
+            }
+        }
+        // Oldest first, as they were dead-lettered.
+        out.reverse();
+        Ok(out)
     }
 
     /// Loads the committed position of `source` (see [`SourcePosition::load`]) and makes it
@@ -330,6 +374,14 @@ impl Durable {
                     *restored = rest;
                     mine
                 };
+                let letters: Vec<KeyNotice> = {
+                    let mut all = s.letters.lock().unwrap_or_else(PoisonError::into_inner);
+                    let (mine, rest) = std::mem::take(&mut *all)
+                        .into_iter()
+                        .partition(|n| partition(n.id.as_str(), info.parallelism) == info.index);
+                    *all = rest;
+                    mine
+                };
                 let inbox = Arc::new(Inbox::default());
                 {
                     let mut inboxes = s.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
@@ -352,6 +404,7 @@ impl Durable {
                     s.map,
                     inbox,
                     mine,
+                    letters,
                 ))
             })
     }
@@ -420,11 +473,24 @@ impl Durable {
         }
     }
 
-    /// Marks a dead letter `skipped` (handled), audited, through the journal. Blocking.
+    /// Marks a dead letter `skipped` (handled), audited, through the journal, and tells the
+    /// spout task that owns the message (a key it blocked goes on). Blocking.
     pub fn skip(&self, id: &str, operator: &str, reason: &str) -> Result<StoredDeadLetter> {
         let id = MessageId::from(id);
         let action = OperatorAction::new(id.clone(), operator, reason, self.shared.time.wall())?;
-        self.act(WriteOp::Skip(action))?.into_skipped(&id)
+        let skipped = self.act(WriteOp::Skip(action))?.into_skipped(&id)?;
+        self.skipped(&skipped);
+        Ok(skipped)
+    }
+
+    /// Tells the live spout task that owns a skipped letter's message, if it has a key.
+    fn skipped(&self, letter: &StoredDeadLetter) {
+        let message = &letter.letter.message;
+        if let Some(notice) = KeyNotice::of(NoticeKind::Skipped, message)
+            && let Some(inbox) = self.inbox_of(&message.id)
+        {
+            inbox.notice(notice);
+        }
     }
 
     /// Commits one operator action through the journal and returns the store's answer.

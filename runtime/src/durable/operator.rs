@@ -143,7 +143,7 @@ impl Durable {
         Ok(ids
             .iter()
             .zip(applied)
-            .map(|(id, a)| a.into_skipped(id))
+            .map(|(id, a)| a.into_skipped(id).inspect(|letter| self.skipped(letter)))
             .collect())
     }
 

@@ -9,20 +9,23 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Journal;
-use crate::fate::{BoxFuture, RetryQueue};
+use crate::fate::{BoxFuture, KeyNotice, NoticeKind, RetryQueue};
 use crate::scheduler::RetryScheduler;
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, Timestamp};
 use crate::topology::{Message, MessageId};
 
-/// Messages put into a queue from outside its spout task (operators' replays), and operators'
-/// commands on the retries it holds; the task is woken through the [`Notify`], moves the
-/// messages into its scheduler, due at once, and carries out the commands.
+/// Messages put into a queue from outside its spout task (operators' replays), operators'
+/// commands on the retries it holds, and what the task's ordered keys must hear (an operator's
+/// skip); the task is woken through the [`Notify`], moves the messages into its scheduler, due
+/// at once, carries out the commands and takes the notices.
 #[derive(Debug, Default)]
 pub struct Inbox {
     messages: Mutex<Vec<Message>>,
     commands: Mutex<Vec<(MessageId, Command, Reply)>>,
     len: AtomicUsize,
+    notices: Mutex<Vec<KeyNotice>>,
+    notices_len: AtomicUsize,
     notify: Arc<Notify>,
 }
 
@@ -63,6 +66,26 @@ impl Inbox {
         self.len.load(Relaxed)
     }
 
+    /// Tells the spout task's ordered keys of `notice`, and wakes the task.
+    pub(crate) fn notice(&self, notice: KeyNotice) {
+        self.notices
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(notice);
+        self.notices_len.fetch_add(1, Relaxed);
+        self.notify.notify_one();
+    }
+
+    /// Moves the notices into `into` (no lock when there are none).
+    pub(crate) fn take_notices(&self, into: &mut Vec<KeyNotice>) {
+        if self.notices_len.load(Relaxed) == 0 {
+            return;
+        }
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        self.notices_len.fetch_sub(notices.len(), Relaxed);
+        into.append(&mut notices);
+    }
+
     pub(crate) fn notifier(&self) -> Arc<Notify> {
         self.notify.clone()
     }
@@ -96,6 +119,9 @@ pub struct DurableRetryQueue {
     journal: Journal,
     map: TimeMap,
     inbox: Arc<Inbox>,
+    /// For the task's ordered keys: the recovered retries and letters with a key, and the
+    /// retries an operator killed.
+    notices: Vec<KeyNotice>,
 }
 
 impl std::fmt::Debug for DurableRetryQueue {
@@ -108,12 +134,14 @@ impl std::fmt::Debug for DurableRetryQueue {
 
 impl DurableRetryQueue {
     /// A queue holding `restored` (retries recovered from the store, already persisted, with
-    /// the due times to fire them at), which writes new retries to `journal`.
+    /// the due times to fire them at), which writes new retries to `journal`. `letters`: the
+    /// open dead letters with a key found at the start, for the task's ordered keys.
     pub(crate) fn new(
         journal: Journal,
         map: TimeMap,
         inbox: Arc<Inbox>,
         restored: Vec<(Timestamp, Message)>,
+        letters: Vec<KeyNotice>,
     ) -> DurableRetryQueue {
         let mut queue = DurableRetryQueue {
             scheduler: RetryScheduler::new(),
@@ -121,8 +149,12 @@ impl DurableRetryQueue {
             journal,
             map,
             inbox,
+            notices: letters,
         };
         for (due, message) in restored {
+            queue
+                .notices
+                .extend(KeyNotice::of(NoticeKind::Waiting, &message));
             queue.insert(due, message);
         }
         queue
@@ -151,7 +183,13 @@ impl DurableRetryQueue {
                             .write_behind(WriteOp::Schedule(ScheduledRetry::new(m.clone(), now)));
                     })
                 }
-                Command::Take if self.scheduler.cancel(&id).is_some() => self.messages.remove(&id),
+                Command::Take if self.scheduler.cancel(&id).is_some() => {
+                    self.messages.remove(&id).inspect(|m| {
+                        // A dead letter for its key's line.
+                        self.notices
+                            .extend(KeyNotice::of(NoticeKind::DeadLettered, m));
+                    })
+                }
                 Command::Now | Command::Take => None,
             };
             // The asker may have given up waiting; the answer is then moot.
@@ -199,5 +237,10 @@ impl RetryQueue for DurableRetryQueue {
 
     fn notifier(&self) -> Option<Arc<Notify>> {
         Some(self.inbox.notify.clone())
+    }
+
+    fn take_key_notices(&mut self, into: &mut Vec<KeyNotice>) {
+        into.append(&mut self.notices);
+        self.inbox.take_notices(into);
     }
 }

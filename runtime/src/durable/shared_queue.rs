@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::Journal;
 use super::claimer::Claimer;
 use super::queue::Inbox;
-use crate::fate::{BoxFuture, RetryQueue};
+use crate::fate::{BoxFuture, KeyNotice, RetryQueue};
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::TimeMap;
 use crate::topology::Message;
@@ -35,6 +35,9 @@ pub struct SharedRetryQueue {
     ready: VecDeque<Message>,
     /// Retries due within the hold, fired from here (by due instant, then scheduling order).
     held: BTreeMap<(Instant, u64), Message>,
+    /// Retries of ordered keys, fired from here whenever due and never written (see
+    /// [`RetryQueue::schedule_local`]): the key's later messages wait on this node.
+    local: BTreeMap<(Instant, u64), Message>,
     hold: Duration,
     seq: u64,
 }
@@ -63,6 +66,7 @@ impl SharedRetryQueue {
             inbox,
             ready: VecDeque::new(),
             held: BTreeMap::new(),
+            local: BTreeMap::new(),
             hold,
             seq: 0,
         }
@@ -91,11 +95,21 @@ impl RetryQueue for SharedRetryQueue {
         self.claimer.nudge(std::time::Instant::now() + wait);
     }
 
+    /// Kept in memory whatever its delay, and never written: until the message has a fate, a
+    /// crash (or a stop) leaves it to its source (its partition's position stays below it),
+    /// whose next owner hands it out again before the key's later messages.
+    fn schedule_local(&mut self, due: Instant, message: Message) {
+        self.seq += 1;
+        self.local.insert((due, self.seq), message);
+    }
+
     fn pop_due(&mut self, now: Instant) -> Option<Message> {
-        if let Some(entry) = self.held.first_entry()
-            && entry.key().0 <= now
-        {
-            return Some(entry.remove());
+        for fired in [&mut self.held, &mut self.local] {
+            if let Some(entry) = fired.first_entry()
+                && entry.key().0 <= now
+            {
+                return Some(entry.remove());
+            }
         }
         if self.ready.is_empty() && self.inbox.len() > 0 {
             self.ready.extend(self.inbox.take());
@@ -105,18 +119,23 @@ impl RetryQueue for SharedRetryQueue {
 
     fn next_due(&self) -> Option<Instant> {
         if self.ready.is_empty() && self.inbox.len() == 0 {
-            self.held.keys().next().map(|&(due, _)| due)
+            let first = |m: &BTreeMap<(Instant, u64), Message>| m.keys().next().map(|k| k.0);
+            match (first(&self.held), first(&self.local)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         } else {
             Some(self.map.instant(crate::time::Timestamp::ZERO))
         }
     }
 
     fn len(&self) -> usize {
-        self.ready.len() + self.inbox.len() + self.held.len()
+        self.ready.len() + self.inbox.len() + self.held.len() + self.local.len()
     }
 
     /// The task stops: retries still held in memory are written (as a store of one's own
-    /// writes its held retries at a flush), then everything is committed.
+    /// writes its held retries at a flush), then everything is committed. Retries of ordered
+    /// keys are not: they are left to their source, as at a crash.
     fn flush(&mut self) -> BoxFuture<'_, ()> {
         for ((due, _), message) in std::mem::take(&mut self.held) {
             let claim = self.claimer.held().take(&message.id);
@@ -132,5 +151,9 @@ impl RetryQueue for SharedRetryQueue {
 
     fn notifier(&self) -> Option<Arc<Notify>> {
         Some(self.inbox.notifier())
+    }
+
+    fn take_key_notices(&mut self, into: &mut Vec<KeyNotice>) {
+        self.inbox.take_notices(into);
     }
 }

@@ -1,7 +1,7 @@
 //! A spout task's side of the [`RetryGate`]: it asks the gate before it fires a due retry,
 //! holds back the ones the gate refuses (in memory: their rows stay in the store, so a crash
 //! loses none) and asks again every [`HOLD_TICK`], and tells the gate of first deliveries and
-//! finished trees. With a set that has no budgets or breakers it only passes retries through.
+//! finished trees. With a set that has no budgets or breakers only the fuse is asked.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -56,26 +56,30 @@ impl Gating {
     }
 
     /// The next due retry the gate lets fire: a held one first, then the queue's (each due
-    /// one it refuses is held).
+    /// one it refuses is held). The caller asks only while the fuse is not open: open, it
+    /// holds every retry in the queue, where they are.
     pub(crate) fn pop_due(
         &mut self,
         policy: &dyn FailurePolicy,
         queue: &mut dyn RetryQueue,
         now: Instant,
     ) -> Option<Message> {
-        let Some((set, scale)) = rules(policy) else {
-            // No budgets or breakers (any more): what was held goes first.
-            return self.held.pop_front().or_else(|| queue.pop_due(now));
+        // Without budgets or breakers (any more) only the fuse is asked; what was held goes
+        // first.
+        let rules = rules(policy);
+        let admit = |m: &Message| match &rules {
+            Some((set, scale)) => self.gate.admit(set, *scale, m, now),
+            None => self.gate.fuse_admits(&m.id, now),
         };
         for _ in 0..self.held.len() {
             let m = self.held.pop_front()?;
-            if self.gate.admit(&set, scale, &m, now) {
+            if admit(&m) {
                 return Some(m);
             }
             self.held.push_back(m);
         }
         while let Some(m) = queue.pop_due(now) {
-            if self.gate.admit(&set, scale, &m, now) {
+            if admit(&m) {
                 return Some(m);
             }
             self.held.push_back(m);

@@ -7,8 +7,11 @@
 //! (the builder rejects cycles between bolts).
 
 pub(crate) mod bolt;
+mod dead_letters;
 mod gating;
+mod ordering;
 pub(crate) mod outbox;
+mod pending;
 pub(crate) mod spout;
 mod stall;
 
@@ -172,7 +175,7 @@ impl Topology {
         } = seams;
         // One heat for every spout task: the failures of a biz heat it wherever decided.
         let heat = Arc::new(Heat::new(policy.heat_half_life()));
-        let gate = Arc::new(crate::adaptive::RetryGate::default());
+        let gate = Arc::new(crate::adaptive::RetryGate::new(&cfg.fuse, time.now()));
 
         // Bolt tasks are numbered globally, component after component.
         let mut first_task = Vec::with_capacity(self.bolts.len());

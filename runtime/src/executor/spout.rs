@@ -1,6 +1,7 @@
 //! The spout task: emits deliveries (new messages mixed with due retries) under
 //! `max_spout_pending`, and turns each tree's terminal into the message's fate — `ack`, a
-//! retry, or a dead letter. It also reports when it stalls at its limit (see `stall`).
+//! retry, or a dead letter. It also reports when it stalls at its limit (see `stall`), and
+//! holds back the later messages of an ordered key (see `ordering`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -9,91 +10,28 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::gating::Gating;
+use super::gating::{self, Gating};
 use super::{Control, SpoutStatus, guarded};
 use crate::acker::Terminal;
 use crate::adaptive::{self, Heat};
-use crate::fairness::{Mixer, RetryFuse, Turn};
+use crate::fairness::{Mixer, Turn};
 use rebound_engine::SignalView;
 
 use crate::fate::{
     AckedFates, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext, FailurePolicy,
-    GiveUpReason, Label, MAX_RETRY_DELAY, RetryQueue, RuleRef, Signals, Version,
+    GiveUpReason, KeyNotice, Label, MAX_RETRY_DELAY, RetryQueue, RuleRef, Signals, Version,
 };
 use crate::stats::{ACKED_ATTEMPTS, Histogram, Stats};
 use crate::time::{TimeSource, Timestamp};
 use crate::topology::{
-    Config, Failure, FailureRecord, Message, MessageId, NextMessage, Spout, Value, Values, codes,
+    Config, Failure, FailureRecord, Message, NextMessage, Spout, Value, Values, codes,
 };
 
+use super::dead_letters::{DeadLetterBatcher, Stored};
+use super::ordering::{KeyLines, LineKey};
 use super::outbox::Outbox;
+use super::pending::{InFlight, PendingTable, SLOT_MASK};
 use super::stall::{Change, STALL_AFTER, StallWatch};
-
-struct InFlight {
-    root: u64,
-    msg: Message,
-    /// When it was emitted, in nanoseconds since the task's `epoch` (half the size of an
-    /// `Instant`, and one subtraction for the latency).
-    emitted_at: u64,
-}
-
-/// Bits of a root id that name its slot in the spout task's pending table.
-const SLOT_BITS: u32 = 24;
-const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
-
-/// The trees in flight of one spout task, in a slab. A root id is random in its high 40 bits
-/// and carries its slot in the low 24, so a fate finds its message by indexing, with no
-/// hashing; the stored root is compared, so a stale or foreign id never matches.
-struct PendingTable {
-    slots: Vec<Option<InFlight>>,
-    free: Vec<u32>,
-    len: usize,
-}
-
-impl PendingTable {
-    fn new() -> Self {
-        PendingTable {
-            slots: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// A slot for a new tree (fill it with `insert`).
-    fn next_slot(&mut self) -> u64 {
-        match self.free.last() {
-            Some(&slot) => u64::from(slot),
-            None => self.slots.len() as u64,
-        }
-    }
-
-    fn insert(&mut self, flight: InFlight) {
-        let slot = (flight.root & SLOT_MASK) as usize;
-        if self.free.last() == Some(&(slot as u32)) {
-            self.free.pop();
-        }
-        if slot == self.slots.len() {
-            self.slots.push(None);
-        }
-        self.slots[slot] = Some(flight);
-        self.len += 1;
-    }
-
-    fn remove(&mut self, root: u64) -> Option<InFlight> {
-        let slot = (root & SLOT_MASK) as usize;
-        let entry = self.slots.get_mut(slot)?;
-        if entry.as_ref().is_none_or(|f| f.root != root) {
-            return None;
-        }
-        self.len -= 1;
-        self.free.push(slot as u32);
-        entry.take()
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -125,7 +63,7 @@ pub(crate) struct SpoutTask<S: Spout> {
     spout: S,
     p: SpoutParts,
     dl_tx: mpsc::Sender<DeadLetter>,
-    dl_done: mpsc::Receiver<Vec<(MessageId, Label)>>,
+    dl_done: mpsc::Receiver<Vec<Stored>>,
     dl_outbox: Vec<DeadLetter>,
     dl_in_flight: usize,
     pending: PendingTable,
@@ -135,9 +73,11 @@ pub(crate) struct SpoutTask<S: Spout> {
     queue_notify: Option<Arc<tokio::sync::Notify>>,
     source: Source,
     mixer: Mixer,
-    fuse: RetryFuse,
     /// Due retries the budgets and breakers hold back.
     gating: Gating,
+    /// Ordered keys, when the topology orders any.
+    lines: Option<Box<KeyLines>>,
+    notices: Vec<KeyNotice>,
     stall: StallWatch,
     // Published to the shared stats once per pass.
     emitted: u64,
@@ -149,11 +89,13 @@ pub(crate) struct SpoutTask<S: Spout> {
     published_queue: usize,
     published_next_due: Option<Timestamp>,
     published_fuse: bool,
+    /// Held messages and blocked keys, as last published.
+    published_lines: (usize, usize),
 }
 
 enum Event {
     Fates(Vec<Terminal>),
-    Stored(Vec<(MessageId, Label)>),
+    Stored(Vec<Stored>),
     Control,
     Timer,
 }
@@ -161,14 +103,8 @@ enum Event {
 impl<S: Spout> SpoutTask<S> {
     pub(crate) fn new(spout: S, p: SpoutParts) -> (Self, DeadLetterBatcher) {
         // Dead letters being stored count as pending, so these channels never fill up.
-        let cap = p.cfg.max_spout_pending + 1;
-        let (dl_tx, dl_rx) = mpsc::channel(cap);
-        let (done_tx, dl_done) = mpsc::channel(cap);
-        let writer = DeadLetterBatcher {
-            sink: p.dead_letters.clone(),
-            rx: dl_rx,
-            done: done_tx,
-        };
+        let (writer, dl_tx, dl_done) =
+            DeadLetterBatcher::new(p.dead_letters.clone(), p.cfg.max_spout_pending + 1);
         let now = p.time.now();
         let queue_notify = p.queue.notifier();
         let task = SpoutTask {
@@ -182,8 +118,9 @@ impl<S: Spout> SpoutTask<S> {
             epoch: now,
             source: Source::Open,
             mixer: Mixer::new(p.cfg.retry_mix),
-            fuse: RetryFuse::new(p.cfg.fuse, now),
             gating: Gating::new(p.gate.clone()),
+            lines: KeyLines::new(&p.cfg.ordering, p.cfg.max_spout_pending),
+            notices: Vec::new(),
             stall: StallWatch::default(),
             emitted: 0,
             new_messages: 0,
@@ -194,6 +131,7 @@ impl<S: Spout> SpoutTask<S> {
             published_queue: 0,
             published_next_due: None,
             published_fuse: false,
+            published_lines: (0, 0),
             p,
         };
         (task, writer)
@@ -221,7 +159,14 @@ impl<S: Spout> SpoutTask<S> {
             }
             while let Ok(ids) = self.dl_done.try_recv() {
                 progressed = true;
-                self.on_stored(ids);
+                self.on_stored(ids, now);
+            }
+            if let Some(lines) = &mut self.lines {
+                self.p.queue.take_key_notices(&mut self.notices);
+                for n in self.notices.drain(..) {
+                    progressed = true;
+                    lines.notice(n, now);
+                }
             }
             let control = *self.p.control.borrow();
             if control == Control::Stop {
@@ -245,7 +190,7 @@ impl<S: Spout> SpoutTask<S> {
                         let now = self.p.time.now();
                         self.on_terminals(batch, now);
                     }
-                    Event::Stored(ids) => self.on_stored(ids),
+                    Event::Stored(ids) => self.on_stored(ids, self.p.time.now()),
                     Event::Control | Event::Timer => {}
                 }
             }
@@ -263,20 +208,21 @@ impl<S: Spout> SpoutTask<S> {
         if let Some(t) = self.stall.next_check() {
             at(t);
         }
+        let fuse = self.p.gate.fuse(now);
+        if fuse.open {
+            // Its state moves on with time alone: look again, so that it is published.
+            at(now + gating::HOLD_TICK);
+        }
         if control == Control::Run && self.in_flight() < self.p.cfg.max_spout_pending {
             if self.source == Source::Idle {
                 at(now + self.p.cfg.spout_idle_wait);
             }
-            if !self.p.queue.is_empty() || self.gating.held() > 0 {
-                if self.fuse.is_open(now) {
-                    at(self.fuse.next_check());
-                } else {
-                    if let Some(due) = self.p.queue.next_due() {
-                        at(due);
-                    }
-                    if let Some(t) = self.gating.next_check(now) {
-                        at(t);
-                    }
+            if (!self.p.queue.is_empty() || self.gating.held() > 0) && !fuse.holding {
+                if let Some(due) = self.p.queue.next_due() {
+                    at(due);
+                }
+                if let Some(t) = self.gating.next_check(now) {
+                    at(t);
                 }
             }
         }
@@ -311,7 +257,7 @@ impl<S: Spout> SpoutTask<S> {
         if self.source == Source::Idle {
             self.source = Source::Open;
         }
-        let retries_allowed = !self.fuse.is_open(now);
+        let retries_allowed = !self.p.gate.fuse(now).holding;
         let wall = self.p.time.wall();
         let at = self.nanos(now);
         let mut n = 0;
@@ -319,12 +265,9 @@ impl<S: Spout> SpoutTask<S> {
             let mut next = None;
             for turn in self.mixer.order() {
                 let msg = match turn {
-                    Turn::Retry if retries_allowed => {
-                        self.gating
-                            .pop_due(self.p.policy.as_ref(), self.p.queue.as_mut(), now)
-                    }
+                    Turn::Retry if retries_allowed => self.next_retry(now),
                     Turn::Retry => None,
-                    Turn::New => self.next_new(),
+                    Turn::New => self.next_new(now),
                 };
                 if let Some(msg) = msg {
                     self.mixer.took(turn);
@@ -332,19 +275,56 @@ impl<S: Spout> SpoutTask<S> {
                     break;
                 }
             }
-            let Some(msg) = next else { break };
+            let Some((msg, line)) = next else { break };
             if msg.retry.attempt == 0 {
                 self.gating
                     .first_delivery(self.p.policy.as_ref(), &msg, now);
             }
-            self.deliver(msg, at, wall);
+            self.deliver(msg, line, at, wall);
             n += 1;
         }
         n
     }
 
-    fn next_new(&mut self) -> Option<Message> {
-        if self.source != Source::Open {
+    /// A due retry to deliver, with its key's line (one its key holds back waits in the line
+    /// instead).
+    fn next_retry(&mut self, now: Instant) -> Option<(Message, Option<LineKey>)> {
+        loop {
+            let m = self
+                .gating
+                .pop_due(self.p.policy.as_ref(), self.p.queue.as_mut(), now)?;
+            let Some(lines) = &mut self.lines else {
+                return Some((m, None));
+            };
+            match lines.admits(&m) {
+                Ok(line) => return Some((m, line)),
+                Err(_) => lines.hold(m, now),
+            }
+        }
+    }
+
+    /// A new message to deliver, with its key's line: one its key let go first, then the
+    /// spout's (one its key holds back waits in the line; at `max_held` the spout is not asked).
+    fn next_new(&mut self, now: Instant) -> Option<(Message, Option<LineKey>)> {
+        if let Some(lines) = &mut self.lines
+            && let Some((m, line)) = lines.pop_ready()
+        {
+            return Some((m, Some(line)));
+        }
+        loop {
+            let m = self.next_from_spout()?;
+            let Some(lines) = &mut self.lines else {
+                return Some((m, None));
+            };
+            match lines.admits(&m) {
+                Ok(line) => return Some((m, line)),
+                Err(_) => lines.hold(m, now),
+            }
+        }
+    }
+
+    fn next_from_spout(&mut self) -> Option<Message> {
+        if self.source != Source::Open || self.lines.as_ref().is_some_and(|l| l.full()) {
             return None;
         }
         match guarded(|| self.spout.next()) {
@@ -365,7 +345,7 @@ impl<S: Spout> SpoutTask<S> {
         }
     }
 
-    fn deliver(&mut self, mut msg: Message, at: u64, wall: Timestamp) {
+    fn deliver(&mut self, mut msg: Message, line: Option<LineKey>, at: u64, wall: Timestamp) {
         match msg.retry.last_failure() {
             _ if msg.retry.attempt == 0 => self.new_messages += 1,
             Some(last) => self.p.stats.retry_fired(last.rule.as_str()),
@@ -395,12 +375,16 @@ impl<S: Spout> SpoutTask<S> {
             self.count_ack(&msg);
             self.p.acked.acked(&msg, wall);
             self.tell_spout(|s| s.ack(&msg.id));
+            if let (Some(lines), Some(line)) = (&mut self.lines, line) {
+                lines.acked(line, self.p.time.now());
+            }
             return;
         }
         self.p.outbox.init(root, xor, self.p.global);
         self.pending.insert(InFlight {
             root,
             msg,
+            line,
             emitted_at: at,
         });
     }
@@ -431,18 +415,23 @@ impl<S: Spout> SpoutTask<S> {
                     let at = *wall.get_or_insert_with(|| self.p.time.wall());
                     self.p.acked.acked(&flight.msg, at);
                     self.tell_spout(|s| s.ack(&flight.msg.id));
+                    if let (Some(lines), Some(line)) = (&mut self.lines, flight.line) {
+                        lines.acked(line, now);
+                    }
                 }
                 Terminal::Failed { failure, .. } => {
                     // Recorded before deciding, so the policy sees this failure in the rate.
-                    self.fuse.record(now, 0, 1);
+                    self.p.gate.fuse_finished(0, 1, now);
                     self.p.stats.failure(&failure.code);
                     self.gating
                         .finished(self.p.policy.as_ref(), &flight.msg, Some(&failure), now);
-                    self.decide(flight.msg, *failure, now);
+                    self.decide(flight.msg, flight.line, *failure, now);
                 }
             }
         }
-        self.fuse.record(now, acked, 0);
+        if acked > 0 {
+            self.p.gate.fuse_finished(acked, 0, now);
+        }
     }
 
     /// Counts an acked message, and the attempt that succeeded.
@@ -452,8 +441,8 @@ impl<S: Spout> SpoutTask<S> {
         self.acked_by_attempt[attempt - 1] += 1;
     }
 
-    fn decide(&mut self, mut msg: Message, failure: Failure, now: Instant) {
-        let fuse_open = self.fuse.is_open(now);
+    fn decide(&mut self, mut msg: Message, line: Option<LineKey>, failure: Failure, now: Instant) {
+        let fuse = self.p.gate.fuse(now);
         let (biz, code, policy) = (&*msg.biz, &*failure.code, &*self.p.policy);
         let (heat, heat_total) =
             guarded(|| adaptive::heat_of_failure(&self.p.heat, policy, biz, code, now))
@@ -468,10 +457,10 @@ impl<S: Spout> SpoutTask<S> {
         };
         // On the stack: the decision borrows them, nothing is copied.
         let signals = Signals {
-            fail_rate: self.fuse.fail_rate(now),
+            fail_rate: fuse.fail_rate,
             retry_queue_depth: (self.p.queue.len() + self.gating.held()) as u64,
             pending: self.in_flight() as u64,
-            fuse_open,
+            fuse_open: fuse.open,
             heat,
             heat_total,
             breaker_open,
@@ -552,7 +541,14 @@ impl<S: Spout> SpoutTask<S> {
                 let due = now
                     .checked_add(delay)
                     .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
-                self.p.queue.schedule(due, msg);
+                // A retry its key's later messages wait for comes back to this task.
+                match (&mut self.lines, line) {
+                    (Some(lines), Some(line)) => {
+                        lines.retrying(line, &msg.id);
+                        self.p.queue.schedule_local(due, msg);
+                    }
+                    _ => self.p.queue.schedule(due, msg),
+                }
             }
             Decision::DeadLetter {
                 label,
@@ -577,12 +573,15 @@ impl<S: Spout> SpoutTask<S> {
         }
     }
 
-    fn on_stored(&mut self, ids: Vec<(MessageId, Label)>) {
-        for (id, label) in ids {
+    fn on_stored(&mut self, ids: Vec<Stored>, now: Instant) {
+        for (id, label, key) in ids {
             self.dl_in_flight -= 1;
             self.stall.freed();
             self.p.stats.dead_letter(label.as_str());
             self.tell_spout(|s| s.dead_lettered(&id));
+            if let (Some(lines), Some((key, biz))) = (&mut self.lines, &key) {
+                lines.dead_lettered(key, biz, &id, now);
+            }
         }
     }
 
@@ -612,6 +611,10 @@ impl<S: Spout> SpoutTask<S> {
             self.published_pending = in_flight;
         }
         let queued = self.p.queue.len() + self.gating.held();
+        let waiting = match &mut self.lines {
+            Some(lines) => lines.publish(stats, &mut self.published_lines),
+            None => 0,
+        };
         if queued != self.published_queue {
             stats.add_retry_queue_depth(queued as i64 - self.published_queue as i64);
             self.published_queue = queued;
@@ -631,7 +634,7 @@ impl<S: Spout> SpoutTask<S> {
             stats.set_next_retry_due(self.p.global as usize, next);
             self.published_next_due = next;
         }
-        let fuse = self.fuse.is_open(now);
+        let fuse = self.p.gate.fuse(now).open;
         if fuse != self.published_fuse {
             stats.add_fuse_open(if fuse { 1 } else { -1 });
             self.published_fuse = fuse;
@@ -639,7 +642,8 @@ impl<S: Spout> SpoutTask<S> {
         let status = SpoutStatus {
             exhausted: self.source == Source::Exhausted,
             in_flight,
-            queued,
+            // Held messages are work still to do: not quiescent while any waits.
+            queued: queued + waiting,
             exited: false,
         };
         self.p.status.send_if_modified(|s| {
@@ -700,6 +704,17 @@ impl<S: Spout> SpoutTask<S> {
         if self.published_fuse {
             self.p.stats.add_fuse_open(-1);
         }
+        if let Some(lines) = &self.lines {
+            let waiting = lines.waiting();
+            if waiting > 0 {
+                tracing::info!(
+                    waiting,
+                    "spout task stopped with messages held behind their keys; the source hands them out again"
+                );
+            }
+            let (held, blocked) = self.published_lines;
+            self.p.stats.add_ordered(-(held as i64), -(blocked as i64));
+        }
         let in_flight = self.in_flight();
         if in_flight > 0 {
             tracing::warn!(
@@ -708,44 +723,5 @@ impl<S: Spout> SpoutTask<S> {
             );
         }
         self.p.status.send_modify(|s| s.exited = true);
-    }
-}
-
-/// Batches one spout task's dead letters for its [`DeadLetterSink`] (the sink writes them),
-/// retries a batch the sink failed until it is stored, then reports the ids back so the spout
-/// can be told `dead_lettered`.
-pub(crate) struct DeadLetterBatcher {
-    sink: Arc<dyn DeadLetterSink>,
-    rx: mpsc::Receiver<DeadLetter>,
-    done: mpsc::Sender<Vec<(MessageId, Label)>>,
-}
-
-impl DeadLetterBatcher {
-    pub(crate) async fn run(mut self) {
-        while let Some(first) = self.rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < 256 {
-                let Ok(dl) = self.rx.try_recv() else { break };
-                batch.push(dl);
-            }
-            let mut backoff = Duration::from_millis(10);
-            loop {
-                match self.sink.store(&batch).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        if self.done.is_closed() {
-                            return; // the spout task stopped; the source will redeliver
-                        }
-                        tracing::warn!(error = %e, letters = batch.len(), "storing dead letters failed; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                    }
-                }
-            }
-            let ids = batch.into_iter().map(|d| (d.message.id, d.label)).collect();
-            if self.done.send(ids).await.is_err() {
-                return;
-            }
-        }
     }
 }

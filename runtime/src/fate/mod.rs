@@ -31,7 +31,7 @@ pub use rebound_engine::{
 use tokio::time::Instant;
 
 use crate::time::Timestamp;
-use crate::topology::{Failure, Message, MessageId};
+use crate::topology::{Failure, Key, Message, MessageId};
 
 /// A boxed, sendable future (the seams' async methods return one so they stay object safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -133,6 +133,12 @@ pub trait FailurePolicy: Send + Sync + 'static {
 pub trait RetryQueue: Send + 'static {
     /// Adds a message (its `retry` metadata already updated) to be delivered at `due`.
     fn schedule(&mut self, due: Instant, message: Message);
+    /// Adds a retry that must come back to this task: later messages of its key wait here
+    /// for it (ordered keys). A queue whose retries any process may fire (a shared store)
+    /// keeps this one to itself; the default schedules it as any other.
+    fn schedule_local(&mut self, due: Instant, message: Message) {
+        self.schedule(due, message);
+    }
     /// Removes and returns one message whose due time is `<= now`, earliest first.
     fn pop_due(&mut self, now: Instant) -> Option<Message>;
     /// The earliest due time, if any.
@@ -152,6 +158,51 @@ pub trait RetryQueue: Send + 'static {
     /// default, for a queue that only its task fills. Asked once, when the task starts.
     fn notifier(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
         None
+    }
+    /// Moves into `into` what happened outside the task to messages with a key since the
+    /// last call (see [`KeyNotice`]); asked only by a task that orders keys. The default
+    /// has none.
+    fn take_key_notices(&mut self, into: &mut Vec<KeyNotice>) {
+        let _ = into;
+    }
+}
+
+/// What a spout task's ordered keys must hear of a message with a key that something outside
+/// the task handled: a retry queue hands these over in [`RetryQueue::take_key_notices`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyNotice {
+    /// What happened.
+    pub kind: NoticeKind,
+    /// The message.
+    pub id: MessageId,
+    /// Its key.
+    pub key: Key,
+    /// Its biz (a key is ordered only for the biz types the topology orders).
+    pub biz: std::sync::Arc<str>,
+}
+
+/// What a [`KeyNotice`] tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// Its retry waits in the queue (recovered after a restart): later messages of its key wait
+    /// for its fate.
+    Waiting,
+    /// It was dead-lettered outside the task (an operator killed its retry), or its open dead
+    /// letter was found at the start: under `on_dead_letter: block` its key is blocked.
+    DeadLettered,
+    /// An operator skipped its dead letter: its key is no longer blocked.
+    Skipped,
+}
+
+impl KeyNotice {
+    /// The notice `kind` of `message`, if it has a key.
+    pub fn of(kind: NoticeKind, message: &Message) -> Option<KeyNotice> {
+        Some(KeyNotice {
+            kind,
+            id: message.id.clone(),
+            key: message.key.clone()?,
+            biz: message.biz.clone(),
+        })
     }
 }
 

@@ -17,13 +17,14 @@ use super::{
     StoredDeadLetter,
 };
 use crate::time::Timestamp;
-use crate::topology::{Failure, FailureRecord, RetryMeta};
+use crate::topology::{Failure, FailureRecord, Key, RetryMeta};
 
 /// The columns of a retry row, in the order rows are written and read.
 macro_rules! retry_columns {
     () => {
         "message_id, biz, payload, headers, due_ms, attempt, first_seen_ms, last_code, \
-         last_message, last_delay_ms, rule, rule_set_version, offset, failures, redrives"
+         last_message, last_delay_ms, rule, rule_set_version, offset, failures, redrives, \
+         ordering_key"
     };
 }
 pub(super) use retry_columns;
@@ -31,12 +32,12 @@ pub(super) use retry_columns;
 /// The columns of a dead-letter row, in the order rows are read.
 pub(super) const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, payload, headers, \
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
-     rule_set_version, attrs, failures, redrives";
+     rule_set_version, attrs, failures, redrives, ordering_key";
 
 /// The fields of a retry row in a shared store: [`retry_columns`], one hash field each (a
-/// retry without an offset has no `offset` field).
+/// retry without an offset has no `offset` field, one without a key no `ordering_key`).
 #[cfg(feature = "redis")]
-pub(super) const RETRY_FIELDS: [&str; 15] = [
+pub(super) const RETRY_FIELDS: [&str; 16] = [
     "message_id",
     "biz",
     "payload",
@@ -52,12 +53,14 @@ pub(super) const RETRY_FIELDS: [&str; 15] = [
     "offset",
     "failures",
     "redrives",
+    "ordering_key",
 ];
 
 /// The fields of a dead letter in a shared store: [`DEAD_LETTER_COLUMNS`] but the row id (the
-/// letter's key holds it) and the status (the store's to set).
+/// letter's key holds it) and the status (the store's to set); a message without a key has no
+/// `ordering_key`.
 #[cfg(feature = "redis")]
-pub(super) const DEAD_LETTER_FIELDS: [&str; 16] = [
+pub(super) const DEAD_LETTER_FIELDS: [&str; 17] = [
     "message_id",
     "biz",
     "payload",
@@ -74,12 +77,18 @@ pub(super) const DEAD_LETTER_FIELDS: [&str; 16] = [
     "attrs",
     "failures",
     "redrives",
+    "ordering_key",
 ];
 
 /// The message's content, encoded alike in a retry row and a dead letter: a replay on a shared
 /// store copies these fields from the letter into the new retry row.
 #[cfg(feature = "redis")]
 pub(super) const MESSAGE_FIELDS: [&str; 3] = ["biz", "payload", "headers"];
+
+/// The message's fields a replay copies when the letter has them (a message without a key
+/// has no `ordering_key`).
+#[cfg(feature = "redis")]
+pub(super) const OPTIONAL_MESSAGE_FIELDS: [&str; 1] = ["ordering_key"];
 
 /// The fresh delivery a replay of `message`'s dead letter schedules: due at `at`, attempt 0,
 /// no failures, first delivered at `at`; its redrives kept, one more for a `redrive`.
@@ -113,6 +122,7 @@ pub(super) struct RetryRow<'a> {
     pub(super) offset: Option<i64>,
     pub(super) failures: String,
     pub(super) redrives: u32,
+    pub(super) key: Option<&'a str>,
 }
 
 impl<'a> RetryRow<'a> {
@@ -137,6 +147,7 @@ impl<'a> RetryRow<'a> {
             offset: offset_to_sql(m.offset)?,
             failures: failures_to_sql(&m.retry.failures)?,
             redrives: m.retry.redrives,
+            key: m.key.as_ref().map(Key::as_str),
         })
     }
 
@@ -159,6 +170,7 @@ impl<'a> RetryRow<'a> {
             offset,
             failures,
             redrives,
+            key,
         ] = RETRY_FIELDS;
         put(id, self.id.as_bytes());
         put(biz, self.biz.as_bytes());
@@ -177,6 +189,9 @@ impl<'a> RetryRow<'a> {
         }
         put(failures, self.failures.as_bytes());
         put(redrives, self.redrives.to_string().as_bytes());
+        if let Some(k) = self.key {
+            put(key, k.as_bytes());
+        }
     }
 }
 
@@ -198,6 +213,7 @@ pub(super) struct DeadLetterRow<'a> {
     pub(super) attrs: String,
     pub(super) failures: String,
     pub(super) redrives: u32,
+    pub(super) key: Option<&'a str>,
 }
 
 impl<'a> DeadLetterRow<'a> {
@@ -222,6 +238,7 @@ impl<'a> DeadLetterRow<'a> {
             attrs: attrs_to_sql(&dl.failure.attrs)?,
             failures: failures_to_sql(&m.retry.failures)?,
             redrives: m.retry.redrives,
+            key: m.key.as_ref().map(Key::as_str),
         })
     }
 
@@ -245,6 +262,7 @@ impl<'a> DeadLetterRow<'a> {
             attrs,
             failures,
             redrives,
+            key,
         ] = DEAD_LETTER_FIELDS;
         put(id, self.id.as_bytes());
         put(biz, self.biz.as_bytes());
@@ -262,6 +280,9 @@ impl<'a> DeadLetterRow<'a> {
         put(attrs, self.attrs.as_bytes());
         put(failures, self.failures.as_bytes());
         put(redrives, self.redrives.to_string().as_bytes());
+        if let Some(k) = self.key {
+            put(key, k.as_bytes());
+        }
     }
 }
 
@@ -282,6 +303,7 @@ pub(super) struct RawRetry {
     offset: Option<i64>,
     failures: String,
     redrives: i64,
+    key: Option<String>,
 }
 
 impl RawRetry {
@@ -302,6 +324,7 @@ impl RawRetry {
             offset: r.get(12)?,
             failures: r.get(13)?,
             redrives: r.get(14)?,
+            key: r.get(15)?,
         })
     }
 
@@ -327,6 +350,7 @@ impl RawRetry {
             offset,
             failures,
             redrives,
+            key,
         ] = RETRY_FIELDS;
         Ok(RawRetry {
             id: text(id)?,
@@ -353,6 +377,7 @@ impl RawRetry {
                 .map(|_| int(redrives))
                 .transpose()?
                 .unwrap_or(0),
+            key: get(key).map(|_| text(key)).transpose()?,
         })
     }
 
@@ -388,6 +413,7 @@ impl RawRetry {
                 payload: self.payload.into(),
                 headers: headers_from_sql(T, &self.headers)?,
                 offset: offset_from_sql(T, self.offset)?,
+                key: self.key.map(Key::from),
                 retry: RetryMeta {
                     attempt,
                     first_delivery: Some(ts_from_sql(T, "first_seen_ms", self.first_seen)?),
@@ -421,6 +447,7 @@ pub(super) struct RawDeadLetter {
     attrs: String,
     failures: String,
     redrives: i64,
+    key: Option<String>,
 }
 
 impl RawDeadLetter {
@@ -444,6 +471,7 @@ impl RawDeadLetter {
             attrs: r.get(15)?,
             failures: r.get(16)?,
             redrives: r.get(17)?,
+            key: r.get(18)?,
         })
     }
 
@@ -471,6 +499,7 @@ impl RawDeadLetter {
             attrs,
             failures,
             redrives,
+            key,
         ] = DEAD_LETTER_FIELDS;
         Ok(RawDeadLetter {
             id,
@@ -499,6 +528,7 @@ impl RawDeadLetter {
                 .map(|_| int(redrives))
                 .transpose()?
                 .unwrap_or(0),
+            key: get(key).map(|_| text(key)).transpose()?,
         })
     }
 
@@ -520,6 +550,7 @@ impl RawDeadLetter {
                     payload: self.payload.into(),
                     headers: headers_from_sql(T, &self.headers)?,
                     offset: None,
+                    key: self.key.map(Key::from),
                     retry: RetryMeta {
                         attempt: attempts,
                         first_delivery: Some(ts_from_sql(T, "first_ms", self.first)?),
@@ -555,8 +586,8 @@ mod tests {
         let columns: Vec<&str> = DEAD_LETTER_COLUMNS.split(", ").collect();
         assert_eq!(columns[..2], ["id", "status"]);
         assert_eq!(columns[2..], DEAD_LETTER_FIELDS);
-        for field in MESSAGE_FIELDS {
-            assert!(RETRY_FIELDS.contains(&field) && DEAD_LETTER_FIELDS.contains(&field));
+        for field in MESSAGE_FIELDS.iter().chain(&OPTIONAL_MESSAGE_FIELDS) {
+            assert!(RETRY_FIELDS.contains(field) && DEAD_LETTER_FIELDS.contains(field));
         }
     }
 }

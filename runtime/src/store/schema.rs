@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes and understands.
-pub const CURRENT_VERSION: u32 = 3;
+pub const CURRENT_VERSION: u32 = 4;
 
 /// `PRAGMA application_id` of a Rebound database ("RBND").
 pub const APPLICATION_ID: i32 = 0x5242_4e44;
@@ -150,6 +150,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX dead_letters_message ON dead_letters (message_id, id);
     CREATE INDEX dead_letters_label ON dead_letters (label, id);
     CREATE INDEX dead_letters_by_status ON dead_letters (status, label, last_ms);
+    "#,
+    // 3 → 4: a retry and a dead letter keep their message's ordering key (ordered keys), so a
+    // recovered retry and a replayed letter hold their key's later messages back again.
+    r#"
+    ALTER TABLE retries ADD COLUMN ordering_key TEXT;
+    ALTER TABLE dead_letters ADD COLUMN ordering_key TEXT;
     "#,
 ];
 

@@ -17,7 +17,7 @@ use crate::time::Timestamp;
 const PUT_RETRY_UNLESS_FINAL: &str = concat!(
     "INSERT OR REPLACE INTO retries (",
     retry_columns!(),
-    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 \
+    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16 \
      WHERE NOT EXISTS (SELECT 1 FROM fates WHERE message_id = ?1)"
 );
 const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms, source, position) \
@@ -25,8 +25,8 @@ const PUT_FATE: &str = "INSERT OR IGNORE INTO fates (message_id, fate, at_ms, so
 const DELETE_RETRY: &str = "DELETE FROM retries WHERE message_id = ?1";
 const PUT_DEAD_LETTER: &str = "INSERT INTO dead_letters (message_id, biz, payload, headers, \
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
-     rule_set_version, attrs, failures, redrives, status) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'dead')";
+     rule_set_version, attrs, failures, redrives, ordering_key, status) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 'dead')";
 const PUT_POSITION: &str = "INSERT INTO positions (source, position, at_ms) VALUES (?1, ?2, ?3)
      ON CONFLICT (source) DO UPDATE SET position = excluded.position, at_ms = excluded.at_ms
      WHERE excluded.position > positions.position";
@@ -84,6 +84,7 @@ impl<'t, 'c> Writes<'t, 'c> {
                 row.offset,
                 row.failures,
                 row.redrives,
+                row.key,
             ])?;
         if written == 1 {
             return Ok(Applied::Done);
@@ -154,6 +155,7 @@ impl<'t, 'c> Writes<'t, 'c> {
             row.attrs,
             row.failures,
             row.redrives,
+            row.key,
         ])?;
         Ok(Applied::Done)
     }

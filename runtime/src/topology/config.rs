@@ -1,5 +1,6 @@
-//! [`Config`]: timeouts, pending limits, acker count, retry mix and retry fuse.
+//! [`Config`]: timeouts, pending limits, acker count, retry mix, retry fuse and ordered keys.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The runtime settings of a topology. `Config::default()` gives the spec's defaults.
@@ -25,6 +26,8 @@ pub struct Config {
     /// How long a spout task waits after its spout said [`Idle`](crate::topology::NextMessage::Idle)
     /// before asking again, unless something else wakes it first (default 1 ms).
     pub spout_idle_wait: Duration,
+    /// Which messages keep their key's order through retries (default: none).
+    pub ordering: OrderingConfig,
 }
 
 impl Default for Config {
@@ -38,6 +41,7 @@ impl Default for Config {
             channel_capacity: 64,
             batch_size: 256,
             spout_idle_wait: Duration::from_millis(1),
+            ordering: OrderingConfig::default(),
         }
     }
 }
@@ -81,4 +85,73 @@ impl Default for FuseConfig {
             min_samples: 20,
         }
     }
+}
+
+/// Ordered keys: while a message with key K is in flight or waits for a retry, later messages
+/// with key K from the same spout task are held back, in source order, until it has its fate
+/// (`docs/spec/runtime.md`, "Ordered keys").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderingConfig {
+    /// The messages whose keys are ordered (default: none).
+    pub ordered: Ordered,
+    /// What a dead letter does to its key (default: the next message goes on).
+    pub on_dead_letter: OnDeadLetter,
+    /// At most this many held messages per spout task (default 10,000); at the bound the task
+    /// takes no new messages from its spout until a key lets one go.
+    pub max_held: usize,
+}
+
+/// The default `max_held`.
+pub const DEFAULT_MAX_HELD: usize = 10_000;
+
+impl Default for OrderingConfig {
+    fn default() -> Self {
+        OrderingConfig {
+            ordered: Ordered::None,
+            on_dead_letter: OnDeadLetter::Continue,
+            max_held: DEFAULT_MAX_HELD,
+        }
+    }
+}
+
+/// Which messages keep their key's order (a message without a key never waits).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Ordered {
+    /// Ordering is off.
+    #[default]
+    None,
+    /// Every message with a key.
+    All,
+    /// The messages of these biz types.
+    Biz(Vec<Arc<str>>),
+}
+
+impl Ordered {
+    /// True if no message is ordered.
+    pub fn is_none(&self) -> bool {
+        match self {
+            Ordered::None => true,
+            Ordered::All => false,
+            Ordered::Biz(biz) => biz.is_empty(),
+        }
+    }
+
+    /// True if messages of `biz` are ordered.
+    pub fn covers(&self, biz: &str) -> bool {
+        match self {
+            Ordered::None => false,
+            Ordered::All => true,
+            Ordered::Biz(list) => list.iter().any(|b| &**b == biz),
+        }
+    }
+}
+
+/// What a dead-lettered message does to the later messages of its key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnDeadLetter {
+    /// The next message of the key goes on once the dead letter is stored.
+    #[default]
+    Continue,
+    /// The key stays blocked until an operator replays or skips the letter.
+    Block,
 }

@@ -1,5 +1,6 @@
 //! What a spout produces: a [`Message`] with a stable id, its business type, payload, headers,
-//! and the retry metadata that travels with it from delivery to delivery.
+//! an optional ordering [`Key`], and the retry metadata that travels with it from delivery to
+//! delivery.
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -48,6 +49,45 @@ impl fmt::Debug for MessageId {
     }
 }
 impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A message's ordering key (an order id, an account…), given by its spout: when the topology
+/// orders the message's biz (`Config::ordering`), a later message with the same key is held
+/// back while an earlier one is in flight or waits for its retry. Cloning is cheap.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(Arc<str>);
+
+impl Key {
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Key {
+    fn from(s: &str) -> Self {
+        Key(s.into())
+    }
+}
+impl From<String> for Key {
+    fn from(s: String) -> Self {
+        Key(s.into())
+    }
+}
+impl From<Arc<str>> for Key {
+    fn from(s: Arc<str>) -> Self {
+        Key(s)
+    }
+}
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
@@ -121,6 +161,8 @@ pub struct Message {
     /// The message's position in its source (numbered from 1), for a source that commits a
     /// position: a durable store keeps the acked fate only until that position passes it.
     pub offset: Option<NonZeroU64>,
+    /// The ordering key, if the source gives one (kept with the message in every store).
+    pub key: Option<Key>,
     /// Retry metadata, carried across deliveries.
     pub retry: RetryMeta,
 }
@@ -141,8 +183,15 @@ impl Message {
             payload: payload.into(),
             headers: Headers::new(),
             offset: None,
+            key: None,
             retry: RetryMeta::default(),
         }
+    }
+
+    /// The same message with an ordering key.
+    pub fn with_key(mut self, key: impl Into<Key>) -> Message {
+        self.key = Some(key.into());
+        self
     }
 
     /// The same message at position `offset` of its source (0 means none).
@@ -167,9 +216,10 @@ mod tests {
 
     #[test]
     fn a_message_stays_small_to_move() {
-        // Messages are moved several times per delivery (spout → pending map → retry queue).
+        // Messages are moved several times per delivery (spout → pending map → retry queue):
+        // two cache lines, the ordering key included.
         assert!(
-            std::mem::size_of::<Message>() <= 112,
+            std::mem::size_of::<Message>() <= 128,
             "{}",
             std::mem::size_of::<Message>()
         );

@@ -22,11 +22,11 @@ pub mod tuple;
 
 pub use bolt::{Bolt, DeferredBolt, Emitter, PendingTuple};
 pub use builder::{BoltDeclarer, BuildError, Topology, TopologyBuilder};
-pub use config::{Config, FuseConfig, RetryMix};
+pub use config::{Config, FuseConfig, OnDeadLetter, Ordered, OrderingConfig, RetryMix};
 pub use failure::{Failure, codes};
 pub use grouping::Grouping;
 pub use history::{FailureRecord, Failures};
-pub use message::{ClaimToken, Message, MessageId, ROOT_FIELDS, RetryMeta};
+pub use message::{ClaimToken, Key, Message, MessageId, ROOT_FIELDS, RetryMeta};
 pub use spout::{NextMessage, Spout};
 pub use tuple::{Fields, Headers, Tuple, Value, Values};
 

@@ -174,6 +174,7 @@ async fn without_a_fate_for_every_ack_only_rows_that_reached_the_store_are_dropp
             hold: Duration::from_secs(3600),
             ..JournalOptions::default()
         },
+        ..DurableOptions::default()
     };
     let open = |dir: &Path| open_with(dir, options.clone());
     let hour = Duration::from_secs(3600);
@@ -238,6 +239,7 @@ async fn a_replay_right_after_the_letter_commits_is_dropped_on_its_ack() {
                 hold: Duration::from_secs(3600),
                 ..JournalOptions::default()
             },
+            ..DurableOptions::default()
         },
     );
     durable.recover().unwrap();

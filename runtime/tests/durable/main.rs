@@ -1,10 +1,12 @@
 //! The durable layer over SQLite (and, in `shared_store`, over a shared Redis): the seams on their own and in a live topology
 //! (`durable_seams`), the journal as a writer (`journal_writes`) and giving up on a store that
 //! refuses every commit (`journal_gives_up`), a durable source's position (`durable_source`), the rule engine deciding through the durable seams
-//! (`durable_policy`), overdue retries spread after a restart (`restart_spread`), and a real
+//! (`durable_policy`), overdue retries spread after a restart (`restart_spread`), ordered keys
+//! across a restart and an operator's skip (`durable_ordered`), and a real
 //! SIGKILL in the middle of writing (`crash_recovery`).
 
 mod crash_recovery;
+mod durable_ordered;
 mod durable_policy;
 mod durable_seams;
 mod durable_source;

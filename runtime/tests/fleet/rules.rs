@@ -23,7 +23,7 @@ fn record(version: &str, source: &str, at: u64) -> RuleRecord {
 }
 
 #[test]
-fn a_push_is_a_compare_and_set_on_the_version_and_history_keeps_every_set() {
+fn a_push_is_a_compare_and_set_on_the_version_and_history_keeps_every_set_and_the_last_files() {
     let server = TestServer::start();
     let s = store(&server, "rules-cas");
     assert_eq!(s.rules().unwrap(), None);
@@ -87,16 +87,72 @@ fn a_push_is_a_compare_and_set_on_the_version_and_history_keeps_every_set() {
     assert_eq!(s.rules_at("v2").unwrap(), Some(v2));
     assert_eq!(s.rules_at("v7").unwrap(), None);
 
-    // Never trimmed.
+    // The history is never trimmed; the files are kept for the last 50 accepted versions.
     for n in 0..300 {
         let r = record(&format!("w{n}"), "api", 10_000 + n);
         assert_eq!(s.push_rules(None, &r).unwrap(), Pushed::Done);
     }
     assert_eq!(s.rules_history(1_000).unwrap().len(), 304);
+    assert_eq!(s.rules_at("v3").unwrap(), None);
+    assert_eq!(s.rules_at("w249").unwrap(), None);
     assert_eq!(
-        s.rules_at("v3").unwrap().map(|r| r.source).as_deref(),
-        Some("file")
+        s.rules_at("w250").unwrap().map(|r| r.source).as_deref(),
+        Some("api"),
+        "the 50th latest"
     );
+    assert!(s.rules_at("w299").unwrap().is_some());
+    // Accepted again, an old version counts as the latest: w250's files outlive w251's when
+    // the next version comes.
+    let again = RuleRecord {
+        source: "rollback".into(),
+        ..s.rules_at("w250").unwrap().unwrap()
+    };
+    assert_eq!(s.push_rules(None, &again).unwrap(), Pushed::Done);
+    assert_eq!(
+        s.push_rules(None, &record("x1", "api", 20_000)).unwrap(),
+        Pushed::Done
+    );
+    assert!(s.rules_at("w250").unwrap().is_some());
+    assert_eq!(s.rules_at("w251").unwrap(), None);
+    assert!(s.rules_at("w252").unwrap().is_some());
+}
+
+#[test]
+fn a_store_from_before_the_kept_versions_loses_its_old_files_at_the_next_push() {
+    use redis::Commands;
+    let server = TestServer::start();
+    let s = store(&server, "rules-old");
+    // What an older node wrote: 60 versions, each with its files, and no ranking.
+    let mut c = server.client();
+    for n in 0..60u64 {
+        let version = format!("o{n}");
+        let entry = serde_json::json!([version, "api", n]).to_string();
+        let _: () = c.lpush("{rules-old}:rules:history", entry).unwrap();
+        let files = serde_json::json!([["a.yaml", format!("# {version}\n")]]).to_string();
+        let at = n.to_string();
+        let _: () = c
+            .hset_multiple(
+                format!("{{rules-old}}:rules:set:{version}"),
+                &[
+                    ("version", version.as_str()),
+                    ("files", files.as_str()),
+                    ("source", "api"),
+                    ("at", at.as_str()),
+                ],
+            )
+            .unwrap();
+    }
+    assert!(s.rules_at("o0").unwrap().is_some());
+    assert_eq!(
+        s.push_rules(None, &record("new", "api", 100)).unwrap(),
+        Pushed::Done
+    );
+    assert_eq!(s.rules_history(1_000).unwrap().len(), 61);
+    // The new one and the 49 latest of before keep their files.
+    assert!(s.rules_at("new").unwrap().is_some());
+    assert!(s.rules_at("o11").unwrap().is_some());
+    assert_eq!(s.rules_at("o10").unwrap(), None);
+    assert_eq!(s.rules_at("o0").unwrap(), None);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Fairness between due retries and new messages, and the retry fuse.
+//! Fairness between due retries and new messages, and the retry fuse (the breaker for
+//! everything).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -166,7 +167,8 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
         let start = Instant::now();
         let running = b.build().unwrap().start(seams);
 
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The fuse judges from the end of its first window (1 s) on.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let during = running.stats();
         assert!(during.fuse_open, "the fuse is open while everything fails");
         assert!(
@@ -183,17 +185,22 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
         failing.store(false, Ordering::Relaxed);
 
         running.wait_quiescent().await;
+        // The fuse is a breaker: after the last failures it stays open half a window and
+        // ramps over the other half before it closes.
+        tokio::time::sleep(Duration::from_secs(3)).await;
         let end = running.stats();
         running.shutdown(Duration::from_secs(5)).await;
-        assert!(!end.fuse_open);
+        assert!(!end.fuse_open, "{end:?}");
         assert_eq!(end.dead_lettered, 0);
         assert_eq!(end.acked, 400, "every held retry was delivered in the end");
         log.lock().unwrap().assert_one_fate_each();
 
-        // While the fuse was open (from well after the first failures until the downstream
-        // recovered at 2 s) no retry was delivered; only new messages were.
+        // While everything failed (from well after its first window until the downstream
+        // recovered at 2.5 s) few retries were delivered: open, none; each time it turned
+        // half-open (every half window) a tenth of the held ones went through, and their
+        // failures opened it again at once. New messages kept flowing.
         let seen = seen.lock().unwrap();
-        let open_window = start + Duration::from_millis(500)..start + Duration::from_secs(2);
+        let open_window = start + Duration::from_millis(1200)..start + Duration::from_millis(2500);
         let retries_while_open = seen
             .iter()
             .filter(|(at, attempt)| open_window.contains(at) && *attempt > 1)
@@ -202,7 +209,10 @@ fn the_fuse_holds_retries_while_failing_and_releases_them_after() {
             .iter()
             .filter(|(at, attempt)| open_window.contains(at) && *attempt == 1)
             .count();
-        assert_eq!(retries_while_open, 0);
+        assert!(
+            retries_while_open * 3 <= new_while_open,
+            "{retries_while_open} retries against {new_while_open} new messages while open"
+        );
         assert!(
             new_while_open >= 100,
             "{new_while_open} new messages while open"

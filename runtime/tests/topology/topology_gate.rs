@@ -7,7 +7,7 @@ use std::time::Duration;
 use rebound_engine::{CompiledSet, FailureContext, SourceFile, compile};
 use rebound_runtime::adaptive::{BreakerState, RetryGate};
 use rebound_runtime::time::{TimeScale, Timestamp};
-use rebound_runtime::topology::{FailureRecord, Message};
+use rebound_runtime::topology::{FailureRecord, FuseConfig, Message};
 use tokio::time::Instant;
 
 fn set(yaml: &str) -> CompiledSet {
@@ -33,12 +33,21 @@ fn retry(id: &str, biz: &str, code: &str) -> Message {
 
 const REAL: TimeScale = TimeScale::REAL;
 
+/// A gate whose fuse is off: only the set's budgets and breakers act.
+fn gate() -> RetryGate {
+    let off = FuseConfig {
+        enabled: false,
+        ..FuseConfig::default()
+    };
+    RetryGate::new(&off, Instant::now())
+}
+
 #[test]
 fn a_budget_without_room_holds_its_retries_and_releases_them_as_the_window_moves() {
     let s = set(
         "version: 1\nbudgets:\n  - { id: pay, match: { biz: PAYMENT }, ratio: 0%, min_per_s: 1, window: 2s }\n",
     );
-    let gate = RetryGate::default();
+    let gate = gate();
     let t0 = Instant::now();
     let fired = (0..5)
         .filter(|i| gate.admit(&s, REAL, &retry(&format!("m{i}"), "PAYMENT", "X"), t0))
@@ -62,7 +71,7 @@ fn a_dead_letter_budget_refuses_the_retry_at_the_decision() {
     let s = set(
         "version: 1\nbudgets:\n  - { id: pay, ratio: 0%, min_per_s: 1, window: 1s, exhausted: dead_letter }\n",
     );
-    let gate = RetryGate::default();
+    let gate = gate();
     let t0 = Instant::now();
     let attrs = BTreeMap::new();
     let mut ctx = FailureContext::new("PAYMENT", "X", 1);
@@ -89,7 +98,7 @@ breakers:
     cool_down: 1s
     ramp: 2s
 ");
-    let gate = RetryGate::default();
+    let gate = gate();
     let t0 = Instant::now();
     let attrs: BTreeMap<String, String> = [("downstream".to_owned(), "pg".to_owned())].into();
     let mut failed = FailureContext::new("PAYMENT", "NET_TIMEOUT", 1);
@@ -143,7 +152,7 @@ fn breaker_keys_are_bounded() {
     let s = set(
         "version: 1\nbreakers:\n  - { id: per-code, per: code, open_at: 50%, cool_down: 1s }\n",
     );
-    let gate = RetryGate::default();
+    let gate = gate();
     let t0 = Instant::now();
     let attrs = BTreeMap::new();
     let codes: Vec<String> = (0..150).map(|i| format!("C{i}")).collect();
@@ -166,7 +175,7 @@ fn successes_before_a_keys_first_failure_count_toward_it() {
 breakers:
   - { id: gateway, match: { code: NET_TIMEOUT }, per: attrs.downstream, open_at: 75%, min_samples: 20, cool_down: 1s }
 ");
-    let gate = RetryGate::default();
+    let gate = gate();
     let t0 = Instant::now();
     // 60 first deliveries that worked (no failure, so no key), then 30 failures from `pg`:
     // a failed share of a third, not all of it.
@@ -186,4 +195,52 @@ breakers:
         gate.finished(&s, REAL, "PAYMENT", Some(&failed), None, later);
     }
     assert!(gate.breaker_open(&s, &failed, later));
+}
+
+#[test]
+fn the_fuse_is_the_breaker_for_everything_and_is_reported_as_one() {
+    // No budgets or breakers in the set: the fuse alone holds the retries back.
+    let s = set("version: 1\n");
+    let fuse = FuseConfig {
+        enabled: true,
+        window: Duration::from_secs(1),
+        threshold: 0.5,
+        min_samples: 10,
+    };
+    // Made a window ago: past its first window, it judges by its failure rate.
+    let t0 = Instant::now() + Duration::from_secs(1);
+    let gate = RetryGate::new(&fuse, t0 - Duration::from_secs(1));
+    assert!(gate.admit(&s, REAL, &retry("a", "ORDER", "X"), t0));
+    assert!(
+        gate.snapshot(t0).breakers.is_empty(),
+        "a fuse never opened is not reported"
+    );
+    gate.fuse_finished(2, 10, t0);
+    let view = gate.fuse(t0);
+    assert!(view.open && view.holding);
+    assert!((view.fail_rate - 10.0 / 12.0).abs() < 1e-9);
+    assert!(!gate.admit(&s, REAL, &retry("b", "ORDER", "X"), t0));
+    assert!(!gate.fuse_admits(&"b".into(), t0));
+    // After half a window half-open: a tenth of the retries asked fire at first.
+    let half = t0 + Duration::from_millis(500);
+    assert!(gate.fuse(half).open && !gate.fuse(half).holding);
+    let fired = (0..50)
+        .filter(|i| gate.fuse_admits(&format!("h{i}").as_str().into(), half))
+        .count();
+    assert_eq!(fired, 5);
+    // After the ramp closed: everything fires, and the report shows the states in order.
+    let closed = t0 + Duration::from_secs(1);
+    assert!(!gate.fuse(closed).open);
+    assert!(gate.admit(&s, REAL, &retry("c", "ORDER", "X"), closed));
+    let snap = gate.snapshot(closed);
+    let (now_in, entered) = &snap.breakers[&("fuse".to_owned(), String::new())];
+    assert_eq!(*now_in, BreakerState::Closed);
+    assert_eq!(
+        entered,
+        &[
+            BreakerState::Open,
+            BreakerState::HalfOpen,
+            BreakerState::Closed
+        ]
+    );
 }

@@ -1,7 +1,9 @@
 //! The run's records in the shared store: its parameters (recorded by the first node, checked
 //! by every later one), each session's counters (one per node process, checkpointed like
 //! `pipeline.db`'s), and the order sink: an idempotent set of the orders written, so that
-//! `duplicates` counts the redeliveries the whole fleet absorbed.
+//! `duplicates` counts the redeliveries the whole fleet absorbed. A keyed run's events are
+//! checked in sequence as `pipeline.db` checks them, in two more sets: every event that
+//! arrived (`order#place`), and those an earlier event of their order arrived after.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,23 +16,35 @@ use rebound_runtime::time::Timestamp;
 /// The effect set the store bolt writes orders into.
 const ORDERS: &str = "orders";
 
+/// A keyed run's events that reached the sink, as `order#place`.
+const ARRIVED: &str = "events";
+
+/// The events of [`ARRIVED`] that an earlier event of their order arrived after.
+const OVERTAKEN: &str = "events-out-of-order";
+
 /// Where sessions' counters are kept (`RedisStore::put_doc`).
 const SESSIONS: &str = "sessions";
 
-/// The run's parameters as the store keeps them.
+/// The run's parameters as the store keeps them (`keyed` only for a keyed run, so that a run
+/// recorded before keyed runs existed reads the same).
 pub(crate) fn run_params(
     messages: Option<u64>,
+    keyed: bool,
     time_scale: f64,
     seed: u64,
 ) -> Vec<(String, String)> {
-    vec![
+    let mut params = vec![
         (
             "messages".into(),
             messages.map_or_else(|| "unbounded".into(), |n| n.to_string()),
         ),
         ("time_scale".into(), time_scale.to_string()),
         ("fault_seed".into(), seed.to_string()),
-    ]
+    ];
+    if keyed {
+        params.push(("keyed".into(), "true".into()));
+    }
+    params
 }
 
 /// The fleet's book: the run's records in the shared store.
@@ -112,6 +126,10 @@ impl RunBook for FleetBook {
     fn duplicates(&self) -> Result<u64, BookError> {
         Ok(self.store.effects(ORDERS)?.1)
     }
+
+    fn out_of_order(&self) -> Result<u64, BookError> {
+        Ok(self.store.effects(OVERTAKEN)?.0)
+    }
 }
 
 impl FleetBook {
@@ -170,6 +188,56 @@ impl OrderSink for FleetOrders {
             .0
             .put_effects(ORDERS, &ids)
             .map_err(|e| e.to_string())?;
+        let events: Vec<(&str, i64)> = rows
+            .iter()
+            .zip(&fresh)
+            .filter(|&(_, &fresh)| fresh)
+            .filter_map(|(r, _)| r.sequence.as_ref().map(|e| (e.order.as_str(), e.place)))
+            .collect();
+        self.in_sequence(&events).map_err(|e| e.to_string())?;
         Ok(fresh.iter().filter(|&&f| !f).count() as u64)
+    }
+}
+
+impl FleetOrders {
+    /// Checks `events` (order, place), written now for the first time in this order, against
+    /// those that arrived before: a later event of the same order already there was out of
+    /// order (counted once, in [`OVERTAKEN`]).
+    fn in_sequence(&self, events: &[(&str, i64)]) -> Result<(), BookError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let name = |order: &str, place: i64| format!("{order}#{place}");
+        let last = crate::pipeline::orders::EVENTS.len() as i64 - 1;
+        let later: Vec<String> = events
+            .iter()
+            .flat_map(|&(o, s)| (s + 1..=last).map(move |t| name(o, t)))
+            .collect();
+        let asked: Vec<&str> = later.iter().map(String::as_str).collect();
+        let held = self.0.effects_held(ARRIVED, &asked)?;
+        let mut arrived: std::collections::HashSet<String> = later
+            .into_iter()
+            .zip(held)
+            .filter_map(|(n, held)| held.then_some(n))
+            .collect();
+        let mut overtaken = Vec::new();
+        for &(o, s) in events {
+            overtaken.extend(
+                (s + 1..=last)
+                    .map(|t| name(o, t))
+                    .filter(|n| arrived.contains(n)),
+            );
+            arrived.insert(name(o, s));
+        }
+        let now: Vec<String> = events.iter().map(|&(o, s)| name(o, s)).collect();
+        self.0
+            .put_effects(ARRIVED, &now.iter().map(String::as_str).collect::<Vec<_>>())?;
+        if !overtaken.is_empty() {
+            self.0.put_effects(
+                OVERTAKEN,
+                &overtaken.iter().map(String::as_str).collect::<Vec<_>>(),
+            )?;
+        }
+        Ok(())
     }
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::spout::{Command, Desk};
 use super::{PARTITIONS, Part, order_at, partition_len, partition_source};
-use crate::pipeline::orders::{SOURCE, order_id};
+use crate::pipeline::orders::{SOURCE, message_id};
 use crate::pipeline::spout::Live;
 use rebound_engine::PolicyHandle;
 use rebound_runtime::durable::Durable;
@@ -78,6 +78,8 @@ impl FleetState {
 
 pub(crate) struct Keeper {
     pub(crate) store: Arc<RedisStore>,
+    /// The run's messages are a keyed run's events (their ids are `event-…`).
+    pub(crate) keyed: bool,
     pub(crate) durable: Durable,
     pub(crate) desk: Arc<Desk>,
     pub(crate) live: Arc<Live>,
@@ -168,13 +170,13 @@ impl Keeper {
         if gaps.is_empty() {
             return true;
         }
-        let store = self.store.clone();
+        let (store, keyed) = (self.store.clone(), self.keyed);
         let found = blocking(move || {
             let mut found = Vec::new();
             for (part, positions) in gaps {
                 let ids: Vec<MessageId> = positions
                     .iter()
-                    .map(|&k| MessageId::from(order_id(order_at(part, k))))
+                    .map(|&k| MessageId::from(message_id(keyed, order_at(part, k))))
                     .collect();
                 let fates = store.known_fates(&ids)?;
                 if fates.is_empty() {
@@ -286,12 +288,12 @@ impl Keeper {
                 *old = h;
                 continue;
             }
-            let part = h.partition;
+            let (part, keyed) = (h.partition, self.keyed);
             let durable = self.durable.clone();
             let loaded = blocking(move || {
                 durable.source_position(
                     &partition_source(part),
-                    move |k| order_id(order_at(part, k)),
+                    move |k| message_id(keyed, order_at(part, k)),
                     [],
                 )
             })

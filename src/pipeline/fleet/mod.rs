@@ -161,7 +161,7 @@ pub(super) fn prepare(
         )));
     }
     let scale = options.time_scale.factor();
-    let asked = run_params(options.messages, scale, options.faults.seed);
+    let asked = run_params(options.messages, options.keyed, scale, options.faults.seed);
     let recorded = store.record_run(&asked)?;
     let differences = recorded.differences(&asked);
     if !differences.is_empty() {
@@ -175,6 +175,7 @@ pub(super) fn prepare(
     }
     let run = RunRecord {
         messages: options.messages,
+        keyed: options.keyed,
         time_scale: scale,
         created_ms: now_ms(),
         finished_ms: store.run_finished()?.map(|t| t.as_millis()),
@@ -281,6 +282,7 @@ impl Joined {
         let stats = stats.clone();
         let keeper = keeper::Keeper {
             store: self.store,
+            keyed: options.keyed,
             durable: durable.clone(),
             desk: self.desk,
             live: live.clone(),

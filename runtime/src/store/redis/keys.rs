@@ -3,7 +3,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset` if it has one), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms` (while in flight), `claims` (times claimed), `reaps` (times reaped since it was last scheduled) |
+//! | `{NS}:r:<id>` | hash | a retry row: the fields of `rows.rs`'s retry columns (`message_id`, `biz`, `payload`, `headers`, `due_ms`, `attempt`, `first_seen_ms`, `last_code`, `last_message`, `last_delay_ms`, `rule`, `rule_set_version`, `offset` and `ordering_key` if it has them), plus `seq` (scheduling order), `state` (`due` or `inflight`), `owner`, `token`, `lease_ms` (while in flight), `claims` (times claimed), `reaps` (times reaped since it was last scheduled) |
 //! | `{NS}:due` | zset | id → due ms (retries waiting; equal due times by the row's `seq`) |
 //! | `{NS}:inflight` | zset | id → lease deadline ms (claimed, no fate yet) |
 //! | `{NS}:seq` | string | `INCR`: scheduling order (a row's `seq`) and fencing tokens |
@@ -25,8 +25,9 @@
 //! | `{NS}:run` | hash | the bundled run's parameters (name → value) |
 //! | `{NS}:run:finished` | string | when the run finished, ms (first wins) |
 //! | `{NS}:rules` | hash | the rule set of record: `version`, `files` (JSON `[[name, yaml], …]`), `source`, `at` (ms) |
-//! | `{NS}:rules:set:<version>` | hash | a version's set as last pushed, same fields (for rollback) |
+//! | `{NS}:rules:set:<version>` | hash | a version's set as last pushed, same fields (for diffs and rollback), for the last 50 accepted versions only |
 //! | `{NS}:rules:history` | list | every accepted set, newest first (never trimmed): JSON `[version, source, at]` |
+//! | `{NS}:rules:kept` | zset | version → the history's length at its latest acceptance: which versions keep their `rules:set` |
 //! | `{NS}:rules:applied` | hash | node → the version it runs |
 //! | `{NS}:rules:errors` | hash | node → why it could not run the set of record (JSON list) |
 //! | `{NS}:effects:<set>` | set | a shared idempotent effect set's ids (the bundled order sink) |
@@ -165,6 +166,11 @@ impl Keys {
     /// `{NS}:rules:history`.
     pub fn rules_history(&self) -> String {
         self.key("rules:history")
+    }
+
+    /// `{NS}:rules:kept`.
+    pub fn rules_kept(&self) -> String {
+        self.key("rules:kept")
     }
 
     /// `{NS}:rules:applied`.

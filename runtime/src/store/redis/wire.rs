@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use redis::Value;
 
 use crate::store::rows::{
-    DeadLetterRow, MESSAGE_FIELDS, RawDeadLetter, RawRetry, RetryRow, corrupt, replayed_delivery,
+    DeadLetterRow, MESSAGE_FIELDS, OPTIONAL_MESSAGE_FIELDS, RawDeadLetter, RawRetry, RetryRow,
+    corrupt, replayed_delivery,
 };
 use crate::store::{
     Applied, DeadLetterStatus, Fate, Message, MessageId, OperatorAction, Result, ScheduledRetry,
@@ -93,8 +94,14 @@ pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
                     }
                 })
             });
-            args.push(MESSAGE_FIELDS.len().to_string().into_bytes());
+            let copied = MESSAGE_FIELDS.len() + OPTIONAL_MESSAGE_FIELDS.len();
+            args.push(copied.to_string().into_bytes());
             args.extend(MESSAGE_FIELDS.iter().map(|f| f.as_bytes().to_vec()));
+            args.extend(
+                OPTIONAL_MESSAGE_FIELDS
+                    .iter()
+                    .map(|f| format!("?{f}").into_bytes()),
+            );
         }
         WriteOp::Skip(action) => action_args(b"K", action, args)?,
         WriteOp::Expire(action) => action_args(b"E", action, args)?,

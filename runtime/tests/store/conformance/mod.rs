@@ -18,18 +18,21 @@
 //! refusals as [`Applied`] replies, and applying the same batch twice ending in the same state.//!
 //! The cases live in `retries.rs` (recovery, the retry row, first fate wins, pruning,
 //! positions, mixed ops, applying twice) and `dead_letters.rs` (listing, paging, attrs, replay,
-//! skip, the audit log); `records.rs` builds the records and ops they write.
+//! skip, the audit log); `keys.rs` the ordering key kept with the message; `records.rs` builds
+//! the records and ops they write.
 
 use std::path::Path;
 
 use rebound_runtime::store::Store;
 
 mod dead_letters;
+mod keys;
 mod operations;
 pub mod records;
 mod retries;
 
 pub use dead_letters::*;
+pub use keys::*;
 pub use operations::*;
 pub use retries::*;
 
@@ -75,6 +78,7 @@ macro_rules! conformance_suite {
                 retry_now_moves_a_scheduled_retry_keeps_its_attempt_and_is_audited,
                 a_kill_is_a_dead_letter_and_an_audit_line_in_one_batch,
                 the_audit_log_filters_by_operator_action_and_time,
+                the_ordering_key_is_kept_in_a_retry_a_dead_letter_and_their_replay,
             );
             conformance_suite!(@reopening
                 recovery_restores_every_retry_with_its_original_due_time_and_overdue_ones_fire_at_once,

@@ -54,6 +54,18 @@ impl RedisStore {
         Ok((distinct, duplicates.unwrap_or(0)))
     }
 
+    /// Which of `ids` `set` holds, in one round trip (none for an empty `ids`).
+    pub fn effects_held(&self, set: &str, ids: &[&str]) -> Result<Vec<bool>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = self.keys.effects(set);
+        let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+        self.io.run("effects held", move |mut c| async move {
+            c.smismember(key, ids).await
+        })
+    }
+
     /// True if `set` holds the effect `id`.
     pub fn effect_exists(&self, set: &str, id: &str) -> Result<bool> {
         let (key, id) = (self.keys.effects(set), id.to_owned());

@@ -28,7 +28,7 @@ mod run;
 pub use nodes::{Join, Member, NodeReport, NodeStatus};
 pub use notify::{RulesHint, RulesNotifications};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
-pub use rules::{Pushed, RuleEntry, RuleRecord, RulesApplied};
+pub use rules::{FILES_KEPT, Pushed, RuleEntry, RuleRecord, RulesApplied};
 pub use run::{Difference, RunRecord};
 
 use std::time::Duration;

@@ -7,9 +7,11 @@
 //! [`RedisStore::rules`], compiles it, and reports what it runs
 //! ([`RedisStore::set_applied`]).
 //!
-//! The history is never trimmed (the spec: rule history is never trimmed by the store); each
-//! version's files are kept (`{NS}:rules:set:<version>`) so that any entry can be rolled back
-//! to ([`RedisStore::rules_at`]).
+//! The history is never trimmed (the spec: rule history is never trimmed by the store). The
+//! files of the last [`FILES_KEPT`] accepted versions are kept beside it
+//! (`{NS}:rules:set:<version>`), so that a console can diff two of them and a rollback can go
+//! back to any of them ([`RedisStore::rules_at`]); an older version keeps its history entries
+//! but not its files (`docs/spec/console.md`, "Rule history for diffs").
 
 use std::sync::LazyLock;
 
@@ -19,6 +21,10 @@ use super::{Call, corrupt};
 use crate::store::Result;
 use crate::store::redis::RedisStore;
 use crate::time::Timestamp;
+
+/// How many accepted versions keep their files: the spec's 50, as the engine's
+/// `rebound_engine::reload::FILES_KEPT` keeps them in a process of its own.
+pub const FILES_KEPT: usize = 50;
 
 static PUSH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fleet_rules_push.lua")));
@@ -115,6 +121,7 @@ impl RedisStore {
         let call = Call::new(&PUSH)
             .key(self.keys.rules())
             .key(self.keys.rules_history())
+            .key(self.keys.rules_kept())
             .arg(self.keys.prefix())
             .arg(mode)
             .arg(expected)
@@ -122,7 +129,8 @@ impl RedisStore {
             .arg(files)
             .arg(&record.source)
             .arg(record.at.as_millis())
-            .arg(entry.to_string());
+            .arg(entry.to_string())
+            .arg(FILES_KEPT);
         let reply: Vec<String> = self.eval("push rules", call)?;
         match reply.first().map(String::as_str) {
             Some("done") => Ok(Pushed::Done),
@@ -158,8 +166,8 @@ impl RedisStore {
             .collect()
     }
 
-    /// The set of any version in the history, with its files (as it was last pushed), for a
-    /// rollback.
+    /// The set of `version` with its files (as it was last pushed), if it is one of the last
+    /// [`FILES_KEPT`] accepted versions: for a diff, or a rollback.
     pub fn rules_at(&self, version: &str) -> Result<Option<RuleRecord>> {
         self.rule_record("rules at", self.keys.rule_set(version))
     }

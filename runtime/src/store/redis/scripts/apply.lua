@@ -13,6 +13,7 @@
 --   R id at operator reason bump n pairs m names
 --                                    replay (bump 0) or redrive (bump 1): the fresh row's
 --                                    fields, and the message fields to copy from the letter
+--                                    (a name `?f`: copied only if the letter has `f`)
 --   K id at operator reason          skip
 --   E id at operator reason          expire
 --   N id at operator reason          retry now
@@ -89,8 +90,12 @@ while i <= n do
       op.bump = tonumber(take())
       op.fields = take_pairs()
       local count = tonumber(take())
-      op.copy = {}
-      for k = 1, count do op.copy[k] = take() end
+      op.copy, op.optional = {}, {}
+      for k = 1, count do
+        local name = take()
+        op.optional[k] = string.sub(name, 1, 1) == '?'
+        op.copy[k] = op.optional[k] and string.sub(name, 2) or name
+      end
     end
   else
     error('apply.lua: malformed call: unknown op ' .. tostring(t) .. ' at ARGV ' .. (i - 1))
@@ -215,9 +220,12 @@ local function replay(op)
   local fields = op.fields
   for k, name in ipairs(op.copy) do
     -- A letter without its message is corrupt: refuse before writing anything for it.
-    if not copied[k] then return { 'corrupt', 'dead letter ' .. dl .. ' has no ' .. name } end
-    fields[#fields + 1] = name
-    fields[#fields + 1] = copied[k]
+    if copied[k] then
+      fields[#fields + 1] = name
+      fields[#fields + 1] = copied[k]
+    elseif not op.optional[k] then
+      return { 'corrupt', 'dead letter ' .. dl .. ' has no ' .. name }
+    end
   end
   fields[#fields + 1] = 'redrives'
   fields[#fields + 1] = tostring((tonumber(redis.call('HGET', key, 'redrives')) or 0) + op.bump)

@@ -1,0 +1,71 @@
+// /ui/: the live overview, refreshed every 2 s, from GET /v1/overview (the process's own
+// last 15 minutes), GET /metrics (dead letters, the fuse and breakers) and, in shared mode,
+// GET /v1/nodes.
+'use strict';
+
+Rebound.start(() => {
+  const { h, api, metrics, show, chart, fmtNum, notice, table } = Rebound;
+
+  const card = (label, value, id) =>
+    h('div', { class: 'card', id }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
+
+  // The rates seen so far: each refresh asks only for the newer ones.
+  let rates = [];
+  const KEEP_MS = 15 * 60 * 1000;
+  Rebound.every(2000, async () => {
+    const since = rates.length ? rates[rates.length - 1].at_ms : 0;
+    const [{ data: o }, ms] = await Promise.all([api('GET', Rebound.query('/v1/overview', { since })), metrics()]);
+    const nodes = o.shared ? (await api('GET', '/v1/nodes')).data : null;
+    notice('');
+    rates = rates.concat(o.rates || []);
+    if (rates.length) {
+      const from = rates[rates.length - 1].at_ms - KEEP_MS;
+      rates = rates.filter((r) => r.at_ms > from);
+    }
+    const last = rates.length ? rates[rates.length - 1] : null;
+    const pct = (x) => fmtNum(100 * x, 1) + '%';
+    const letters = {};
+    const breakers = [];
+    let fuse = o.now.fuse_open;
+    for (const m of ms) {
+      if (m.name === 'rebound_dead_letters_open') (letters[m.labels.label] ||= {}).open = m.value;
+      if (m.name === 'rebound_dead_letters_overdue') (letters[m.labels.label] ||= {}).overdue = m.value;
+      if (m.name === 'rebound_breaker_state' && m.value === 1) breakers.push(m.labels);
+      if (m.name === 'rebound_retry_fuse_open') fuse = m.value === 1;
+    }
+    const labelRows = Object.entries(letters).sort();
+    const chartOf = (title, f, fmt) => chart(title, rates.map((r) => [r.at_ms, f(r)]), fmt);
+    show(
+      h('div', { class: 'cards' },
+        card('new messages/s', last ? fmtNum(last.new_per_s) : '–', 'new-rate'),
+        card('retries fired/s', last ? fmtNum(last.retries_per_s) : '–', 'retry-rate'),
+        card('retry ratio', last ? pct(last.retry_ratio) : '–', 'retry-ratio'),
+        card('acked/s', last ? fmtNum(last.acked_per_s) : '–', 'acked-rate'),
+        card('pending', fmtNum(o.now.pending, 0), 'pending'),
+        card('retry queue depth', fmtNum(o.now.retry_queue_depth, 0), 'queue-depth'),
+        card('retry fuse', h('span', { class: 'badge ' + (fuse ? 'bad' : 'ok') }, fuse ? 'open' : 'closed'), 'fuse'),
+        card('rule set', o.version, 'version')),
+      h('div', { class: 'charts' },
+        chartOf('new messages/s', (r) => r.new_per_s, fmtNum),
+        chartOf('retries fired/s', (r) => r.retries_per_s, fmtNum),
+        chartOf('retry ratio', (r) => r.retry_ratio, pct),
+        chartOf('acked/s', (r) => r.acked_per_s, fmtNum)),
+      h('h2', {}, 'Dead letters by label'),
+      table([
+        ['label', ([l]) => Rebound.link('/ui/dead-letters?label=' + encodeURIComponent(l), l)],
+        ['open', ([, v]) => fmtNum(v.open || 0, 0), 'num'],
+        ['overdue', ([, v]) => (v.overdue ? h('span', { class: 'badge bad' }, fmtNum(v.overdue, 0)) : '0'), 'num'],
+      ], labelRows),
+      h('h2', {}, 'Breakers'),
+      table([
+        ['breaker', (b) => b.breaker],
+        ['key', (b) => b.key || '–'],
+        ['state', (b) => h('span', { class: 'badge state-' + b.state }, b.state)],
+      ], breakers),
+      nodes ? [h('h2', {}, 'Nodes'), table([
+        ['node', (n) => n.node],
+        ['rule-set version', (n) => n.rules_version],
+        ['errors', (n) => Rebound.nodeErrors(n)],
+      ], nodes)] : null);
+  });
+});

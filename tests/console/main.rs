@@ -1,0 +1,30 @@
+//! The web console (`docs/spec/console.md`) in a real headless Chromium (Debian's `chromium`
+//! through its `chromedriver`), clicked through as an operator would, against a real
+//! `rebound run --admin` with dead letters:
+//!
+//! - `pages`: every page loads with no console error and no request outside the admin
+//!   address, with `Content-Security-Policy: default-src 'self'`; a screenshot of each at
+//!   1280×800 under `target/console-screenshots/`; the dead letters fit a phone's width;
+//! - `dead_letters`: filtered by label, two selected and replayed with operator and reason;
+//! - `rules`: an invalid edit's errors with file:line:col and the line they point at, a valid
+//!   push, and a stale push's 409;
+//! - `history`: the diff between two accepted versions;
+//! - `escaping`: a failure message holding `<script>` shows as text and opens no dialog;
+//! - `paths`: one chart per rule, each loaded.
+//!
+//! `webdriver` is the small WebDriver client they share, `server` the run, `check` what every
+//! page must satisfy.
+
+#[path = "../run/support.rs"]
+mod support;
+
+mod check;
+mod server;
+mod webdriver;
+
+mod dead_letters;
+mod escaping;
+mod history;
+mod pages;
+mod paths;
+mod rules;

@@ -1,0 +1,174 @@
+//! The server the console runs on in these tests: a real `rebound run --admin 127.0.0.1:0`
+//! with the admin token in `REBOUND_ADMIN_TOKEN`, on a copy of the shipped rules (pushes write
+//! into it) and a data directory of its own, and the API calls a test makes beside the browser.
+//!
+//! The run is 3,000 orders at `--time-scale 1`: the poison orders (`BAD_JSON`,
+//! `VALIDATION_FAILED`, label L3) are dead letters within a second, and the run stays up for
+//! minutes while the shipped rules' slow schedules (30 s, 2 min, 10 min for missing stock)
+//! play out in real time, far longer than a test clicks. It is killed when the test ends.
+
+use super::support::{Running, admin_base, run_cmd, shipped_rules};
+use rebound_runtime::store::{SqliteStore, Store, WriteOp};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The admin token writes need.
+pub const TOKEN: &str = "console-test-token";
+
+const MESSAGES: u64 = 3_000;
+
+/// A running `rebound run --admin`.
+pub struct Console {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The rule directory the run reads (a copy of the shipped rules).
+    pub rules: tempfile::TempDir,
+    _data: tempfile::TempDir,
+    http: reqwest::blocking::Client,
+    _run: Running,
+}
+
+impl Console {
+    /// A run on the shipped rules, once it has poison letters (L3) to show.
+    pub fn start() -> Console {
+        Console::start_with(Vec::new())
+    }
+
+    /// The same, with `letters` written into its store before it starts.
+    pub fn start_with(letters: Vec<WriteOp>) -> Console {
+        let rules = tempfile::tempdir().expect("a rules directory");
+        for entry in std::fs::read_dir(shipped_rules()).expect("the shipped rules") {
+            let path = entry.expect("a rule file").path();
+            if path.is_file() {
+                let to = rules.path().join(path.file_name().expect("a file name"));
+                std::fs::copy(&path, to).expect("copy a rule file");
+            }
+        }
+        let data = tempfile::tempdir().expect("a data directory");
+        if !letters.is_empty() {
+            let store = SqliteStore::open(data.path()).expect("open the store");
+            store.apply(&letters).expect("write the letters");
+        }
+        let mut cmd = run_cmd(data.path(), rules.path(), MESSAGES, 1.0);
+        cmd.args(["--admin", "127.0.0.1:0"])
+            .env("REBOUND_ADMIN_TOKEN", TOKEN);
+        let mut run = Running::spawn(cmd);
+        let base = admin_base(&mut run);
+        let console = Console {
+            base,
+            rules,
+            _data: data,
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .expect("an HTTP client"),
+            _run: run,
+        };
+        let start = std::time::Instant::now();
+        while console.get("/v1/dead-letters?label=L3&limit=1")["total"]
+            .as_u64()
+            .unwrap_or(0)
+            < 5
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no poison letters after a minute"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        console
+    }
+
+    /// The URL of `path` on the admin address.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `GET path`, which must answer 200 with JSON.
+    pub fn get(&self, path: &str) -> Value {
+        let res = self
+            .http
+            .get(self.url(path))
+            .send()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let status = res.status();
+        let text = res.text().unwrap_or_default();
+        assert_eq!(status, 200, "GET {path}: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+    }
+
+    /// `GET path`: the status, the headers and the body.
+    pub fn fetch(&self, path: &str) -> (u16, reqwest::header::HeaderMap, String) {
+        let res = self
+            .http
+            .get(self.url(path))
+            .send()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        (status, headers, res.text().unwrap_or_default())
+    }
+
+    /// `POST path` with `body` and the token; the answer must be 200.
+    pub fn post(&self, path: &str, body: Value) -> Value {
+        let res = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let status = res.status();
+        let body: Value = res.json().unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        assert_eq!(status, 200, "POST {path}: {body}");
+        body
+    }
+
+    /// The rule set in force: its version and files.
+    pub fn rules(&self) -> (String, serde_json::Map<String, Value>) {
+        let rules = self.get("/v1/rules");
+        (
+            rules["version"].as_str().expect("a version").to_owned(),
+            rules["files"].as_object().expect("files").clone(),
+        )
+    }
+
+    /// `PUT /v1/rules` of `files` with the token (it must be accepted): the new version.
+    pub fn push(&self, files: &serde_json::Map<String, Value>) -> String {
+        let res = self
+            .http
+            .put(self.url("/v1/rules"))
+            .bearer_auth(TOKEN)
+            .json(&json!({ "files": files }))
+            .send()
+            .expect("PUT /v1/rules");
+        let status = res.status();
+        let body: Value = res.json().expect("JSON");
+        assert_eq!(status, 200, "PUT /v1/rules: {body}");
+        body["version"].as_str().expect("a version").to_owned()
+    }
+
+    /// `POST /v1/rules/validate` of `files`: its errors as `file:line:col`, none if valid.
+    pub fn validate(&self, files: &serde_json::Map<String, Value>) -> Vec<String> {
+        let res = self
+            .http
+            .post(self.url("/v1/rules/validate"))
+            .json(&json!({ "files": files }))
+            .send()
+            .expect("POST /v1/rules/validate");
+        let body: Value = res.json().expect("JSON");
+        body["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "{}:{}:{}",
+                    e["file"].as_str().unwrap(),
+                    e["line"],
+                    e["column"]
+                )
+            })
+            .collect()
+    }
+}
