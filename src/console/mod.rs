@@ -1,7 +1,7 @@
 //! The web console (`docs/spec/console.md`): pages under `/ui/`, served by the binary with
 //! every asset embedded (no CDN, nothing from elsewhere), so that it works with no network.
 //!
-//! A page is a small static HTML shell ([`pages`]) and two scripts: `console.js` (what every
+//! A page is a small static HTML shell (`pages.rs`) and two scripts: `console.js` (what every
 //! page shares: the API client, the admin token kept in `sessionStorage` and sent as
 //! `Authorization: Bearer`, DOM building with text nodes only, tables with the API's cursors,
 //! charts and diffs) and the page's own. Everything a page shows or does goes through the
