@@ -56,8 +56,9 @@ pub struct Rates {
     pub acked_per_s: f64,
     /// Dead-lettered per second.
     pub dead_lettered_per_s: f64,
-    /// Retries fired / new messages over the interval (0 without new messages).
-    pub retry_ratio: f64,
+    /// Retries fired / new messages over the interval (`null` without new messages: retries
+    /// firing while nothing new comes in have no ratio).
+    pub retry_ratio: Option<f64>,
     /// Trees in flight at its end.
     pub pending: u64,
     /// Scheduled retries at its end.
@@ -126,11 +127,7 @@ impl RecentRates {
                     retries_per_s: per_s(|c| c.retries_fired),
                     acked_per_s: per_s(|c| c.acked),
                     dead_lettered_per_s: per_s(|c| c.dead_lettered),
-                    retry_ratio: if new == 0 {
-                        0.0
-                    } else {
-                        fired as f64 / new as f64
-                    },
+                    retry_ratio: (new > 0).then(|| fired as f64 / new as f64),
                     pending: b.pending,
                     retry_queue_depth: b.retry_queue_depth,
                 }
@@ -171,10 +168,10 @@ mod tests {
             ),
             (100.0, 30.0, 90.0)
         );
-        assert!((rates[0].retry_ratio - 0.3).abs() < 1e-12);
+        assert!((rates[0].retry_ratio.unwrap() - 0.3).abs() < 1e-12);
         // Two seconds with no new messages: per second, and no ratio.
         assert_eq!((rates[1].retries_per_s, rates[1].acked_per_s), (10.0, 15.0));
-        assert_eq!(rates[1].retry_ratio, 0.0);
+        assert_eq!(rates[1].retry_ratio, None);
         assert_eq!(rates[1].pending, 7);
         // A refresh asks only for what came after the last one it has.
         assert_eq!(r.rates_since(1_001_000), rates[1..]);

@@ -15,6 +15,16 @@ pub struct FateLog {
 }
 
 impl FateLog {
+    /// Records that `id` was acked.
+    pub fn acked(&mut self, id: &MessageId) {
+        *self.acked.entry(id.to_string()).or_default() += 1;
+    }
+
+    /// Records that `id` was dead-lettered.
+    pub fn dead_lettered(&mut self, id: &MessageId) {
+        *self.dead_lettered.entry(id.to_string()).or_default() += 1;
+    }
+
     /// Asserts at-least-once: every id handed out got exactly one fate, acked or dead-lettered.
     pub fn assert_one_fate_each(&self) {
         for id in &self.handed_out {
@@ -74,22 +84,10 @@ impl Spout for CountingSpout {
         NextMessage::Ready(Message::new(id, self.biz, "payload"))
     }
     fn ack(&mut self, id: &MessageId) {
-        *self
-            .log
-            .lock()
-            .unwrap()
-            .acked
-            .entry(id.to_string())
-            .or_default() += 1;
+        self.log.lock().unwrap().acked(id);
     }
     fn dead_lettered(&mut self, id: &MessageId) {
-        *self
-            .log
-            .lock()
-            .unwrap()
-            .dead_lettered
-            .entry(id.to_string())
-            .or_default() += 1;
+        self.log.lock().unwrap().dead_lettered(id);
     }
 }
 

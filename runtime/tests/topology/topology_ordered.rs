@@ -74,22 +74,10 @@ impl Spout for KeyedSpout {
         NextMessage::Ready(Message::new(id, biz, "").with_key(key))
     }
     fn ack(&mut self, id: &MessageId) {
-        *self
-            .log
-            .lock()
-            .unwrap()
-            .acked
-            .entry(id.to_string())
-            .or_default() += 1;
+        self.log.lock().unwrap().acked(id);
     }
     fn dead_lettered(&mut self, id: &MessageId) {
-        *self
-            .log
-            .lock()
-            .unwrap()
-            .dead_lettered
-            .entry(id.to_string())
-            .or_default() += 1;
+        self.log.lock().unwrap().dead_lettered(id);
     }
 }
 

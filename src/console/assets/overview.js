@@ -34,12 +34,12 @@ Rebound.start(() => {
       if (m.name === 'rebound_retry_fuse_open') fuse = m.value === 1;
     }
     const labelRows = Object.entries(letters).sort();
-    const chartOf = (title, f, fmt) => chart(title, rates.map((r) => [r.at_ms, f(r)]), fmt);
+    const chartOf = (title, f, fmt) => chart(title, rates.filter((r) => f(r) !== null).map((r) => [r.at_ms, f(r)]), fmt);
     show(
       h('div', { class: 'cards' },
         card('new messages/s', last ? fmtNum(last.new_per_s) : '–', 'new-rate'),
         card('retries fired/s', last ? fmtNum(last.retries_per_s) : '–', 'retry-rate'),
-        card('retry ratio', last ? pct(last.retry_ratio) : '–', 'retry-ratio'),
+        card('retry ratio', last && last.retry_ratio !== null ? pct(last.retry_ratio) : '–', 'retry-ratio'),
         card('acked/s', last ? fmtNum(last.acked_per_s) : '–', 'acked-rate'),
         card('pending', fmtNum(o.now.pending, 0), 'pending'),
         card('retry queue depth', fmtNum(o.now.retry_queue_depth, 0), 'queue-depth'),
