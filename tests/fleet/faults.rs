@@ -171,6 +171,21 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     std::thread::sleep(Duration::from_secs(6));
     sig("-CONT");
     let reports = finish(nodes);
+    if reports.iter().any(|r| r["complete"] != true) {
+        // The temp directory goes with the test: say here what the nodes said.
+        for log in ["a.log", "b.log", "c.log"] {
+            let text = std::fs::read_to_string(dir.path().join(log)).unwrap_or_default();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.contains("claimer: claimed"))
+                .collect();
+            let from = lines.len().saturating_sub(120);
+            eprintln!(
+                "== {log}, its last lines but claims:\n{}",
+                lines[from..].join("\n")
+            );
+        }
+    }
     assert_complete(&server, ns, &reports, false);
 
     // What it held when it stopped was claimed again by the others after its lease.
