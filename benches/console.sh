@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The web console, measured in Debian's headless Chromium (the same chromium and chromedriver
-# as tests/console), against the release binary's `rebound serve`:
+# as tests/run/console), against the release binary's `rebound serve`:
 #
 #   cargo build --release --bin rebound --example fill_dead_letters && benches/console.sh
 #

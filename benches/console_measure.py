@@ -5,7 +5,7 @@ latency with and without a console open.
     python3 benches/console_measure.py SMALL BIG LIVE ROUNDS LAT_ROUNDS PHASE_S
 
 SMALL, BIG and LIVE are admin base URLs (http://127.0.0.1:PORT). Only the standard library:
-WebDriver is JSON over HTTP, spoken here to Debian's chromedriver as tests/console does.
+WebDriver is JSON over HTTP, spoken here to Debian's chromedriver as tests/run/console does.
 """
 
 import http.client
@@ -33,7 +33,7 @@ new MutationObserver((_, obs) => {
 }).observe(document, { childList: true, subtree: true });
 """
 
-# Each page: its path and what it shows once loaded (as in tests/console/pages.rs).
+# Each page: its path and what it shows once loaded (as in tests/run/console/pages.rs).
 PAGES = [
     ("/ui/", "document.querySelector('#version .value')?.textContent.length > 0"),
     ("/ui/rules", "document.getElementById('editor')?.value.length > 0"),

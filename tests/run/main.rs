@@ -3,11 +3,13 @@
 //! (`run_hot_reload`), the configuration file's keys and flags over them (`run_config`),
 //! labels that redrive (`run_labels`), ordered keys (`run_ordered`), the pipeline through its library API
 //! (`durable_pipeline`), its metrics (`run_metrics`) and logs (`run_logs`), and the alerting
-//! rules and dashboard that ship in `deploy/` (`deploy`). `support` starts the binary and
+//! rules and dashboard that ship in `deploy/` (`deploy`), and the web console in a real
+//! headless Chromium (`console`). `support` starts the binary and
 //! reads a run's state from outside.
 
 mod support;
 
+mod console;
 mod deploy;
 mod durable_pipeline;
 mod run_config;

@@ -7,7 +7,7 @@
 //! minutes while the shipped rules' slow schedules (30 s, 2 min, 10 min for missing stock)
 //! play out in real time, far longer than a test clicks. It is killed when the test ends.
 
-use super::support::{Running, admin_base, run_cmd, shipped_rules};
+use crate::support::{Running, admin_base, run_cmd, shipped_rules};
 use rebound_runtime::store::{SqliteStore, Store, WriteOp};
 use serde_json::{Value, json};
 use std::time::Duration;

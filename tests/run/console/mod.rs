@@ -1,4 +1,4 @@
-//! The web console (`docs/spec/console.md`) in a real headless Chromium (Debian's `chromium`
+//! The web console (`docs/spec/console.md`), part of the `run` test binary, in a real headless Chromium (Debian's `chromium`
 //! through its `chromedriver`), clicked through as an operator would, against a real
 //! `rebound run --admin` with dead letters:
 //!
@@ -14,9 +14,6 @@
 //!
 //! `webdriver` is the small WebDriver client they share, `server` the run, `check` what every
 //! page must satisfy.
-
-#[path = "../run/support.rs"]
-mod support;
 
 mod check;
 mod server;
