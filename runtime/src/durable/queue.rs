@@ -44,21 +44,21 @@ pub(crate) type Reply = std::sync::mpsc::SyncSender<Option<Message>>;
 impl Inbox {
     /// Adds a message, to be delivered as soon as the spout task can, and wakes the task.
     pub fn push(&self, message: Message) {
-        self.messages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(message);
+        let mut messages = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
+        messages.push(message);
+        // Counted under the lock, as `take` uncounts: the count never falls below what is
+        // there (a take between the push and its count would wrap it below zero).
         self.len.fetch_add(1, Relaxed);
+        drop(messages);
         self.notify.notify_one();
     }
 
     /// Asks the spout task to carry out `command` on `id`'s retry, and wakes it.
     pub(crate) fn command(&self, id: MessageId, command: Command, reply: Reply) {
-        self.commands
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((id, command, reply));
+        let mut commands = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        commands.push((id, command, reply));
         self.len.fetch_add(1, Relaxed);
+        drop(commands);
         self.notify.notify_one();
     }
 
@@ -68,11 +68,10 @@ impl Inbox {
 
     /// Tells the spout task's ordered keys of `notice`, and wakes the task.
     pub(crate) fn notice(&self, notice: KeyNotice) {
-        self.notices
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(notice);
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        notices.push(notice);
         self.notices_len.fetch_add(1, Relaxed);
+        drop(notices);
         self.notify.notify_one();
     }
 
@@ -91,15 +90,15 @@ impl Inbox {
     }
 
     pub(crate) fn take(&self) -> Vec<Message> {
-        let taken =
-            std::mem::take(&mut *self.messages.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut messages = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
+        let taken = std::mem::take(&mut *messages);
         self.len.fetch_sub(taken.len(), Relaxed);
         taken
     }
 
     pub(crate) fn take_commands(&self) -> Vec<(MessageId, Command, Reply)> {
-        let taken =
-            std::mem::take(&mut *self.commands.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut commands = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        let taken = std::mem::take(&mut *commands);
         self.len.fetch_sub(taken.len(), Relaxed);
         taken
     }
