@@ -46,24 +46,8 @@ pub struct PushBody {
     pub skip_tests: bool,
 }
 
-/// `GET /v1/rules`: `{"version", "loaded_at", "source", "files": {name: content},
-/// "rollback_to"}`, where `rollback_to` is the version a rollback without a body would go
-/// back to (null when there is none), so that the console can name it before it acts.
+/// `GET /v1/rules`: `{"version", "loaded_at", "source", "files": {name: content}}`.
 pub async fn get(State(state): State<AdminState>) -> Response {
-    let rollback_to = match state.shared_rules.clone() {
-        None => state
-            .reloader
-            .previous_versions()
-            .first()
-            .map(|v| v.to_string()),
-        // The store unreachable: no target named (the rollback itself says why it fails).
-        Some(shared) => blocking(move || shared.rollback_target())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .flatten()
-            .map(|(version, _)| version),
-    };
     let status = state.reloader.status();
     let files: Map<String, Value> = status
         .set
@@ -80,7 +64,6 @@ pub async fn get(State(state): State<AdminState>) -> Response {
         "loaded_at": timestamp(status.loaded_at),
         "source": status.source.as_str(),
         "files": files,
-        "rollback_to": rollback_to,
     });
     with_etag(&version, Json(body))
 }
@@ -124,6 +107,24 @@ pub async fn validate(
         .await?
         .map_err(push_error)?;
     Ok(pushed_response(&pushed))
+}
+
+/// `GET /v1/rules/rollback`: `{"version"}`, the version a `POST /v1/rules/rollback` without a
+/// body would go back to now (null when there is none), so that a client can name it before
+/// it acts. On a shared store it reads the fleet's history, so it is asked for, not polled.
+pub async fn rollback_target(State(state): State<AdminState>) -> Result<Json<Value>, ApiError> {
+    let version = match state.shared_rules.clone() {
+        None => state
+            .reloader
+            .previous_versions()
+            .first()
+            .map(|v| v.to_string()),
+        Some(shared) => blocking(move || shared.rollback_target())
+            .await?
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?
+            .map(|(version, _)| version),
+    };
+    Ok(Json(json!({ "version": version })))
 }
 
 /// `POST /v1/rules/rollback`: back to the previous accepted set (409 when there is none), or

@@ -2,13 +2,13 @@
 // (POST /v1/rules/validate: errors and warnings), pushed (PUT /v1/rules with If-Match; the
 // API runs the set's rule tests first and a failing one refuses the push unless the operator
 // pushes anyway, "skip_tests") or rolled back (POST /v1/rules/rollback with the version
-// GET /v1/rules names as rollback_to, once the operator has confirmed it).
+// GET /v1/rules/rollback names, once the operator has confirmed it).
 'use strict';
 
 Rebound.start(async () => {
   const { h, api, show, notice, explain, filesDiff, confirmAction } = Rebound;
   const LINE_PX = 18;
-  let loaded = null;   // {version, loaded_at, source, files}
+  let loaded = null;   // {version, loaded_at, source, files, rollback_to}
   let edits = {};      // name → text as edited
   let current = null;  // the file shown
   const gutter = h('pre', { class: 'gutter', 'aria-hidden': 'true' });
@@ -107,8 +107,12 @@ Rebound.start(async () => {
     rollbackButton.disabled = !loaded.rollback_to;
   }
 
+  /** The version a rollback would go back to now, or null. */
+  const rollbackTarget = async () => (await api('GET', '/v1/rules/rollback')).data.version;
+
   async function load(keepNotice) {
-    loaded = (await api('GET', '/v1/rules')).data;
+    const [rules, to] = await Promise.all([api('GET', '/v1/rules'), rollbackTarget()]);
+    loaded = Object.assign(rules.data, { rollback_to: to });
     edits = Object.assign({}, loaded.files);
     showFacts();
     const names = Object.keys(edits).sort();
@@ -167,7 +171,8 @@ Rebound.start(async () => {
   }
 
   async function rollback() {
-    const to = loaded.rollback_to;
+    let to;
+    try { to = await rollbackTarget(); } catch (e) { notice(explain(e), 'error'); return; }
     if (!to) { notice('There is no earlier version to roll back to.', 'error'); return; }
     const yes = await confirmAction(`Roll back from version ${loaded.version} to version ${to}? ` +
       'Its files replace those in the rules directory and it decides from now on.', `Roll back to ${to}`);

@@ -53,6 +53,11 @@ fn validate_shows_warnings_a_failing_rule_test_refuses_a_push_and_rollback_asks_
         "{refused}"
     );
     assert_eq!(console.rules().0, first, "a refused push changes nothing");
+    assert_eq!(
+        console.get("/v1/rules/rollback"),
+        json!({ "version": null }),
+        "nothing before the start-up set"
+    );
 
     let browser = Browser::start(1280, 800);
     open(
@@ -124,6 +129,10 @@ fn validate_shows_warnings_a_failing_rule_test_refuses_a_push_and_rollback_asks_
     );
 
     // Rollback: it names the version it goes back to; Cancel does nothing.
+    assert_eq!(
+        console.get("/v1/rules/rollback"),
+        json!({ "version": first })
+    );
     assert_eq!(browser.wait_for("#rollback-to").text(), first);
     browser.wait_for("#rollback").click();
     browser.wait_js(
