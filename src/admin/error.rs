@@ -65,6 +65,11 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The JSON body.
+    pub fn body(&self) -> &Value {
+        &self.body
+    }
 }
 
 impl IntoResponse for ApiError {

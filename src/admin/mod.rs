@@ -2,7 +2,7 @@
 //!
 //! | route | module |
 //! |---|---|
-//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`] |
+//! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `GET`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`]; a push runs the set's rule tests first ([`rule_tests`]) |
 //! | `POST /v1/decide` | [`decide`] |
 //! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
 //! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
@@ -28,6 +28,7 @@ pub mod json;
 pub mod messages;
 pub mod paths;
 pub mod retries;
+pub mod rule_tests;
 pub mod rules;
 pub mod status;
 
@@ -68,7 +69,10 @@ pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/v1/rules", get(rules::get).put(rules::put))
         .route("/v1/rules/validate", post(rules::validate))
-        .route("/v1/rules/rollback", post(rules::rollback))
+        .route(
+            "/v1/rules/rollback",
+            get(rules::rollback_target).post(rules::rollback),
+        )
         .route("/v1/rules/history", get(rules::history))
         .route("/v1/rules/history/{version}", get(rules::history_files))
         .route("/v1/decide", post(decide::decide))

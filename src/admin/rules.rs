@@ -5,6 +5,7 @@ use super::AdminState;
 use super::auth::Writer;
 use super::body::{JsonBody, OptionalJsonBody};
 use super::error::{ApiError, ErrorJson};
+use super::rule_tests;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -39,6 +40,10 @@ pub trait SharedRules: Send + Sync + std::fmt::Debug {
 pub struct PushBody {
     /// File name → content.
     pub files: BTreeMap<String, String>,
+    /// Push even when the set's rule tests fail (a push runs them first; a validation never
+    /// does, so there it changes nothing).
+    #[serde(default)]
+    pub skip_tests: bool,
 }
 
 /// `GET /v1/rules`: `{"version", "loaded_at", "source", "files": {name: content}}`.
@@ -63,7 +68,8 @@ pub async fn get(State(state): State<AdminState>) -> Response {
     with_etag(&version, Json(body))
 }
 
-/// `PUT /v1/rules`: validate, write into the rules directory, swap. `If-Match` optional.
+/// `PUT /v1/rules`: validate, run the set's rule tests (unless `"skip_tests": true`), write
+/// into the rules directory, swap. `If-Match` optional.
 pub async fn put(
     _: Writer,
     State(state): State<AdminState>,
@@ -72,9 +78,20 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     let if_match = if_match(&headers)?;
     let reloader = state.reloader.clone();
-    let pushed = blocking(move || reloader.push(body.files, if_match.as_ref(), Source::Push))
-        .await?
-        .map_err(push_error)?;
+    let pushed = blocking(move || {
+        // A stale push is a 409 whatever its tests say; a push that would be accepted is tested.
+        if !body.skip_tests
+            && reloader
+                .validate(body.files.clone(), if_match.as_ref())
+                .is_ok()
+        {
+            rule_tests::check(reloader.dir(), &body.files)?;
+        }
+        reloader
+            .push(body.files, if_match.as_ref(), Source::Push)
+            .map_err(push_error)
+    })
+    .await??;
     Ok(pushed_response(&pushed))
 }
 
@@ -90,6 +107,24 @@ pub async fn validate(
         .await?
         .map_err(push_error)?;
     Ok(pushed_response(&pushed))
+}
+
+/// `GET /v1/rules/rollback`: `{"version"}`, the version a `POST /v1/rules/rollback` without a
+/// body would go back to now (null when there is none), so that a client can name it before
+/// it acts. On a shared store it reads the fleet's history, so it is asked for, not polled.
+pub async fn rollback_target(State(state): State<AdminState>) -> Result<Json<Value>, ApiError> {
+    let version = match state.shared_rules.clone() {
+        None => state
+            .reloader
+            .previous_versions()
+            .first()
+            .map(|v| v.to_string()),
+        Some(shared) => blocking(move || shared.rollback_target())
+            .await?
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?
+            .map(|(version, _)| version),
+    };
+    Ok(Json(json!({ "version": version })))
 }
 
 /// `POST /v1/rules/rollback`: back to the previous accepted set (409 when there is none), or

@@ -2,6 +2,7 @@
 
 use super::AdminState;
 use super::error::ApiError;
+use crate::metrics::recent;
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -37,8 +38,9 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
 
 /// `GET /v1/overview`: what the console's overview shows from the process itself: the
 /// rule-set version, whether it runs on a shared store (so `GET /v1/nodes` has nodes) and
-/// whether writes need the token, the counters now, and the last 15 minutes of per-second
-/// rates (`metrics::recent`), oldest first (with `?since=MS`, only those after it).
+/// whether writes need the token, the counters now, and the last 15 minutes of rates per
+/// second, each the mean over the `window_s` seconds up to it (`metrics::recent`), oldest first
+/// (with `?since=MS`, only those after it).
 pub async fn overview(
     State(state): State<AdminState>,
     query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
@@ -68,7 +70,8 @@ pub async fn overview(
             "retry_queue_depth": s.retry_queue_depth,
             "fuse_open": s.fuse_open,
         },
-        "interval_s": crate::metrics::recent::EVERY.as_secs(),
+        "interval_s": recent::EVERY.as_secs(),
+        "window_s": recent::EVERY.as_secs() * recent::WINDOW as u64,
         "rates": state.metrics.recent.rates_since(since),
     })))
 }

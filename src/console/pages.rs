@@ -102,7 +102,7 @@ pub fn html(page: &Page) -> String {
 <body data-page=\"{key}\">
 <header class=\"top\">
 <a class=\"brand\" href=\"/ui/\">Rebound</a>
-<nav>{nav}</nav>
+<nav aria-label=\"Pages\">{nav}</nav>
 <span id=\"token-state\" class=\"token-state\"></span>
 </header>
 <main>

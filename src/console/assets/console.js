@@ -95,6 +95,27 @@ const Rebound = (() => {
     });
   }
 
+  /**
+   * Asks the operator to confirm `question` (text, or nodes) in a modal dialog: resolves to
+   * true for `yes` (the button's label), false for Cancel or Escape.
+   */
+  function confirmAction(question, yes) {
+    const ok = h('button', { type: 'button', id: 'confirm-ok', class: 'danger' }, yes);
+    const cancel = h('button', { type: 'button', id: 'confirm-cancel', class: 'secondary' }, 'Cancel');
+    const text = h('p', { id: 'confirm-text' }, question);
+    const dialog = h('dialog', { id: 'confirm-dialog', 'aria-labelledby': 'confirm-text' }, text,
+      h('div', { class: 'buttons' }, cancel, ok));
+    document.body.append(dialog);
+    return new Promise((resolve) => {
+      const done = (answer) => { dialog.close(); dialog.remove(); resolve(answer); };
+      ok.addEventListener('click', () => done(true));
+      cancel.addEventListener('click', () => done(false));
+      dialog.addEventListener('cancel', (e) => { e.preventDefault(); done(false); });
+      dialog.showModal();
+      cancel.focus();
+    });
+  }
+
   // The POSTs the API lets anyone make (they change nothing): no token asked for or sent.
   const UNGUARDED = ['/v1/rules/validate', '/v1/decide'];
 
@@ -167,10 +188,15 @@ const Rebound = (() => {
     return String(e && e.message ? e.message : e);
   }
 
-  /** A table: `cols` are [heading, cell(row) → node or text, class?]. */
-  function table(cols, rows, rowClass) {
-    return h('div', { class: 'table-wrap' }, h('table', {},
-      h('thead', {}, h('tr', {}, cols.map(([head, , cls]) => h('th', { class: cls || null }, head)))),
+  /**
+   * A table: `cols` are [heading, cell(row) → node or text, class?]. A heading given as
+   * {hidden: TEXT} is read by screen readers only (a column of checkboxes or buttons): no
+   * heading is ever empty. `id`, if given, is the table's.
+   */
+  function table(cols, rows, rowClass, id) {
+    const heading = (head) => (head && head.hidden ? h('span', { class: 'sr-only' }, head.hidden) : head);
+    return h('div', { class: 'table-wrap' }, h('table', { id: id || null },
+      h('thead', {}, h('tr', {}, cols.map(([head, , cls]) => h('th', { class: cls || null, scope: 'col' }, heading(head))))),
       h('tbody', {}, rows.length === 0
         ? h('tr', {}, h('td', { colspan: cols.length, class: 'muted' }, 'Nothing here.'))
         : rows.map((r) => h('tr', { class: rowClass ? rowClass(r) : null },
@@ -348,5 +374,6 @@ const Rebound = (() => {
   return {
     h, s, show, notice, api, query, explain, table, age, time, fmtNum, link, messageLink,
     chart, diffLines, filesDiff, every, operatorFields, metrics, nodeErrors, facts, start, ApiError,
+    confirmAction,
   };
 })();

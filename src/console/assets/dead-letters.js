@@ -43,19 +43,20 @@ Rebound.start(async () => {
     total.textContent = `${data.total} letter${data.total === 1 ? '' : 's'} match`;
     const now = data.dead_letters;
     list.replaceChildren(table([
-      ['', (d) => h('input', {
+      [{ hidden: 'select' }, (d) => h('input', {
         type: 'checkbox', class: 'pick', value: d.id, 'aria-label': 'select ' + d.id, checked: selected.has(d.id),
         onchange: (e) => { if (e.target.checked) selected.add(d.id); else selected.delete(d.id); },
       })],
-      ['message', (d) => messageLink(d.id)],
-      ['biz', (d) => d.biz],
-      ['code', (d) => d.last_code],
-      ['label', (d) => d.label],
-      ['status', (d) => h('span', { class: 'badge ' + (d.status === 'dead' ? 'bad' : '') }, d.status)],
-      ['age', (d) => age(d.last_time_ms), 'num'],
-      ['overdue', (d) => (d.overdue ? h('span', { class: 'badge bad' }, 'overdue') : ''), null],
-      ['rule', (d) => d.rule],
-      ['last failure', (d) => d.last_message, 'msg'],
+      ['message', (d) => messageLink(d.id), 'nowrap'],
+      ['biz', (d) => d.biz, 'nowrap'],
+      ['code', (d) => d.last_code, 'nowrap'],
+      ['label', (d) => d.label, 'nowrap'],
+      ['status', (d) => h('span', { class: 'badge ' + (d.status === 'dead' ? 'bad' : '') }, d.status), 'nowrap'],
+      ['age', (d) => age(d.last_time_ms), 'num nowrap'],
+      ['overdue', (d) => (d.overdue ? h('span', { class: 'badge bad' }, 'overdue') : ''), 'nowrap'],
+      ['rule', (d) => d.rule, 'nowrap'],
+      // Two lines at most, so that a row stays a row (the whole text is on the message's page).
+      ['last failure', (d) => h('div', { class: 'clamp', title: d.last_message }, d.last_message), 'msg'],
     ], now, (d) => (d.overdue ? 'overdue' : null)));
     pager.replaceChildren(
       h('button', { type: 'button', class: 'secondary', id: 'prev', disabled: pages.length === 1,

@@ -4,7 +4,7 @@
 'use strict';
 
 Rebound.start(async () => {
-  const { h, api, show, notice, explain, table, filesDiff } = Rebound;
+  const { h, api, show, notice, explain, table, filesDiff, confirmAction } = Rebound;
   const { data: entries } = await api('GET', '/v1/rules/history');
   const diff = h('div', { id: 'diff' });
   const pick = { from: null, to: null };
@@ -30,6 +30,10 @@ Rebound.start(async () => {
   }
 
   async function rollbackTo(version) {
+    const now = entries.find((e) => e.result === 'accepted');
+    const yes = await confirmAction(`Roll back ${now ? `from version ${now.version} ` : ''}to version ${version}? ` +
+      'Its files replace those in the rules directory and it decides from now on.', `Roll back to ${version}`);
+    if (!yes) { notice('Nothing was rolled back.'); return; }
     try {
       const { data } = await api('POST', '/v1/rules/rollback', { version });
       notice(`Rolled back: version ${data.version} is in force.`, 'ok');
@@ -47,7 +51,7 @@ Rebound.start(async () => {
       ['result', (e) => h('span', { class: 'badge ' + (e.result === 'accepted' ? 'ok' : 'bad') }, e.result)],
       ['source', (e) => e.source],
       ['errors', errors, 'msg'],
-      ['', (e) => (e.result !== 'accepted' ? '' : h('button', {
+      [{ hidden: 'rollback' }, (e) => (e.result !== 'accepted' ? '' : h('button', {
         type: 'button', class: 'secondary rollback-to', 'data-version': e.version,
         onclick: () => rollbackTo(e.version),
       }, 'Roll back to this'))],

@@ -6,8 +6,9 @@
 Rebound.start(() => {
   const { h, api, metrics, show, chart, fmtNum, notice, table } = Rebound;
 
-  const card = (label, value, id) =>
-    h('div', { class: 'card', id }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
+  const card = (label, value, id, unit) =>
+    h('div', { class: 'card', id }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value),
+      unit ? h('div', { class: 'unit' }, unit) : null);
 
   // The rates seen so far: each refresh asks only for the newer ones.
   let rates = [];
@@ -34,22 +35,28 @@ Rebound.start(() => {
       if (m.name === 'rebound_retry_fuse_open') fuse = m.value === 1;
     }
     const labelRows = Object.entries(letters).sort();
-    const chartOf = (title, f, fmt) => chart(title, rates.filter((r) => f(r) !== null).map((r) => [r.at_ms, f(r)]), fmt);
+    // The API's rates are means over a window (GET /v1/overview's window_s), not one-second
+    // samples: say so wherever one is shown.
+    const mean = `${o.window_s || 1} s mean`;
+    const perSecond = `per second, ${mean}`;
+    const chartOf = (title, unit, f, fmt) =>
+      chart(`${title} (${unit})`, rates.filter((r) => f(r) !== null).map((r) => [r.at_ms, f(r)]), fmt);
     show(
       h('div', { class: 'cards' },
-        card('new messages/s', last ? fmtNum(last.new_per_s) : '–', 'new-rate'),
-        card('retries fired/s', last ? fmtNum(last.retries_per_s) : '–', 'retry-rate'),
-        card('retry ratio', last && last.retry_ratio !== null ? pct(last.retry_ratio) : '–', 'retry-ratio'),
-        card('acked/s', last ? fmtNum(last.acked_per_s) : '–', 'acked-rate'),
+        card('new messages', last ? fmtNum(last.new_per_s) : '–', 'new-rate', perSecond),
+        card('retries fired', last ? fmtNum(last.retries_per_s) : '–', 'retry-rate', perSecond),
+        card('retry ratio', last && last.retry_ratio !== null ? pct(last.retry_ratio) : '–', 'retry-ratio',
+          `retries / new, ${mean}`),
+        card('acked', last ? fmtNum(last.acked_per_s) : '–', 'acked-rate', perSecond),
         card('pending', fmtNum(o.now.pending, 0), 'pending'),
         card('retry queue depth', fmtNum(o.now.retry_queue_depth, 0), 'queue-depth'),
         card('retry fuse', h('span', { class: 'badge ' + (fuse ? 'bad' : 'ok') }, fuse ? 'open' : 'closed'), 'fuse'),
         card('rule set', o.version, 'version')),
       h('div', { class: 'charts' },
-        chartOf('new messages/s', (r) => r.new_per_s, fmtNum),
-        chartOf('retries fired/s', (r) => r.retries_per_s, fmtNum),
-        chartOf('retry ratio', (r) => r.retry_ratio, pct),
-        chartOf('acked/s', (r) => r.acked_per_s, fmtNum)),
+        chartOf('new messages', perSecond, (r) => r.new_per_s, fmtNum),
+        chartOf('retries fired', perSecond, (r) => r.retries_per_s, fmtNum),
+        chartOf('retry ratio', mean, (r) => r.retry_ratio, pct),
+        chartOf('acked', perSecond, (r) => r.acked_per_s, fmtNum)),
       h('h2', {}, 'Dead letters by label'),
       table([
         ['label', ([l]) => Rebound.link('/ui/dead-letters?label=' + encodeURIComponent(l), l)],

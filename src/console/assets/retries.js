@@ -39,7 +39,7 @@ Rebound.start(async () => {
       ['attempt', (r) => String(r.attempt), 'num'],
       ['rule', (r) => r.rule || '–'],
       ['last code', (r) => r.last_code || '–'],
-      ['', (r) => [
+      [{ hidden: 'actions' }, (r) => [
         h('button', { type: 'button', class: 'secondary now', 'data-id': r.id, onclick: () => act(r.id, 'now') }, 'Retry now'), ' ',
         h('button', { type: 'button', class: 'danger kill', 'data-id': r.id, onclick: () => act(r.id, 'kill') }, 'Kill')]],
     ], data.retries));

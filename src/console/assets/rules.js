@@ -1,12 +1,14 @@
 // /ui/rules: the set in force (GET /v1/rules), edited in the browser, validated
-// (POST /v1/rules/validate), pushed (PUT /v1/rules with If-Match) or rolled back
-// (POST /v1/rules/rollback).
+// (POST /v1/rules/validate: errors and warnings), pushed (PUT /v1/rules with If-Match; the
+// API runs the set's rule tests first and a failing one refuses the push unless the operator
+// pushes anyway, "skip_tests") or rolled back (POST /v1/rules/rollback with the version
+// GET /v1/rules/rollback names, once the operator has confirmed it).
 'use strict';
 
 Rebound.start(async () => {
-  const { h, api, show, notice, explain, filesDiff } = Rebound;
+  const { h, api, show, notice, explain, filesDiff, confirmAction } = Rebound;
   const LINE_PX = 18;
-  let loaded = null;   // {version, loaded_at, source, files}
+  let loaded = null;   // {version, loaded_at, source, files, rollback_to}
   let edits = {};      // name → text as edited
   let current = null;  // the file shown
   const gutter = h('pre', { class: 'gutter', 'aria-hidden': 'true' });
@@ -68,16 +70,31 @@ Rebound.start(async () => {
     result.append(view);
   }
 
-  function showErrors(errors) {
-    result.replaceChildren(h('h2', {}, `${errors.length} error${errors.length === 1 ? '' : 's'}`),
-      h('ul', { class: 'errors', id: 'errors' }, errors.map((e) => {
-        const at = `${e.file}:${e.line}:${e.column}`;
-        const name = fileOf(e);
-        return h('li', {}, h('button', {
-          type: 'button', class: 'error', 'data-at': at, disabled: name === null,
-          onclick: () => showLine(name, e.line, e.column),
-        }, `${at}: ${e.message}`));
-      })));
+  /** A list of errors or warnings (`kind`), each a button that shows the line it names. */
+  function placeList(kind, items) {
+    return h('ul', { class: kind, id: kind }, items.map((e) => {
+      const at = [e.file, e.line, e.column].filter((v) => v !== undefined && v !== null).join(':');
+      const name = fileOf(e);
+      return h('li', {}, h('button', {
+        type: 'button', class: kind === 'errors' ? 'error' : 'warning', 'data-at': at,
+        disabled: name === null || !e.line,
+        onclick: () => showLine(name, e.line, e.column),
+      }, `${at}: ${e.message}` + (e.help ? ` (${e.help})` : '')));
+    }));
+  }
+
+  const plural = (n, what) => `${n} ${what}${n === 1 ? '' : 's'}`;
+
+  function showErrors(errors, heading) {
+    result.replaceChildren(h('h2', {}, heading || plural(errors.length, 'error')), placeList('errors', errors));
+  }
+
+  /** The warnings of a valid set, below what `head` says of it. */
+  function showWarnings(head, warnings) {
+    result.replaceChildren(head);
+    if (warnings && warnings.length) {
+      result.append(h('h2', {}, plural(warnings.length, 'warning')), placeList('warnings', warnings));
+    }
   }
 
   function showFacts() {
@@ -85,11 +102,17 @@ Rebound.start(async () => {
       h('dt', {}, 'version'), h('dd', { id: 'version' }, loaded.version),
       h('dt', {}, 'loaded at'), h('dd', {}, loaded.loaded_at),
       h('dt', {}, 'source'), h('dd', {}, loaded.source),
-      h('dt', {}, 'files'), h('dd', {}, String(Object.keys(loaded.files).length)));
+      h('dt', {}, 'files'), h('dd', {}, String(Object.keys(loaded.files).length)),
+      h('dt', {}, 'rollback goes to'), h('dd', { id: 'rollback-to' }, loaded.rollback_to || 'nothing earlier is kept'));
+    rollbackButton.disabled = !loaded.rollback_to;
   }
 
+  /** The version a rollback would go back to now, or null. */
+  const rollbackTarget = async () => (await api('GET', '/v1/rules/rollback')).data.version;
+
   async function load(keepNotice) {
-    loaded = (await api('GET', '/v1/rules')).data;
+    const [rules, to] = await Promise.all([api('GET', '/v1/rules'), rollbackTarget()]);
+    loaded = Object.assign(rules.data, { rollback_to: to });
     edits = Object.assign({}, loaded.files);
     showFacts();
     const names = Object.keys(edits).sort();
@@ -101,8 +124,11 @@ Rebound.start(async () => {
   async function validate() {
     try {
       const { data } = await api('POST', '/v1/rules/validate', { files: edits });
-      result.replaceChildren(h('p', { id: 'valid' }, `Valid: it would be version ${data.version}.`));
-      notice('The edited set is valid.', 'ok');
+      const warnings = data.warnings || [];
+      showWarnings(h('p', { id: 'valid' }, `Valid: it would be version ${data.version}. ` +
+        'A push also runs the set\'s rule tests.'), warnings);
+      if (warnings.length) notice(`The edited set is valid, with ${plural(warnings.length, 'warning')}: see below before you push.`);
+      else notice('The edited set is valid.', 'ok');
     } catch (e) {
       if (e.status === 422 && e.body && e.body.errors) {
         notice('The edited set is not valid: nothing was changed.', 'error');
@@ -111,11 +137,16 @@ Rebound.start(async () => {
     }
   }
 
-  async function push() {
+  async function push(skipTests) {
     try {
-      const { data } = await api('PUT', '/v1/rules', { files: edits }, { 'If-Match': loaded.version });
+      const body = skipTests ? { files: edits, skip_tests: true } : { files: edits };
+      const { data } = await api('PUT', '/v1/rules', body, { 'If-Match': loaded.version });
       await load(true);
-      notice(`Pushed: version ${data.version} is in force.`, 'ok');
+      const warnings = data.warnings || [];
+      const tests = skipTests ? ' Its rule tests were skipped.' : '';
+      notice(`Pushed: version ${data.version} is in force.${tests}` +
+        (warnings.length ? ` It has ${plural(warnings.length, 'warning')}, below.` : ''), 'ok');
+      if (warnings.length) showWarnings(h('p', {}, `Version ${data.version}:`), warnings);
     } catch (e) {
       if (e.status === 409) {
         const now = (await api('GET', '/v1/rules')).data;
@@ -125,6 +156,13 @@ Rebound.start(async () => {
           h('h2', {}, `What changed from ${loaded.version} to ${now.version}`),
           filesDiff(loaded.files, now.files, loaded.version, now.version),
           h('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Load the current version (drops your edits)')));
+      } else if (e.status === 422 && e.body && e.body.tests) {
+        const { passed, failed } = e.body.tests;
+        notice(`The push was refused: ${failed} of ${passed + failed} rule tests failed. Nothing was changed.`, 'error');
+        showErrors(e.body.errors, `${plural(failed, 'rule test')} failed`);
+        result.append(h('div', { class: 'actions' },
+          h('button', { type: 'button', id: 'push-skip-tests', class: 'danger', onclick: () => push(true) },
+            'Push anyway (skip the tests)')));
       } else if (e.status === 422 && e.body && e.body.errors) {
         notice('The push was refused: nothing was changed.', 'error');
         showErrors(e.body.errors);
@@ -133,22 +171,30 @@ Rebound.start(async () => {
   }
 
   async function rollback() {
+    let to;
+    try { to = await rollbackTarget(); } catch (e) { notice(explain(e), 'error'); return; }
+    if (!to) { notice('There is no earlier version to roll back to.', 'error'); return; }
+    const yes = await confirmAction(`Roll back from version ${loaded.version} to version ${to}? ` +
+      'Its files replace those in the rules directory and it decides from now on.', `Roll back to ${to}`);
+    if (!yes) { notice('Nothing was rolled back.'); return; }
     try {
-      const { data } = await api('POST', '/v1/rules/rollback');
+      const { data } = await api('POST', '/v1/rules/rollback', { version: to });
       await load(true);
       notice(`Rolled back: version ${data.version} is in force.`, 'ok');
     } catch (e) { notice(explain(e), 'error'); }
   }
+
+  const rollbackButton = h('button', { type: 'button', id: 'rollback', class: 'danger apart', onclick: rollback }, 'Rollback…');
 
   // What Validate and Push say goes right under their buttons, above the editor, where the
   // operator who pressed them is looking.
   show(facts,
     h('div', { class: 'actions' },
       h('button', { type: 'button', id: 'validate', onclick: validate }, 'Validate'),
-      h('button', { type: 'button', id: 'push', onclick: push }, 'Push'),
+      h('button', { type: 'button', id: 'push', onclick: () => push(false) }, 'Push'),
       h('button', { type: 'button', id: 'revert', class: 'secondary', onclick: () => load() }, 'Drop my edits'),
-      h('button', { type: 'button', id: 'rollback', class: 'danger', onclick: rollback }, 'Rollback')),
+      rollbackButton),
     result,
-    h('div', { class: 'editor' }, h('nav', {}, fileList), h('div', { class: 'code' }, gutter, editor)));
+    h('div', { class: 'editor' }, h('nav', { 'aria-label': 'Files' }, fileList), h('div', { class: 'code' }, gutter, editor)));
   await load();
 });

@@ -96,16 +96,39 @@ pub fn token_asked(browser: &Browser) -> bool {
     ) == json!(true)
 }
 
-/// Waits for a notice of `kind` (`ok` or `error`) that says `saying`, and returns its text.
+/// Waits for a notice of `kind` (`ok`, `error`, or `""` for one that is neither) that says
+/// `saying`, and returns its text.
 pub fn notice(browser: &Browser, kind: &str, saying: &str) -> String {
+    let of_kind = if kind.is_empty() {
+        "!n.classList.contains('ok') && !n.classList.contains('error')".to_owned()
+    } else {
+        format!("n.classList.contains('{kind}')")
+    };
     browser.wait_js(
-        &format!("a notice of kind {kind} saying {saying:?}"),
+        &format!("a notice of kind {kind:?} saying {saying:?}"),
         &format!(
             "(() => {{ const n = document.getElementById('notice');
-               return !n.hidden && n.classList.contains('{kind}')
+               return !n.hidden && {of_kind}
                  && n.textContent.includes({}); }})()",
             json!(saying)
         ),
     );
     browser.wait_for("#notice").text()
+}
+
+/// Waits for the console's confirmation dialog, checks that it says `saying`, and answers it
+/// with its action button: the question's text.
+pub fn confirm(browser: &Browser, saying: &str) -> String {
+    browser.wait_js(
+        "the confirmation dialog",
+        "document.getElementById('confirm-dialog')?.open",
+    );
+    let text = browser.wait_for("#confirm-text").text();
+    assert!(text.contains(saying), "the confirmation says {text:?}");
+    browser.wait_for("#confirm-ok").click();
+    browser.wait_js(
+        "the confirmation dialog to close",
+        "!document.getElementById('confirm-dialog')",
+    );
+    text
 }

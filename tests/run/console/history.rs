@@ -2,7 +2,7 @@
 //! between their files (from `GET /v1/rules/history/{version}`) shows what was taken out and
 //! what was put in, file by file.
 
-use super::check::{assert_no_console_errors, give_token, open, screenshot};
+use super::check::{assert_no_console_errors, confirm, give_token, open, screenshot};
 use super::server::Console;
 use super::webdriver::Browser;
 use serde_json::Value;
@@ -84,6 +84,7 @@ fn two_picked_versions_show_their_diff() {
     browser
         .wait_for(&format!("button.rollback-to[data-version='{first}']"))
         .click();
+    confirm(&browser, &format!("to version {first}"));
     give_token(&browser);
     let mut now = String::new();
     for _ in 0..100 {

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 /// Each page: its path (`{id}` is a dead letter's message), its screenshot's name, and what it
 /// shows once loaded (a script expression).
-const PAGES: &[(&str, &str, &str)] = &[
+pub(super) const PAGES: &[(&str, &str, &str)] = &[
     (
         "/ui/",
         "overview",
@@ -132,7 +132,7 @@ fn on_a_phone_no_page_scrolls_sideways() {
 
 /// A poison letter replayed through the API, so that the audit log and its message's page
 /// have something to show: its message id.
-fn replayed_letter(console: &Console) -> String {
+pub(super) fn replayed_letter(console: &Console) -> String {
     let id = console.get("/v1/dead-letters?label=L3&limit=1")["dead_letters"][0]["id"]
         .as_str()
         .expect("a letter")

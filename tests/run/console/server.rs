@@ -36,18 +36,29 @@ impl Console {
 
     /// The same, with `letters` written into its store before it starts.
     pub fn start_with(letters: Vec<WriteOp>) -> Console {
+        Console::start_on(letters, false)
+    }
+
+    /// A run on the shipped rules and their rule tests (`rules/tests`), which a push runs.
+    pub fn start_with_rule_tests() -> Console {
+        Console::start_on(Vec::new(), true)
+    }
+
+    fn start_on(letters: Vec<WriteOp>, rule_tests: bool) -> Console {
         let rules = tempfile::tempdir().expect("a rules directory");
-        for entry in std::fs::read_dir(shipped_rules()).expect("the shipped rules") {
-            let path = entry.expect("a rule file").path();
-            if path.is_file() {
-                let to = rules.path().join(path.file_name().expect("a file name"));
-                std::fs::copy(&path, to).expect("copy a rule file");
-            }
+        copy_files(&shipped_rules(), rules.path());
+        if rule_tests {
+            let tests = rules.path().join("tests");
+            std::fs::create_dir(&tests).expect("a tests directory");
+            copy_files(&shipped_rules().join("tests"), &tests);
         }
         let data = tempfile::tempdir().expect("a data directory");
         if !letters.is_empty() {
             let store = SqliteStore::open(data.path()).expect("open the store");
-            store.apply(&letters).expect("write the letters");
+            // One commit each, in order: a replay acts on the letter written before it.
+            for op in letters {
+                store.apply(&[op]).expect("write the letters");
+            }
         }
         let mut cmd = run_cmd(data.path(), rules.path(), MESSAGES, 1.0);
         cmd.args(["--admin", "127.0.0.1:0"])
@@ -77,6 +88,19 @@ impl Console {
             std::thread::sleep(Duration::from_millis(100));
         }
         console
+    }
+
+    /// `method path` with `body` and the token: the status and the JSON answer.
+    pub fn send(&self, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+        let res = self
+            .http
+            .request(method.clone(), self.url(path))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = res.status().as_u16();
+        (status, res.json().unwrap_or(Value::Null))
     }
 
     /// The URL of `path` on the admin address.
@@ -170,5 +194,16 @@ impl Console {
                 )
             })
             .collect()
+    }
+}
+
+/// Copies the files (not the directories) of `from` into `to`.
+fn copy_files(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).expect("the shipped rules") {
+        let path = entry.expect("a rule file").path();
+        if path.is_file() {
+            let dest = to.join(path.file_name().expect("a file name"));
+            std::fs::copy(&path, dest).expect("copy a rule file");
+        }
     }
 }

@@ -182,6 +182,14 @@ impl Browser {
         self.post("/execute/sync", json!({"script": script, "args": args}))
     }
 
+    /// Runs `script` (a function body whose last argument is the callback it calls with its
+    /// result; the others are `args`) and returns what it called back with. A script may take
+    /// up to two minutes (a loaded machine runs axe-core slowly).
+    pub fn execute_async(&self, script: &str, args: Value) -> Value {
+        self.post("/timeouts", json!({ "script": 120_000 }));
+        self.post("/execute/async", json!({"script": script, "args": args}))
+    }
+
     /// The browser's console log since the last call (chromedriver hands each entry once).
     pub fn log(&self) -> Vec<LogEntry> {
         let entries = self.post("/se/log", json!({"type": "browser"}));
