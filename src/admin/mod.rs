@@ -25,6 +25,7 @@ pub mod drain;
 pub mod error;
 pub mod fleet;
 pub mod json;
+pub mod limits;
 pub mod messages;
 pub mod paths;
 pub mod retries;
