@@ -142,10 +142,17 @@ pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(
 /// with the key and its value blanked out (lines keep their numbers), so that every misspelt
 /// key of the file is reported at once; the first error of any other kind ends the search,
 /// since it may only follow from the blanking. The returned list is never empty.
+///
+/// A file nested deeper than 64 mappings and sequences is refused first, at the collection
+/// that passes the bound, before serde_yaml parses it (its cost grows with the square of
+/// the depth).
 pub fn deserialize_yaml<T: serde::de::DeserializeOwned>(
     path: &str,
     text: &str,
 ) -> Result<T, Vec<Diagnostic>> {
+    if let Some(too_deep) = crate::yaml_depth::too_deep(path, text) {
+        return Err(vec![too_deep]);
+    }
     let first = match serde_yaml::from_str(text) {
         Ok(model) => return Ok(model),
         Err(e) => yaml_diagnostic(path, text, &e),
@@ -458,6 +465,22 @@ rules:
             help.starts_with("the quoted text holds a byte-order mark"),
             "{help}"
         );
+    }
+
+    #[test]
+    fn a_file_nested_past_the_bound_is_refused_where_it_passes_it() {
+        // A rule file whose `rules:` holds 100 sequences inside one another: the 65th
+        // collection (the document's mapping is the first) opens at column 71 of line 2.
+        let text = format!(
+            "version: 1\nrules: {}{}\n",
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        let errs = parse_yaml::<RuleFile>("deep.yaml", &text).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let err = &errs[0];
+        assert_eq!((err.line, err.column), (Some(2), Some(71)), "{err}");
+        assert!(err.message.contains("nested too deeply"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! that sent `Expect: 100-continue` then never sends it); the [`drain`](super::drain) layer
 //! reads whatever the client sends anyway.
 
+use super::connections::BodyTimedOut;
 use super::error::ApiError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -41,10 +42,24 @@ async fn bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiErro
         let status = rejection.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             too_large()
+        } else if let Some(late) = timed_out(&rejection) {
+            ApiError::new(StatusCode::REQUEST_TIMEOUT, late.to_string())
         } else {
             ApiError::new(status, rejection.body_text())
         }
     })
+}
+
+/// The body's deadline, when that is why it could not be read.
+fn timed_out<'a>(rejection: &'a (dyn std::error::Error + 'static)) -> Option<&'a BodyTimedOut> {
+    let mut cause = Some(rejection);
+    while let Some(e) = cause {
+        if let Some(late) = e.downcast_ref::<BodyTimedOut>() {
+            return Some(late);
+        }
+        cause = e.source();
+    }
+    None
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

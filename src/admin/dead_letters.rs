@@ -348,13 +348,14 @@ pub fn store_error(e: StoreError) -> ApiError {
     }
 }
 
-/// Runs store work on a blocking thread.
+/// Runs store work on a blocking thread, within the bounds of
+/// [`STORE_WORK`](super::limits::STORE_WORK) (503 with `Retry-After` past them).
 pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::internal(format!("the store task failed: {e}")))?
+    super::limits::STORE_WORK
+        .run(work)
+        .await?
         .map_err(store_error)
 }
 

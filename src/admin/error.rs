@@ -14,6 +14,8 @@ pub struct ApiError {
     body: Value,
     /// `WWW-Authenticate` for a 401.
     challenge: bool,
+    /// `Retry-After`, in seconds, for a 503 that a later try may not get.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -23,6 +25,15 @@ impl ApiError {
             status,
             body: json!({ "error": message.into() }),
             challenge: false,
+            retry_after: None,
+        }
+    }
+
+    /// 503 with `Retry-After: seconds`: the server is busy, not broken.
+    pub fn busy(message: impl Into<String>, seconds: u64) -> Self {
+        ApiError {
+            retry_after: Some(seconds),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
         }
     }
 
@@ -50,6 +61,7 @@ impl ApiError {
             status,
             body,
             challenge: false,
+            retry_after: None,
         }
     }
 
@@ -80,6 +92,11 @@ impl IntoResponse for ApiError {
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"rebound\""),
             );
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

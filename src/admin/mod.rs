@@ -10,7 +10,9 @@
 //! | `GET /ui/…`: the web console's pages and assets | [`crate::console`] |
 //!
 //! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
-//! is configured ([`auth`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
+//! is configured ([`auth`]). A request from another origin gets 403 and one for another host
+//! 421 ([`edges`]); connections are bounded in number and time ([`connections`]), and the
+//! work a request starts in time and concurrency ([`limits`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
 //! every error is JSON too ([`error`]). A body answered before it was read is read to its
 //! end before the answer goes out, so the client reads the answer rather than a reset
 //! ([`drain`]).
@@ -19,12 +21,15 @@ pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod bulk;
+pub mod connections;
 pub mod dead_letters;
 pub mod decide;
 pub mod drain;
+pub mod edges;
 pub mod error;
 pub mod fleet;
 pub mod json;
+pub mod limits;
 pub mod messages;
 pub mod paths;
 pub mod retries;
@@ -62,6 +67,10 @@ pub struct AdminState {
     pub fleet: Option<Arc<dyn fleet::FleetDesk>>,
     /// On a shared store: the fleet's rule history (history and rollback act on it).
     pub shared_rules: Option<Arc<dyn rules::SharedRules>>,
+    /// The bounds of the connections.
+    pub edges: edges::Edges,
+    /// The names a request's `Host` may carry.
+    pub names: edges::OwnNames,
 }
 
 /// The admin API's routes.
@@ -98,6 +107,10 @@ pub fn router(state: AdminState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            edges::same_origin_only,
+        ))
         .layer(axum::middleware::from_fn(drain::drain_unread))
         .with_state(state)
 }
@@ -119,9 +132,8 @@ pub async fn serve(
             metrics.sample_recent();
         }
     });
-    let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let edges = state.edges.clone();
+    let served = connections::serve_connections(listener, router(state), edges, shutdown).await;
     sampler.abort();
     served
 }

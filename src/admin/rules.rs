@@ -95,7 +95,8 @@ pub async fn put(
     Ok(pushed_response(&pushed))
 }
 
-/// `POST /v1/rules/validate`: a dry run of a push; nothing changes.
+/// `POST /v1/rules/validate`: a dry run of a push; nothing changes. Unauthenticated, so
+/// bounded: two at a time, 5 s each ([`VALIDATIONS`](super::limits::VALIDATIONS)).
 pub async fn validate(
     State(state): State<AdminState>,
     headers: HeaderMap,
@@ -103,7 +104,8 @@ pub async fn validate(
 ) -> Result<Response, ApiError> {
     let if_match = if_match(&headers)?;
     let reloader = state.reloader.clone();
-    let pushed = blocking(move || reloader.validate(body.files, if_match.as_ref()))
+    let pushed = super::limits::VALIDATIONS
+        .run(move || reloader.validate(body.files, if_match.as_ref()))
         .await?
         .map_err(push_error)?;
     Ok(pushed_response(&pushed))

@@ -3,6 +3,7 @@
 
 use crate::Outcome;
 use crate::admin::auth::{TOKEN_ENV, Token};
+use crate::admin::edges::Edges;
 use crate::admin::is_loopback;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -25,6 +26,9 @@ pub struct AdminListen {
     pub addrs: Vec<SocketAddr>,
     /// The token writes need, if one is configured.
     pub token: Option<Token>,
+    /// The bounds of its connections and the host names it answers to (`admin:` of the
+    /// configuration file).
+    pub edges: Edges,
 }
 
 impl AdminListen {
@@ -67,7 +71,13 @@ impl AdminListen {
             addr: addr.to_owned(),
             addrs,
             token,
+            edges: Edges::default(),
         })
+    }
+
+    /// The same, with the connection bounds and host names of `edges`.
+    pub fn with_edges(self, edges: Edges) -> AdminListen {
+        AdminListen { edges, ..self }
     }
 
     /// Binds the listener; returns it with the address it got (port 0 picks a free port).

@@ -342,6 +342,13 @@ async fn wire(
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some((listener, bound)) = admin {
         let token = options.admin.as_ref().and_then(|a| a.token.clone());
+        let edges = options
+            .admin
+            .as_ref()
+            .map(|a| a.edges.clone())
+            .unwrap_or_default();
+        let given = options.admin.as_ref().map_or("", |a| a.addr.as_str());
+        let names = crate::admin::edges::OwnNames::new(given, bound, &edges.hosts);
         console.announce(&view, bound, &reloader, &options, token.is_some());
         let state = AdminState {
             reloader: Arc::clone(&reloader),
@@ -353,6 +360,8 @@ async fn wire(
                 Arc::new(shared_rules::SharedHistory(s))
                     as Arc<dyn crate::admin::rules::SharedRules>
             }),
+            edges,
+            names,
         };
         admin_task = Some(tokio::spawn(pipeline::serve_admin(
             listener,

@@ -103,7 +103,7 @@ pub fn run(args: Args) -> Outcome {
     let admin = match args.admin.as_ref().or(file.admin.addr.as_ref()) {
         None => None,
         Some(addr) => match AdminListen::check(addr, TokenFrom::FileOrEnv(token_file)) {
-            Ok(a) => Some(a),
+            Ok(a) => Some(a.with_edges(file.admin.edges())),
             Err(outcome) => return outcome,
         },
     };

@@ -18,6 +18,7 @@ mod parse;
 mod receivers;
 mod topology;
 
+pub use parse::HostName;
 pub use receivers::{Receiver, Receivers, undefined_receivers};
 pub use topology::{Fuse, Topology};
 
@@ -85,6 +86,36 @@ pub struct Admin {
     /// `--token-file`: the file holding the token that writes need.
     #[serde(default)]
     pub token_file: Option<PathBuf>,
+    /// How many connections may be open at once (512 when unset); the next is refused.
+    #[serde(default, deserialize_with = "parse::at_least_one")]
+    pub max_connections: Option<usize>,
+    /// Host names the admin API answers to besides its address, `localhost`, `127.0.0.1`
+    /// and `[::1]` (a request for another `Host` gets 421).
+    #[serde(default)]
+    pub hosts: Vec<parse::HostName>,
+    /// How long a request's headers may take to arrive (10 s when unset).
+    #[serde(default, deserialize_with = "parse::duration")]
+    pub header_timeout: Option<Duration>,
+    /// How long a request's body may take to arrive (30 s when unset).
+    #[serde(default, deserialize_with = "parse::duration")]
+    pub body_timeout: Option<Duration>,
+    /// How long an idle keep-alive connection stays open (60 s when unset).
+    #[serde(default, deserialize_with = "parse::duration")]
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Admin {
+    /// The bounds of the admin API's connections this section sets, defaults elsewhere.
+    pub fn edges(&self) -> crate::admin::edges::Edges {
+        let default = crate::admin::edges::Edges::default();
+        crate::admin::edges::Edges {
+            max_connections: self.max_connections.unwrap_or(default.max_connections),
+            hosts: self.hosts.iter().map(|h| h.0.clone()).collect(),
+            header_timeout: self.header_timeout.unwrap_or(default.header_timeout),
+            body_timeout: self.body_timeout.unwrap_or(default.body_timeout),
+            idle_timeout: self.idle_timeout.unwrap_or(default.idle_timeout),
+        }
+    }
 }
 
 /// `store_check:` as the file writes it (`--store-check`).

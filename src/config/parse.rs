@@ -293,3 +293,27 @@ impl<'de> Deserialize<'de> for HeaderValue {
         })
     }
 }
+
+/// A host name of `admin.hosts`: a DNS name or an address, without a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostName(pub String);
+
+impl<'de> Deserialize<'de> for HostName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_str(d, "a host name, e.g. rebound.internal", |s| {
+            let name = s.trim();
+            let plain = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            let ipv6 = name.starts_with('[') && name.ends_with(']');
+            if !(plain || ipv6) {
+                return Err(format!(
+                    "bad host name {s:?}; expected a name such as rebound.internal (no port, no \
+                     scheme)"
+                ));
+            }
+            Ok(HostName(name.to_ascii_lowercase()))
+        })
+    }
+}

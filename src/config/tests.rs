@@ -245,3 +245,32 @@ fn a_missing_file_is_an_io_error() {
     assert!(matches!(err, ConfigError::Io { .. }), "{err}");
     assert!(err.to_string().contains("no-such-file.yaml"), "{err}");
 }
+
+#[test]
+fn the_admin_edges_default_to_the_spec_and_are_checked_where_written() {
+    let edges = parse("admin:\n  addr: 127.0.0.1:8080\n")
+        .unwrap()
+        .admin
+        .edges();
+    assert_eq!(edges.max_connections, 512);
+    assert_eq!(edges.header_timeout, Duration::from_secs(10));
+    assert_eq!(edges.body_timeout, Duration::from_secs(30));
+    assert_eq!(edges.idle_timeout, Duration::from_secs(60));
+    assert!(edges.hosts.is_empty());
+    let set = parse(
+        "admin:\n  max_connections: 4\n  hosts: [Rebound.Internal, '[::2]']\n  header_timeout: 1s\n",
+    )
+    .unwrap()
+    .admin
+    .edges();
+    assert_eq!(set.max_connections, 4);
+    assert_eq!(set.hosts, ["rebound.internal", "[::2]"]);
+    assert_eq!(set.header_timeout, Duration::from_secs(1));
+    let e = first_error("admin:\n  max_connections: 0\n");
+    assert_eq!((e.line, e.column), (Some(2), Some(20)), "{e}");
+    let e = first_error("admin:\n  hosts: [http://x:80]\n");
+    assert_eq!((e.line, e.column), (Some(2), Some(11)), "{e}");
+    assert!(e.message.contains("bad host name"), "{e}");
+    let e = first_error("admin:\n  max_conections: 4\n");
+    assert!(e.help.unwrap_or_default().contains("max_connections"));
+}

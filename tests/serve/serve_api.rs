@@ -1,6 +1,8 @@
 //! End to end: the real `rebound serve` binary, spoken to over loopback with a real HTTP
 //! client, as an operator or a config center would.
 
+/// The bounds of connections, origins, hosts and nesting.
+mod bounds;
 /// The edges: what a careless or hostile client sends, what a set-up gets wrong.
 mod edges;
 /// The rule history with files, and a rollback to a chosen version.

@@ -53,3 +53,70 @@ fn an_edit_saved_by_rename_is_picked_up_and_a_broken_one_is_not() {
     assert!(eventually(|| server.payment_delay_ms() == Some(200)));
     assert_eq!(server.get_json("/v1/rules")["source"], "file");
 }
+
+/// How many file descriptors process `pid` has open.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+#[test]
+fn an_edit_made_while_the_process_is_out_of_file_descriptors_is_applied_once_they_are_back() {
+    let dir = rules_dir_with("fast");
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("rebound.yaml");
+    // Connections that send nothing stay open for the test's length.
+    std::fs::write(
+        &config,
+        "admin:\n  header_timeout: 10m\n  idle_timeout: 10m\n",
+    )
+    .unwrap();
+    let server = Server::start(dir.path(), &["--config", config.to_str().unwrap()]);
+    assert_eq!(server.payment_delay_ms(), Some(100));
+    let pid = server.pid();
+    // A few descriptors to spare, then idle connections until none is left.
+    let limit = open_fds(pid) + 8;
+    let limited = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--nofile={limit}:")])
+        .status()
+        .expect("prlimit runs");
+    assert!(limited.success());
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let sockets: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(&addr).expect("connects"))
+        .collect();
+    assert!(
+        eventually(|| open_fds(pid) >= limit),
+        "the server ran out of descriptors: {} of {limit}",
+        open_fds(pid)
+    );
+
+    let target = dir.path().join("10-payment.yaml");
+    std::fs::write(&target, &files_of("slow")["10-payment.yaml"]).unwrap();
+    assert!(
+        eventually(|| server.stderr().contains("is read again in")),
+        "the failed read is retried: {}",
+        server.stderr()
+    );
+
+    drop(sockets);
+    assert!(
+        eventually(|| server.payment_delay_ms() == Some(200)),
+        "the edit is applied once descriptors are back: {}",
+        server.stderr()
+    );
+    let history = server.get_json("/v1/rules/history");
+    let unread = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["result"] == "rejected")
+        .expect("the failed read is in the history");
+    let message = unread["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("cannot read the rule set"), "{message}");
+    let metrics = server.get("/metrics").send().unwrap().text().unwrap();
+    assert!(
+        !metrics.contains("rebound_rules_reloads_total{result=\"rejected\"} 0")
+            && metrics.contains("rebound_rules_reloads_total{result=\"rejected\"}"),
+        "{metrics}"
+    );
+}

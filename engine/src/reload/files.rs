@@ -55,10 +55,17 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
             "'{name}' is not a plain file name: it must not contain '/' or '\\'"
         ));
     }
-    if name.contains('\0') || name.chars().any(char::is_control) {
+    if let Some(c) = name.chars().find(|&c| c.is_control() || is_bidi_control(c)) {
+        let what = if c.is_control() {
+            "a control character"
+        } else {
+            // A right-to-left override makes `evil\u{202e}lmay.yaml` read as `evilyaml.yaml`.
+            "a bidirectional formatting character"
+        };
         return Err(format!(
-            "'{}' contains a control character",
-            name.escape_default()
+            "'{}' contains {what} (U+{:04X}); a file name must be plain visible text",
+            name.escape_default(),
+            u32::from(c)
         ));
     }
     if !(name.ends_with(".yaml") || name.ends_with(".yml")) {
@@ -71,6 +78,15 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The characters that reorder how text around them is shown (Unicode's bidirectional
+/// formatting characters): marks, embeddings, overrides and isolates.
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// Why a set could not be written into its directory.
@@ -230,6 +246,34 @@ mod tests {
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn names_with_control_or_bidi_characters_are_refused_and_shown_escaped() {
+        for (bad, code) in [
+            ("evil\u{202E}lmay.yaml", "U+202E"),
+            ("a\u{200E}.yaml", "U+200E"),
+            ("a\u{200F}.yaml", "U+200F"),
+            ("a\u{2066}b.yaml", "U+2066"),
+            ("a\u{2069}b.yaml", "U+2069"),
+            ("a\u{061C}b.yaml", "U+061C"),
+            ("a\u{202A}b.yaml", "U+202A"),
+            ("a\u{1B}[31m.yaml", "U+001B"),
+            ("a\u{85}b.yaml", "U+0085"),
+            ("a\u{9F}b.yaml", "U+009F"),
+        ] {
+            let err = check_name(bad).unwrap_err();
+            assert!(err.contains(code), "{bad:?}: {err}");
+            assert!(
+                !err.contains(|c: char| c.is_control() || is_bidi_control(c)),
+                "the name is shown escaped: {err:?}"
+            );
+        }
+        let err = check_name("evil\u{202E}lmay.yaml").unwrap_err();
+        assert!(err.contains("bidirectional formatting character"), "{err}");
+        // Letters of right-to-left scripts are names like any other.
+        assert!(check_name("\u{5E9}\u{5DC}\u{5D5}\u{5DD}.yaml").is_ok());
+        assert!(check_name("r\u{E8}gles.yaml").is_ok());
     }
 
     #[test]

@@ -215,6 +215,23 @@ pub enum ReloadError {
     Rejected(Rejected),
 }
 
+impl ReloadError {
+    /// Whether the directory could not be read for want of a resource that comes back (file
+    /// descriptors, memory) or by an interruption: the same read may well succeed later.
+    pub fn is_passing(&self) -> bool {
+        let ReloadError::Read { source, .. } = self else {
+            return false;
+        };
+        // EMFILE and ENFILE (too many open files, in the process or the system) have no
+        // ErrorKind of their own; their numbers are the same on Linux and macOS.
+        matches!(source.raw_os_error(), Some(23 | 24))
+            || matches!(
+                source.kind(),
+                io::ErrorKind::OutOfMemory | io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+            )
+    }
+}
+
 /// What a reload from the directory did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reloaded {

@@ -156,11 +156,17 @@ impl Reloader {
     /// Reads the directory again and swaps the set in when it is new and valid.
     ///
     /// Contents identical to the set in force, or to the last rejected contents, are a
-    /// no-op. A rejected set leaves the current one in force and is logged with its errors.
+    /// no-op. A rejected set leaves the current one in force and is logged with its errors;
+    /// so does a directory that cannot be read (recorded as a rejected attempt of no files).
     pub fn reload_dir(&self) -> Result<Reloaded, ReloadError> {
         let mut guarded = lock(&self.guarded);
         let files = read_dir(&self.dir).map_err(|source| {
-            tracing::warn!(dir = %self.dir.display(), "cannot read the rule set: {source}");
+            // Counted and kept in the history as a rejected attempt: the files on disk may
+            // now differ from the set in force, and an operator must be able to see it.
+            let dir = self.dir.display().to_string();
+            let message = format!("cannot read the rule set in {dir}: {source}");
+            let unread = vec![Diagnostic::error(dir, None, message)];
+            self.reject(version_of(&[]), Source::File, 0, unread);
             ReloadError::Read {
                 dir: self.dir.clone(),
                 source,

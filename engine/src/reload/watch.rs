@@ -12,8 +12,13 @@
 //! only after the directory has been quiet for `debounce`, so a burst of writes coalesces
 //! into one reload. The reload itself goes through the [`Reloader`], which makes the echo of
 //! its own writes (a push, a rollback) a no-op and never reads half of a push.
+//!
+//! A directory that cannot be read for want of a passing resource (too many open files) is
+//! read again, after 100 ms, then twice as long each time up to 5 s, until it can be: each
+//! failed read is a rejected attempt in the history and the metrics, and the edit is applied
+//! once the resource is back, never silently lost.
 
-use super::reloader::{ReloadError, Reloaded, Reloader};
+use super::reloader::{Reloaded, Reloader};
 use crate::load::is_rule_file_name;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode};
@@ -131,10 +136,45 @@ fn watch_loop(reloader: &Reloader, rx: &mpsc::Receiver<Message>, options: WatchO
                 Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        match reloader.reload_dir() {
-            Ok(Reloaded::Accepted(_)) | Ok(Reloaded::Unchanged(_)) => {}
-            // The pipeline has logged and recorded it; the current set stays.
-            Err(ReloadError::Rejected(_)) | Err(ReloadError::Read { .. }) => {}
+        let mut pause = RETRY_FIRST;
+        loop {
+            match reloader.reload_dir() {
+                Ok(Reloaded::Accepted(_)) | Ok(Reloaded::Unchanged(_)) => break,
+                // Out of file descriptors, say: recorded as rejected, and read again until
+                // it can be read, so that the edit is not lost.
+                Err(e) if e.is_passing() => {
+                    tracing::warn!("{e}; the rules directory is read again in {pause:?}");
+                    if !wait(rx, pause) {
+                        return;
+                    }
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
+                // The pipeline has logged and recorded it; the current set stays.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// The first pause before a directory that could not be read is read again; it doubles up
+/// to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause between two reads of a directory that could not be read.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Waits `pause` (changes meanwhile are read by the next try); false when told to stop.
+fn wait(rx: &mpsc::Receiver<Message>, pause: Duration) -> bool {
+    let until = Instant::now() + pause;
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return true;
+        }
+        match rx.recv_timeout(until - now) {
+            Ok(Message::Events(_)) => {}
+            Err(RecvTimeoutError::Timeout) => return true,
+            Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
         }
     }
 }

@@ -155,7 +155,7 @@ fn every_try_reads_the_answer(
     assert!(started.elapsed() < Duration::from_secs(120), "too slow");
 }
 
-const VALIDATE: &str = "POST /v1/rules/validate HTTP/1.1\r\nHost: rebound\r\nContent-Type: application/json\r\nConnection: close\r\n";
+const VALIDATE: &str = "POST /v1/rules/validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\n";
 
 #[test]
 fn a_body_over_the_limit_always_gets_its_413_read_with_content_length() {
@@ -236,7 +236,7 @@ fn an_answer_before_the_body_is_read_is_read_too_401_without_the_token() {
     let token_file = token_dir.path().join("token");
     std::fs::write(&token_file, "s3cret-token\n").unwrap();
     let server = Server::start(dir.path(), &["--token-file", token_file.to_str().unwrap()]);
-    let put = "PUT /v1/rules HTTP/1.1\r\nHost: rebound\r\nConnection: close\r\n";
+    let put = "PUT /v1/rules HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
     every_try_reads_the_answer(&server, put, Framing::ContentLength, 401, 5);
     every_try_reads_the_answer(&server, put, Framing::Chunked, 401, 5);
 }
