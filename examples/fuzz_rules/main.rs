@@ -215,7 +215,7 @@ fn check_push(body: &[u8], reloader: &Reloader) -> Outcome {
         accepted: false,
         unlocated: Vec::new(),
     };
-    let Ok(PushBody { files }) = serde_json::from_slice::<PushBody>(body) else {
+    let Ok(PushBody { files, .. }) = serde_json::from_slice::<PushBody>(body) else {
         return rejected;
     };
     let content: HashMap<String, bool> = files
