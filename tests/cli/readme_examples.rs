@@ -75,6 +75,13 @@ fn every_yaml_example_is_a_valid_rule_or_test_file() {
         let mut cwd = dir.path().to_owned();
         let args: Vec<String> = if is_config {
             let config = dir.path().join("config.yaml");
+            // `check` reads the token file as `run` and `serve` would: give it one.
+            let token = dir.path().join("token");
+            std::fs::write(&token, "s3cret\n").unwrap();
+            let body = body.replace(
+                "token_file: /etc/rebound/token",
+                &format!("token_file: {}", token.display()),
+            );
             std::fs::write(&config, &body).unwrap();
             cwd = root();
             vec![
