@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rebound_engine::Version;
 use rebound_engine::reload::{
-    FILES_KEPT, HistoryEntry, IfMatch, PushError, Pushed, RollbackError, Source,
+    Actor, FILES_KEPT, HistoryEntry, IfMatch, PushError, Pushed, RollbackError, Source,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -44,6 +44,10 @@ pub struct PushBody {
     /// does, so there it changes nothing).
     #[serde(default)]
     pub skip_tests: bool,
+    /// Who pushes (optional; with `reason`, kept in the history).
+    pub operator: Option<String>,
+    /// Why.
+    pub reason: Option<String>,
 }
 
 /// `GET /v1/rules`: `{"version", "loaded_at", "source", "files": {name: content}}`.
@@ -77,6 +81,7 @@ pub async fn put(
     JsonBody(body): JsonBody<PushBody>,
 ) -> Result<Response, ApiError> {
     let if_match = if_match(&headers)?;
+    let by = actor(body.operator, body.reason)?;
     let reloader = state.reloader.clone();
     let pushed = blocking(move || {
         // A stale push is a 409 whatever its tests say; a push that would be accepted is tested.
@@ -88,7 +93,7 @@ pub async fn put(
             rule_tests::check(reloader.dir(), &body.files)?;
         }
         reloader
-            .push(body.files, if_match.as_ref(), Source::Push)
+            .push_as(body.files, if_match.as_ref(), Source::Push, by)
             .map_err(push_error)
     })
     .await??;
@@ -140,23 +145,50 @@ pub async fn rollback(
     OptionalJsonBody(body): OptionalJsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let target = requested_version(body.as_ref())?;
+    let text = |name: &str| match body.as_ref().and_then(|b| b.get(name)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "the field '{name}' must be a string, not {other}"
+        ))),
+    };
+    let by = actor(text("operator")?, text("reason")?)?;
     let reloader = state.reloader.clone();
     if let Some(shared) = state.shared_rules.clone() {
         let version = blocking(move || match target {
-            Some(v) => shared_rollback_to(&reloader, shared.as_ref(), v),
-            None => shared_rollback(&reloader, shared.as_ref()),
+            Some(v) => shared_rollback_to(&reloader, shared.as_ref(), v, by),
+            None => shared_rollback(&reloader, shared.as_ref(), by),
         })
         .await??;
         return Ok(with_etag(&version, Json(json!({ "version": version }))));
     }
     let version = blocking(move || match target {
-        Some(v) => reloader.rollback_to(&v),
-        None => reloader.rollback(),
+        Some(v) => reloader.rollback_to_as(&v, by),
+        None => reloader.rollback_as(by),
     })
     .await?
     .map_err(rollback_error)?;
     let version = version.to_string();
     Ok(with_etag(&version, Json(json!({ "version": version }))))
+}
+
+/// Who pushes or rolls back, and why: both or neither (the set's history keeps them); a
+/// blank one is refused as the dead-letter actions refuse it.
+fn actor(operator: Option<String>, reason: Option<String>) -> Result<Option<Actor>, ApiError> {
+    if operator.is_none() && reason.is_none() {
+        return Ok(None);
+    }
+    let field = |v: Option<String>, name: &str| {
+        v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "'{name}' is required with the other: who acts and why are kept in the rule history (give both, or neither)"
+            ))
+        })
+    };
+    Ok(Some(Actor {
+        operator: field(operator, "operator")?,
+        reason: field(reason, "reason")?,
+    }))
 }
 
 /// The `version` of a rollback's body: absent or null for one step back.
@@ -193,6 +225,7 @@ fn shared_rollback_to(
     reloader: &rebound_engine::reload::Reloader,
     shared: &dyn SharedRules,
     version: Version,
+    by: Option<Actor>,
 ) -> Result<String, ApiError> {
     let current = *reloader.handle().current().version();
     if version == current {
@@ -204,7 +237,7 @@ fn shared_rollback_to(
     };
     let current = IfMatch::OneOf(vec![current.to_string()]);
     let pushed = reloader
-        .push(files, Some(&current), Source::Rollback)
+        .push_as(files, Some(&current), Source::Rollback, by)
         .map_err(push_error)?;
     Ok(pushed.version.to_string())
 }
@@ -214,6 +247,7 @@ fn shared_rollback_to(
 fn shared_rollback(
     reloader: &rebound_engine::reload::Reloader,
     shared: &dyn SharedRules,
+    by: Option<Actor>,
 ) -> Result<String, ApiError> {
     let unavailable = |e: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e);
     let Some((_, files)) = shared.rollback_target().map_err(unavailable)? else {
@@ -224,7 +258,7 @@ fn shared_rollback(
     };
     let current = IfMatch::OneOf(vec![reloader.handle().current().version().to_string()]);
     let pushed = reloader
-        .push(files, Some(&current), Source::Rollback)
+        .push_as(files, Some(&current), Source::Rollback, by)
         .map_err(push_error)?;
     Ok(pushed.version.to_string())
 }
@@ -293,6 +327,10 @@ fn history_json(e: &HistoryEntry) -> Value {
     });
     if !e.errors.is_empty() {
         entry["errors"] = json!(e.errors.iter().map(ErrorJson::from).collect::<Vec<_>>());
+    }
+    if let Some(by) = &e.by {
+        entry["operator"] = json!(by.operator);
+        entry["reason"] = json!(by.reason);
     }
     entry
 }

@@ -3,6 +3,8 @@
 //! (unless `--rules` names another).
 
 use crate::Outcome;
+use rebound::admin::auth::Token;
+use rebound::app::{AdminListen, TokenFrom};
 use rebound::config::{ConfigError, ConfigFile};
 use rebound_engine::Severity;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,11 @@ pub fn run(args: Args) -> Outcome {
             Err(outcome) => return outcome,
         },
     };
+    if let Some((_, file)) = &config
+        && let Err(outcome) = admin_as_the_commands_check_it(file)
+    {
+        return outcome;
+    }
     let rules = args
         .rules
         .clone()
@@ -55,6 +62,10 @@ pub fn run(args: Args) -> Outcome {
         && let Some(d) = nothing_to_decide(&rules, set)
     {
         diags.push(d);
+    }
+    // `run` and `serve` refuse a set that alerts a receiver the configuration lacks.
+    if let (Some(set), Some((_, file))) = (&set, &config) {
+        diags.extend(rebound::config::undefined_receivers(set, &file.receivers));
     }
     if args.strict {
         for d in &mut diags {
@@ -140,6 +151,24 @@ fn checked_config(path: &Path, json: bool) -> Result<ConfigFile, Outcome> {
             }
             Err(Outcome::Wrong)
         }
+    }
+}
+
+/// What `run` and `serve` would refuse of the file's `admin:` before they start, refused here
+/// the same way and with the same message (exit 2): a token file that cannot be read, and a
+/// non-loopback address without a token ([`AdminListen::check`], the commands' own check).
+/// Without an address, the token file is still read, as `serve --admin` would read it.
+fn admin_as_the_commands_check_it(file: &ConfigFile) -> Result<(), Outcome> {
+    let token_file = file.admin.token_file.clone();
+    match &file.admin.addr {
+        Some(addr) => AdminListen::check(addr, TokenFrom::FileOrEnv(token_file)).map(|_| ()),
+        None => match token_file {
+            Some(path) => Token::configured(Some(&path)).map(|_| ()).map_err(|e| {
+                eprintln!("error: {e}");
+                Outcome::Trouble
+            }),
+            None => Ok(()),
+        },
     }
 }
 

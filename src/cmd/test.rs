@@ -14,8 +14,9 @@ rebound test --rules rules -v --filter payment --coverage\n\n\
 A failure prints the case or path, its file and line, the seed that shows it and the whole\n\
 path; add 'seed: N' to its 'given' to replay it. A test file that does not load is reported\n\
 as one failure (FILE:LINE:COL) and the other files still run. The last line is\n\
-'N passed, M failed'.\n\
-Exit status: 0 all passed, 1 a test failed or a rule or test file is invalid, 2 I/O error.")]
+'N passed, M failed'. A --filter that matches no test is an error (\"no test matches\").\n\
+Exit status: 0 all passed, 1 a test failed, a rule or test file is invalid or --filter matched\n\
+nothing, 2 I/O error.")]
 pub struct Args {
     /// The rule set directory (its tests are in DIR/tests).
     #[arg(long, default_value = "rules")]
@@ -77,14 +78,24 @@ pub fn run(args: Args) -> Outcome {
         RunOptions {
             seeds: args.seeds,
             rules: Some(args.rules.display().to_string()),
-            filter: args.filter,
+            filter: args.filter.clone(),
             coverage: args.coverage,
         },
     );
+    // A filter that keeps nothing tested nothing: that is not a pass (a typo would hide).
+    let unmatched = args.filter.as_deref().filter(|_| report.results.is_empty());
     if args.json {
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
         print!("{}", report.render(args.verbose));
+    }
+    if let Some(filter) = unmatched {
+        eprintln!(
+            "error: no test matches --filter {filter:?} ({} case(s) and path(s) in {})",
+            report.filtered_out,
+            args.rules.join("tests").display()
+        );
+        return Outcome::Wrong;
     }
     if report.ok() {
         Outcome::Ok

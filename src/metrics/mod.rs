@@ -243,6 +243,7 @@ mod tests {
             source: Source::Push,
             at: SystemTime::now(),
             errors: Vec::new(),
+            by: None,
         }
     }
 

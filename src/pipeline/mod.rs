@@ -26,7 +26,8 @@
 //!
 //! With `--time-scale F`, the rules' delays, the message timeout and the retry fuse's window
 //! run F times faster (see [`policy`](rebound_runtime::policy)); the timeout never drops below
-//! [`MIN_MESSAGE_TIMEOUT`] of real time, so a loaded machine does not time out healthy trees.
+//! [`MIN_MESSAGE_TIMEOUT`] of real time ([`real_message_timeout`]), so a loaded machine does
+//! not time out healthy trees.
 
 pub mod bolts;
 pub mod book;
@@ -81,8 +82,16 @@ use rebound_runtime::topology::Spout;
 use rebound_runtime::topology::{BuildError, Config, TopologyBuilder};
 use spout::{OrderSpout, Pacer};
 
-/// The shortest message timeout, whatever the time scale.
-pub const MIN_MESSAGE_TIMEOUT: Duration = Duration::from_millis(250);
+/// The shortest message timeout in real time, whatever the time scale: a short CPU stall of a
+/// loaded machine (a second of two busy cores) must not turn healthy trees into `TIMEOUT`s.
+/// At scale 100 the default 30 s would be 300 ms; it is this second instead.
+pub const MIN_MESSAGE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The message timeout `rules` (in the rules' time) in real time at `scale`: divided by the
+/// scale, never below [`MIN_MESSAGE_TIMEOUT`] (nor above what was asked for).
+pub fn real_message_timeout(scale: TimeScale, rules: Duration) -> Duration {
+    scale.to_real(rules).max(MIN_MESSAGE_TIMEOUT.min(rules))
+}
 
 /// The shortest retry-fuse window, whatever the time scale.
 pub const MIN_FUSE_WINDOW: Duration = Duration::from_millis(50);
@@ -371,9 +380,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
 
     let scale = options.time_scale;
     let mut config = options.config.clone();
-    config.message_timeout = scale
-        .to_real(config.message_timeout)
-        .max(MIN_MESSAGE_TIMEOUT);
+    config.message_timeout = real_message_timeout(scale, config.message_timeout);
     // The fuse's window is time too: unscaled, a tail of failing retries (all that is left
     // near the end of a run) would hold the fuse open for its full real window.
     config.fuse.window = scale.to_real(config.fuse.window).max(MIN_FUSE_WINDOW);
@@ -517,4 +524,24 @@ pub async fn serve_admin(
     }
     state.dead_letters = Some(Arc::new(pipeline));
     crate::admin::serve(listener, state, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_timeout_is_scaled_down_to_one_real_second_and_no_further() {
+        let at = |f: f64, ms: u64| {
+            real_message_timeout(TimeScale::new(f).unwrap(), Duration::from_millis(ms))
+        };
+        // The default 30 s at the default scale 100 would be 300 ms.
+        assert_eq!(at(100.0, 30_000), Duration::from_secs(1));
+        assert_eq!(at(1000.0, 30_000), Duration::from_secs(1));
+        assert_eq!(at(10.0, 30_000), Duration::from_secs(3));
+        assert_eq!(at(1.0, 30_000), Duration::from_secs(30));
+        // A timeout asked for below the floor is kept as asked, not raised.
+        assert_eq!(at(1.0, 400), Duration::from_millis(400));
+        assert_eq!(at(100.0, 400), Duration::from_millis(400));
+    }
 }

@@ -18,12 +18,36 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A copy of fixture `name` in `dir` whose `token_file` is a token file that exists there.
+fn with_a_token(dir: &std::path::Path, name: &str) -> PathBuf {
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let text = std::fs::read_to_string(fixture(name)).unwrap().replace(
+        "token_file: /etc/rebound/token",
+        &format!("token_file: {}", token.display()),
+    );
+    let copy = dir.join(name);
+    std::fs::write(&copy, text).unwrap();
+    copy
+}
+
 #[test]
 fn check_accepts_the_spec_example_and_the_rules_it_names() {
-    // The example says `rules: rules`: the shipped set, from the repository's root.
+    // The example names /etc/rebound/token, which run and serve would refuse to miss: so
+    // does check. With a token file that exists, the example is fine.
     rebound()
         .args(["check", "--config"])
         .arg(fixture("operations-example.yaml"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: cannot read the token file /etc/rebound/token",
+        ));
+    let dir = tempfile::tempdir().unwrap();
+    // The example says `rules: rules`: the shipped set, from the repository's root.
+    rebound()
+        .args(["check", "--config"])
+        .arg(with_a_token(dir.path(), "operations-example.yaml"))
         .assert()
         .success()
         .stdout(
@@ -207,4 +231,60 @@ fn run_takes_a_token_file() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("/nonexistent/token"));
+}
+
+/// The `error:` lines of `stderr`, the way a diagnostic or a refusal is printed.
+fn error_lines(stderr: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| l.starts_with("error: ") || l.contains(": error: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn check_refuses_what_run_and_serve_refuse_with_the_same_message() {
+    let receiver = fixture("undefined-receiver");
+    let rules = receiver.join("rules");
+    let cases: [(&str, PathBuf, Option<&PathBuf>, i32); 3] = [
+        // A label alerting a receiver the file does not define: run exits 1.
+        ("run", receiver.join("config.yaml"), Some(&rules), 1),
+        // A token file that is not there: exit 2.
+        ("serve", fixture("missing-token-file.yaml"), None, 2),
+        // A non-loopback admin address without a token: serve refuses, exit 2.
+        ("serve", fixture("exposed-admin.yaml"), None, 2),
+    ];
+    for (command, config, rules, code) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |cmd: &mut Command| {
+            cmd.current_dir(dir.path()).arg("--config").arg(&config);
+            cmd.arg("--rules").arg(
+                rules
+                    .cloned()
+                    .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules")),
+            );
+        };
+        let mut refusing = rebound();
+        refusing.arg(command);
+        with(&mut refusing);
+        let refused = refusing.output().unwrap();
+        assert_eq!(refused.status.code(), Some(code), "{command}: {refused:?}");
+        let said = error_lines(&refused.stderr);
+        assert!(!said.is_empty(), "{command}: {refused:?}");
+        let mut checking = rebound();
+        checking.arg("check");
+        with(&mut checking);
+        let checked = checking.output().unwrap();
+        assert_eq!(
+            checked.status.code(),
+            Some(code),
+            "check --config {}: {checked:?}",
+            config.display()
+        );
+        assert_eq!(error_lines(&checked.stderr), said, "{}", config.display());
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "{command} or check left files behind"
+        );
+    }
 }

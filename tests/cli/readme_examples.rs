@@ -75,6 +75,13 @@ fn every_yaml_example_is_a_valid_rule_or_test_file() {
         let mut cwd = dir.path().to_owned();
         let args: Vec<String> = if is_config {
             let config = dir.path().join("config.yaml");
+            // `check` reads the token file as `run` and `serve` would: give it one.
+            let token = dir.path().join("token");
+            std::fs::write(&token, "s3cret\n").unwrap();
+            let body = body.replace(
+                "token_file: /etc/rebound/token",
+                &format!("token_file: {}", token.display()),
+            );
             std::fs::write(&config, &body).unwrap();
             cwd = root();
             vec![
@@ -188,4 +195,53 @@ fn every_cargo_run_example_of_the_authoring_steps_runs() {
         }
     }
     assert!(ran >= 4, "the README's authoring commands ran ({ran})");
+}
+
+/// The README's `curl` commands, each joined across its `\` continuation lines, with the line
+/// it starts at.
+fn curls(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        let continued = match current.take() {
+            Some((start, mut command)) => {
+                command.push(' ');
+                command.push_str(trimmed);
+                Some((start, command))
+            }
+            None if trimmed.starts_with("curl ") => Some((i + 1, trimmed.to_owned())),
+            None => None,
+        };
+        if let Some((start, command)) = continued {
+            match command.strip_suffix('\\') {
+                Some(open) => current = Some((start, open.trim_end().to_owned())),
+                None => out.push((start, command)),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_write_curl_carries_the_admin_token() {
+    // Writes are every PUT, and every POST but the two that only read (`docs/spec/operations.md`).
+    let readers = ["/v1/decide", "/v1/rules/validate"];
+    let mut writes = 0;
+    for (line, command) in curls(&readme()) {
+        let write = command.contains("-X PUT")
+            || (command.contains("-X POST") && !readers.iter().any(|r| command.contains(r)));
+        if !write {
+            continue;
+        }
+        writes += 1;
+        assert!(
+            command.contains("-H \"Authorization: Bearer $REBOUND_ADMIN_TOKEN\""),
+            "README.md:{line}: a write without the token header gets 401:\n{command}"
+        );
+    }
+    assert!(
+        writes >= 7,
+        "the README's write examples were found ({writes})"
+    );
 }

@@ -214,6 +214,25 @@ fn filter_runs_only_matching_names_and_says_how_many_were_left_out() {
 }
 
 #[test]
+fn a_filter_that_matches_nothing_fails_saying_so() {
+    let dir = fixture("wrong-expectation");
+    let (code, stdout, stderr) = rebound_test(&dir, &["--filter", "no-such-test"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("no test matches --filter \"no-such-test\""),
+        "{stderr}"
+    );
+    assert!(
+        stdout.ends_with("4 filtered out\n0 passed, 0 failed\n"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = rebound_test(&dir, &["--filter", "no-such-test", "--json"]);
+    assert_eq!(code, 1, "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["filtered_out"], 4);
+}
+
+#[test]
 fn coverage_shows_per_rule_outcomes_seen_and_never_exercised() {
     let dir = fixture("coverage");
     let (code, stdout, _) = rebound_test(&dir, &["--coverage"]);

@@ -82,3 +82,50 @@ fn the_dashboard_charts_every_operations_metric() {
         );
     }
 }
+
+/// The threshold of `alert` in the alerting rules: the number after its expression's `>`.
+fn threshold(rules: &str, alert: &str) -> f64 {
+    let at = rules
+        .find(&format!("- alert: {alert}\n"))
+        .unwrap_or_else(|| panic!("{alert} in {ALERTS}"));
+    let after = &rules[at..];
+    let line = after
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("> "))
+        .unwrap_or_else(|| panic!("{alert} has a `> N` threshold"));
+    line.trim().parse().unwrap()
+}
+
+#[test]
+fn the_demo_fires_the_retry_warning_but_not_the_critical_as_the_readme_says() {
+    let rules = read(ALERTS);
+    let (warning, critical) = (
+        threshold(&rules, "ReboundRetryRatioHigh"),
+        threshold(&rules, "ReboundRetryRatioCritical"),
+    );
+    let dead = threshold(&rules, "ReboundDeadLetterRatioHigh");
+    let data = tempfile::tempdir().unwrap();
+    let out = run_cmd(data.path(), &shipped_rules(), 3000, 100.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = report(&out);
+    let emitted = doc["emitted"].as_f64().unwrap();
+    let ratio = doc["retries"].as_f64().unwrap() / emitted;
+    let dead_ratio = doc["dead_lettered"].as_f64().unwrap() / emitted;
+    assert!(
+        warning < ratio && ratio < critical,
+        "the demo's retry ratio {ratio:.3} is no longer between {warning} and {critical}: \
+         change the README's words on ReboundRetryRatioHigh"
+    );
+    assert!(dead_ratio < dead, "dead-letter ratio {dead_ratio:.3}");
+    let readme = read("README.md");
+    assert!(
+        readme.contains("On the bundled demo `ReboundRetryRatioHigh` goes pending at once"),
+        "the README says why the warning fires on the demo"
+    );
+}

@@ -50,6 +50,31 @@ fn a_second_process_on_a_data_directory_in_use_exits_2_naming_the_first() {
 }
 
 #[test]
+fn deleting_the_lock_file_does_not_let_a_second_run_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rules = shipped_rules();
+    let mut first = Running::spawn(run_cmd(&data, &rules, 2_000_000, 100.0));
+    assert!(
+        wait_until(Duration::from_secs(60), || first.exited()
+            || orders_written(&data) >= 100),
+        "no progress"
+    );
+    assert!(!first.exited(), "the first run ended early");
+    std::fs::remove_file(data.join("rebound.lock")).unwrap();
+    let second = Running::spawn(run_cmd(&data, &rules, 2_000_000, 100.0)).wait();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    let expected = format!(
+        "error: data directory {} is in use by another process",
+        data.display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(!first.exited());
+    first.kill9();
+}
+
+#[test]
 fn sigterm_stops_gracefully_and_the_next_run_finishes_the_work() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

@@ -41,6 +41,16 @@ impl fmt::Display for Outcome {
     }
 }
 
+/// Who asked for a push or a rollback, and why: the admin API's `operator` and `reason`,
+/// kept in the history as the dead-letter actions keep theirs in the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// Who acted.
+    pub operator: String,
+    /// Why.
+    pub reason: String,
+}
+
 /// One reload attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryEntry {
@@ -54,6 +64,8 @@ pub struct HistoryEntry {
     pub at: SystemTime,
     /// Why it was rejected (errors only); empty for an accepted set.
     pub errors: Vec<Diagnostic>,
+    /// Who pushed or rolled back, and why, when they said so (never for a file or a pull).
+    pub by: Option<Actor>,
 }
 
 /// A bounded log of reload attempts, newest first. The oldest entries fall off the end.
@@ -124,6 +136,7 @@ mod tests {
             source: Source::Push,
             at: SystemTime::UNIX_EPOCH,
             errors: Vec::new(),
+            by: None,
         }
     }
 

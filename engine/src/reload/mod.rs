@@ -26,7 +26,7 @@ mod reloader;
 mod watch;
 
 pub use crate::handle::{Source, Status};
-pub use history::{FILES_KEPT, HistoryEntry, Outcome};
+pub use history::{Actor, FILES_KEPT, HistoryEntry, Outcome};
 pub use record::{Publication, PublishError, SetRecord};
 pub use reloader::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded, Reloader,

@@ -9,7 +9,7 @@
 //! atomic pointer.
 
 use super::files::{WriteError, check_name, shown, write_set};
-use super::history::{History, HistoryEntry, Outcome};
+use super::history::{Actor, History, HistoryEntry, Outcome};
 pub use super::outcomes::{
     IfMatch, PushError, Pushed, ReloadError, ReloadListener, ReloadOptions, Reloaded,
     RollbackError, SetCheck,
@@ -110,6 +110,7 @@ impl Reloader {
                 source: status.source,
                 at: status.loaded_at,
                 errors: Vec::new(),
+                by: None,
             },
             Some(status.set.files()),
         );
@@ -193,7 +194,7 @@ impl Reloader {
                     );
                     return Ok(Reloaded::Unchanged(*self.handle.current().version()));
                 }
-                self.install(&mut guarded, Arc::new(set), Source::File);
+                self.install(&mut guarded, Arc::new(set), Source::File, None);
                 Ok(Reloaded::Accepted(version))
             }
             Err(rejected) => {
@@ -216,6 +217,18 @@ impl Reloader {
         files: BTreeMap<String, String>,
         if_match: Option<&IfMatch>,
         source: Source,
+    ) -> Result<Pushed, PushError> {
+        self.push_as(files, if_match, source, None)
+    }
+
+    /// [`push`](Self::push), recording `by` (who pushed, and why) in the history entry of
+    /// the accepted set.
+    pub fn push_as(
+        &self,
+        files: BTreeMap<String, String>,
+        if_match: Option<&IfMatch>,
+        source: Source,
+        by: Option<Actor>,
     ) -> Result<Pushed, PushError> {
         let mut guarded = lock(&self.guarded);
         let current = self.handle.current();
@@ -267,7 +280,7 @@ impl Reloader {
         write_set(&self.dir, set.files())
             .map_err(|e| self.write_error(&version, source, count, e))?;
         let warnings = set.warnings().to_vec();
-        self.install(&mut guarded, Arc::new(set), source);
+        self.install(&mut guarded, Arc::new(set), source, by);
         Ok(Pushed {
             version,
             changed: true,
@@ -304,7 +317,12 @@ impl Reloader {
     /// into the rules directory and swaps it in. The set it replaces is dropped, so repeated
     /// rollbacks walk further back.
     pub fn rollback(&self) -> Result<Version, RollbackError> {
-        self.step_back(&mut lock(&self.guarded))
+        self.rollback_as(None)
+    }
+
+    /// [`rollback`](Self::rollback), recording `by` (who rolled back, and why) in the history.
+    pub fn rollback_as(&self, by: Option<Actor>) -> Result<Version, RollbackError> {
+        self.step_back(&mut lock(&self.guarded), by)
     }
 
     /// Goes back to `version`, one of the accepted versions whose files the history keeps
@@ -332,13 +350,23 @@ impl Reloader {
     /// assert_eq!(reloader.history()[0].source, Source::Rollback);
     /// ```
     pub fn rollback_to(&self, version: &Version) -> Result<Version, RollbackError> {
+        self.rollback_to_as(version, None)
+    }
+
+    /// [`rollback_to`](Self::rollback_to), recording `by` (who rolled back, and why) in the
+    /// history.
+    pub fn rollback_to_as(
+        &self,
+        version: &Version,
+        by: Option<Actor>,
+    ) -> Result<Version, RollbackError> {
         let mut guarded = lock(&self.guarded);
         let current = *self.handle.current().version();
         if *version == current {
             return Ok(current);
         }
         if guarded.previous.front().map(|s| s.version()) == Some(version) {
-            return self.step_back(&mut guarded);
+            return self.step_back(&mut guarded, by);
         }
         let files = self
             .history_files(version)
@@ -369,12 +397,16 @@ impl Reloader {
                 source,
             });
         }
-        self.install(&mut guarded, target, Source::Rollback);
+        self.install(&mut guarded, target, Source::Rollback, by);
         Ok(*version)
     }
 
     /// [`rollback`](Self::rollback), under the reload lock.
-    fn step_back(&self, guarded: &mut Guarded) -> Result<Version, RollbackError> {
+    fn step_back(
+        &self,
+        guarded: &mut Guarded,
+        by: Option<Actor>,
+    ) -> Result<Version, RollbackError> {
         let Some(target) = guarded.previous.pop_front() else {
             return Err(RollbackError::NoPrevious);
         };
@@ -400,7 +432,7 @@ impl Reloader {
             .install(Arc::clone(&target), Source::Rollback, now);
         // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
-        self.announce(&target, Source::Rollback, now);
+        self.announce(&target, Source::Rollback, now, by);
         Ok(version)
     }
 
@@ -443,18 +475,25 @@ impl Reloader {
     }
 
     /// Swaps `set` in, keeps the replaced one for rollback, and records the attempt.
-    fn install(&self, guarded: &mut Guarded, set: Arc<CompiledSet>, source: Source) {
+    fn install(
+        &self,
+        guarded: &mut Guarded,
+        set: Arc<CompiledSet>,
+        source: Source,
+        by: Option<Actor>,
+    ) {
         let now = SystemTime::now();
         let replaced = self.handle.install(Arc::clone(&set), source, now);
         guarded.previous.push_front(replaced);
         guarded.previous.truncate(self.keep_previous);
         // The directory holds something else now: broken contents seen before are news again.
         guarded.last_rejected_dir = None;
-        self.announce(&set, source, now);
+        self.announce(&set, source, now, by);
     }
 
-    /// Logs a set just swapped in (at `now`) and records it as accepted, with its files.
-    fn announce(&self, set: &CompiledSet, source: Source, now: SystemTime) {
+    /// Logs a set just swapped in (at `now`) and records it as accepted, with its files and
+    /// who asked for it.
+    fn announce(&self, set: &CompiledSet, source: Source, now: SystemTime, by: Option<Actor>) {
         let version = *set.version();
         tracing::info!(
             %version,
@@ -470,6 +509,7 @@ impl Reloader {
             source,
             at: now,
             errors: Vec::new(),
+            by,
         };
         self.record(entry, Some(set.files()));
     }
@@ -494,6 +534,7 @@ impl Reloader {
             source,
             at: SystemTime::now(),
             errors,
+            by: None,
         };
         self.record(entry, None);
     }

@@ -149,3 +149,60 @@ fn on_a_shared_store_the_history_and_the_rollback_are_the_fleets() {
     // Each node mirrors the set of record into its rules directory.
     assert!(eventually(|| dir_files(dir_b.path()) == files_of("pair-b")));
 }
+
+#[test]
+fn a_push_and_a_rollback_record_their_operator_and_reason_in_the_history() {
+    let dir = rules_dir_with("fast");
+    let server = Server::start(dir.path(), &[]);
+    let mut body = push_body("slow");
+    body["operator"] = json!("alice");
+    body["reason"] = json!("slower payments while the gateway recovers");
+    let (status, pushed) = status_and_json(server.put("/v1/rules").json(&body).send().unwrap());
+    assert_eq!(status, 200, "{pushed}");
+    let history = server.get_json("/v1/rules/history");
+    assert_eq!(history[0]["version"], pushed["version"], "{history:#}");
+    assert_eq!(history[0]["source"], "push");
+    assert_eq!(history[0]["operator"], "alice", "{history:#}");
+    assert_eq!(
+        history[0]["reason"],
+        "slower payments while the gateway recovers"
+    );
+    // The start-up set was loaded from the directory: nobody to name.
+    assert!(history[1].get("operator").is_none(), "{history:#}");
+
+    let (status, back) = rollback(
+        &server,
+        &json!({ "operator": "bob", "reason": "the gateway is fine" }),
+    );
+    assert_eq!(status, 200, "{back}");
+    let history = server.get_json("/v1/rules/history");
+    assert_eq!(history[0]["source"], "rollback", "{history:#}");
+    assert_eq!(history[0]["operator"], "bob");
+    assert_eq!(history[0]["reason"], "the gateway is fine");
+
+    // One without the other, or a blank one, is refused as the dead-letter actions refuse it;
+    // nothing changes.
+    let version = server.version();
+    for (operator, reason, missing) in [
+        (json!("carol"), Value::Null, "'reason'"),
+        (json!(" "), json!("why"), "'operator'"),
+    ] {
+        let (status, answer) =
+            rollback(&server, &json!({ "operator": operator, "reason": reason }));
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains(missing),
+            "{answer}"
+        );
+        let mut body = push_body("pair-a");
+        body["operator"] = operator;
+        body["reason"] = reason;
+        let (status, answer) = status_and_json(server.put("/v1/rules").json(&body).send().unwrap());
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains(missing),
+            "{answer}"
+        );
+    }
+    assert_eq!(server.version(), version);
+}
