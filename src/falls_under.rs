@@ -19,7 +19,7 @@ pub fn keys(set: &CompiledSet, ctx: &FailureContext<'_>) -> Vec<(&'static str, V
                 Some(per) => json!({
                     "id": b.id,
                     "per": per.to_string(),
-                    "key": per.value(ctx).unwrap_or(""),
+                    "key": per.key(ctx),
                 }),
             })
             .collect();
@@ -41,7 +41,7 @@ pub fn line(set: &CompiledSet, ctx: &FailureContext<'_>) -> Option<String> {
         .breakers_for(ctx)
         .map(|b| match &b.per {
             None => b.id.clone(),
-            Some(per) => format!("{} ({per} = {})", b.id, per.value(ctx).unwrap_or("")),
+            Some(per) => format!("{} ({per} = {})", b.id, per.key(ctx)),
         })
         .collect();
     let breakers = match breakers.len() {

@@ -80,14 +80,32 @@ pub enum PerKey {
     Attr(String),
 }
 
+/// The key a keyed breaker counts a failure under when the failure lacks its `per` value (an
+/// absent or empty attribute): shown as such everywhere, never as an empty key beside named
+/// ones (`rules.md`).
+pub const NO_KEY: &str = "(none)";
+
 impl PerKey {
-    /// The key's value for `ctx` (`None` for an absent attribute: counted under `""`).
+    /// The key's value for `ctx` (`None` for an absent or empty attribute).
     pub fn value<'a>(&self, ctx: &FailureContext<'a>) -> Option<&'a str> {
-        match self {
-            PerKey::Biz => Some(ctx.biz),
-            PerKey::Code => Some(ctx.code),
-            PerKey::Attr(name) => ctx.attrs.get(name).map(String::as_str),
-        }
+        let value = match self {
+            PerKey::Biz => ctx.biz,
+            PerKey::Code => ctx.code,
+            PerKey::Attr(name) => ctx.attrs.get(name).map_or("", String::as_str),
+        };
+        (!value.is_empty()).then_some(value)
+    }
+
+    /// The breaker key for `ctx`: its value, or [`NO_KEY`] without one.
+    ///
+    /// ```
+    /// # use rebound_engine::{FailureContext, PerKey, NO_KEY};
+    /// let ctx = FailureContext::new("PAYMENT", "NET_TIMEOUT", 1);
+    /// assert_eq!(PerKey::Attr("downstream".into()).key(&ctx), NO_KEY);
+    /// assert_eq!(PerKey::Biz.key(&ctx), "PAYMENT");
+    /// ```
+    pub fn key<'a>(&self, ctx: &FailureContext<'a>) -> &'a str {
+        self.value(ctx).unwrap_or(NO_KEY)
     }
 }
 

@@ -83,7 +83,7 @@ mod yaml_seek;
 mod yaml_syntax;
 mod yaml_view;
 
-pub use adaptive::{BreakerPolicy, BudgetPolicy, Exhausted, PerKey, Scope};
+pub use adaptive::{BreakerPolicy, BudgetPolicy, Exhausted, NO_KEY, PerKey, Scope};
 pub use compile::compile;
 pub use context::{Attrs, FailureContext, HeaderMap, OwnedFailure, SignalView, Signals};
 pub use decide::{Explanation, TraceStep};

@@ -86,7 +86,7 @@ impl Collector for GateMetrics {
             None,
             MetricType::Gauge,
         )?;
-        for ((id, key), (now, _)) in &s.breakers {
+        for ((id, key), b) in &s.breakers {
             for st in [
                 BreakerState::Closed,
                 BreakerState::Open,
@@ -97,7 +97,7 @@ impl Collector for GateMetrics {
                     key: key.clone(),
                     state: st.as_str(),
                 };
-                ConstGauge::new(i64::from(*now == st)).encode(state.encode_family(&labels)?)?;
+                ConstGauge::new(i64::from(b.state == st)).encode(state.encode_family(&labels)?)?;
             }
         }
         Ok(())
@@ -108,6 +108,7 @@ impl Collector for GateMetrics {
 mod tests {
     use super::*;
     use crate::metrics::Metrics;
+    use rebound_runtime::adaptive::BreakerView;
 
     struct Fixed;
 
@@ -117,10 +118,11 @@ mod tests {
             s.budgets.insert("pay".into(), (4, 2));
             s.breakers.insert(
                 ("gw".into(), "pg-1".into()),
-                (
-                    BreakerState::HalfOpen,
-                    vec![BreakerState::Open, BreakerState::HalfOpen],
-                ),
+                BreakerView {
+                    state: BreakerState::HalfOpen,
+                    history: vec![BreakerState::Open, BreakerState::HalfOpen],
+                    openings: Vec::new(),
+                },
             );
             Some(s)
         }

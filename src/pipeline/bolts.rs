@@ -156,6 +156,8 @@ pub struct StoreBolt {
     pub(crate) slow: Duration,
     /// A correlated outage of the payment gateway, in real time: from, until.
     pub(crate) outage: Option<(tokio::time::Instant, tokio::time::Instant)>,
+    /// The lives of the orders (a replayed or redriven order's faults heal).
+    pub(crate) lives: Arc<super::faults::Lives>,
 }
 
 fn row_of(t: &Tuple) -> Option<OrderRow> {
@@ -201,7 +203,10 @@ impl DeferredBolt for StoreBolt {
         }
         let n = position_of(&row.id).unwrap_or(0);
         let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
-        match self.faults.roll(n, &row.biz, attempt) {
+        match self
+            .faults
+            .roll_in_life(n, &row.biz, attempt, self.lives.of(n))
+        {
             Fault::None => self.writer.send(Write { row, handle: input }),
             Fault::Fail(failure) => input.fail(failure),
             Fault::Slow => {

@@ -10,7 +10,8 @@
 //! - `run`: the run this directory holds (messages, keyed or not, time scale, when it
 //!   finished).
 //! - `sessions`: one row per process that worked on the run, checkpointed every fraction of a
-//!   second: its running time and its counters (retries by rule, failures by code, latencies).
+//!   second: its running time and its counters (retries by rule, failures by code, latencies,
+//!   what its budgets and breakers did).
 //!   A `kill -9` loses at most the last checkpoint's worth of these counters; the fates, the
 //!   dead letters and the duplicates are exact.
 //!
@@ -25,6 +26,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
+use super::report::{BreakerShare, BudgetShare};
 use rebound_runtime::stats::{Histogram, StatsSnapshot};
 
 /// The file name in the data directory.
@@ -181,6 +183,12 @@ pub struct SessionStats {
     pub latency: StoredHistogram,
     /// Delays of scheduled retries.
     pub retry_delay: StoredHistogram,
+    /// What the retry gate's budgets did in the session (the report's `budgets`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: BTreeMap<String, BudgetShare>,
+    /// What its breakers and the fuse did in the session (the report's `breakers`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub breakers: BTreeMap<String, BTreeMap<String, BreakerShare>>,
 }
 
 impl From<&StatsSnapshot> for SessionStats {
@@ -193,6 +201,8 @@ impl From<&StatsSnapshot> for SessionStats {
             panics: s.panics,
             latency: (&s.complete_latency).into(),
             retry_delay: (&s.retry_delay).into(),
+            budgets: BTreeMap::new(),
+            breakers: BTreeMap::new(),
         }
     }
 }

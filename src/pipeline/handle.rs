@@ -63,6 +63,17 @@ impl PipelineHandle {
         self.shared.live.duplicates.clone()
     }
 
+    /// This session's counters as the book keeps them: the runtime's, and what the retry
+    /// gate did (so that a report read back after the run shows its budgets and breakers).
+    pub(super) fn session_stats(&self) -> super::db::SessionStats {
+        let mut stats: super::db::SessionStats = (&self.shared.stats.snapshot()).into();
+        if let Some(gate) = &self.shared.gate {
+            let snapshot = gate.snapshot(tokio::time::Instant::now());
+            (stats.budgets, stats.breakers) = super::report::gate_shares(&snapshot);
+        }
+        stats
+    }
+
     /// The store (dead letters, audit log, fates, scheduled retries).
     pub fn store(&self) -> Arc<dyn Store> {
         self.shared.store.clone()
@@ -160,9 +171,6 @@ impl PipelineHandle {
             &run,
             partitioned,
         )?;
-        if let Some(gate) = &self.shared.gate {
-            report.add_gate(&gate.snapshot(tokio::time::Instant::now()));
-        }
         if let Some(fleet) = &self.shared.fleet {
             report.node = Some(super::report::NodeShare {
                 name: fleet.node.clone(),

@@ -96,18 +96,26 @@ impl KeeperLoop {
 
 impl LetterKeeper {
     /// A keeper over `durable`'s store that reads the labels of the set in force in `rules`,
-    /// and tells `alerts` of every new letter whose label alerts.
+    /// tells `alerts` of every new letter whose label alerts, and counts each in `lives`
+    /// (the demo's faults heal in an order's next life).
     pub fn new(
         durable: Durable,
         rules: Arc<PolicyHandle>,
         scale: TimeScale,
         alerts: Option<Arc<dyn AlertSink>>,
+        lives: Arc<super::faults::Lives>,
     ) -> LetterKeeper {
-        if let Some(alerts) = alerts {
-            let rules = rules.clone();
-            durable
-                .on_dead_letters(move |letters| alert(&rules.current(), alerts.as_ref(), letters));
-        }
+        let set = rules.clone();
+        durable.on_dead_letters(move |letters| {
+            for letter in letters {
+                if let Some(n) = super::orders::position_of(letter.id().as_str()) {
+                    lives.dead_lettered(n);
+                }
+            }
+            if let Some(alerts) = &alerts {
+                alert(&set.current(), alerts.as_ref(), letters);
+            }
+        });
         LetterKeeper {
             shared: Arc::new(KeeperShared {
                 durable,

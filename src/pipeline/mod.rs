@@ -93,8 +93,11 @@ pub fn real_message_timeout(scale: TimeScale, rules: Duration) -> Duration {
     scale.to_real(rules).max(MIN_MESSAGE_TIMEOUT.min(rules))
 }
 
-/// The shortest retry-fuse window, whatever the time scale.
-pub const MIN_FUSE_WINDOW: Duration = Duration::from_millis(50);
+/// The shortest retry-fuse window in real time, whatever the time scale: as for a breaker
+/// ([`MIN_BREAKER_WINDOW`](rebound_runtime::adaptive::gate::MIN_BREAKER_WINDOW)), a window
+/// shorter than a tree's latency sees the fast failures before the slow successes, and opens
+/// on a healthy run.
+pub const MIN_FUSE_WINDOW: Duration = rebound_runtime::adaptive::gate::MIN_BREAKER_WINDOW;
 
 /// Why the pipeline could not start, stop or report.
 #[derive(Debug, thiserror::Error)]
@@ -313,6 +316,28 @@ fn prepare(
     })
 }
 
+/// The lives the run's orders had before this process (the store's letters, whatever their
+/// status), so that an order replayed after a restart is in its next life. Blocking.
+fn lives_before(store: &dyn Store) -> Result<faults::Lives, PipelineError> {
+    let lives = faults::Lives::default();
+    let mut filter = rebound_runtime::store::DeadLetterFilter {
+        limit: rebound_runtime::store::MAX_PAGE,
+        ..Default::default()
+    };
+    loop {
+        let page = store.dead_letters(&filter)?;
+        lives.seed(
+            page.items
+                .iter()
+                .filter_map(|d| position_of(d.letter.id().as_str())),
+        );
+        match page.next {
+            Some(next) => filter.before = Some(next),
+            None => return Ok(lives),
+        }
+    }
+}
+
 /// True when the topology orders keys and blocks a key on its dead letter: the open letters
 /// with a key are read at the start, so their keys stay blocked.
 fn blocks_keys(config: &Config) -> bool {
@@ -383,7 +408,9 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     config.message_timeout = real_message_timeout(scale, config.message_timeout);
     // The fuse's window is time too: unscaled, a tail of failing retries (all that is left
     // near the end of a run) would hold the fuse open for its full real window.
-    config.fuse.window = scale.to_real(config.fuse.window).max(MIN_FUSE_WINDOW);
+    config.fuse.window = scale
+        .to_real(config.fuse.window)
+        .max(MIN_FUSE_WINDOW.min(config.fuse.window));
     let slow = config.message_timeout * 2;
 
     // The orders writer: its own connection to pipeline.db (or the fleet's shared order
@@ -434,11 +461,15 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         let from = time.now() + scale.to_real(o.start);
         (from, from + scale.to_real(o.length))
     });
+    let store_for_lives = store.clone();
+    let lives = Arc::new(blocking(move || lives_before(store_for_lives.as_ref())).await?);
+    let bolt_lives = lives.clone();
     b.deferred_bolt("store", 1, move |_| StoreBolt {
         writer: bolt_writer.clone(),
         faults: bolt_faults.clone(),
         slow,
         outage,
+        lives: bolt_lives.clone(),
     })
     .fields("parse", ["id"]);
     let topology = b.build()?;
@@ -449,6 +480,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         options.rules.clone(),
         scale,
         options.alerts.clone(),
+        lives,
     );
     let running = topology.start(seams);
     let letter_loop = letters.spawn();

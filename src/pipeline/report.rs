@@ -15,13 +15,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::PipelineError;
 use super::book::RunBook;
 use super::db::{RunRecord, SessionStats};
 use super::fleet::{PARTITIONS, partition_of, partition_source, position_in};
 use super::orders::{SOURCE, message_id, position_of};
+use rebound_runtime::adaptive::{GateSnapshot, NO_KEY, Opening};
 use rebound_runtime::stats::{Histogram, LATENCY_BOUNDS};
 use rebound_runtime::store::{self, DeadLetterFilter, DeadLetterStatus, Fate, MessageId, Store};
 
@@ -85,20 +86,19 @@ pub struct Report {
     /// On a fleet: what the node that prints the report did itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeShare>,
-    /// What the set's budgets did in this process (the last session): retries held for want
-    /// of room, and dead-lettered for it. Absent without budgets, and in a report read back
-    /// after the run finished (the counters above are the run's; this is the session's).
+    /// What the set's budgets did over the run's sessions: retries held for want of room,
+    /// and dead-lettered for it. Absent without budgets.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub budgets: BTreeMap<String, BudgetShare>,
-    /// What the set's breakers did in this process (the last session): per breaker and key,
-    /// the states it went through in order and where it stands. Absent without breakers, and
-    /// in a report read back after the run finished.
+    /// What the set's breakers (and the fuse, once it opened) did over the run's sessions:
+    /// per breaker and key, the states they went through in order, where they stand, and
+    /// what each opening saw. Absent without breakers.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub breakers: BTreeMap<String, BTreeMap<String, BreakerShare>>,
 }
 
 /// One budget in the report.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BudgetShare {
     /// Retries held until the budget had room.
     pub held: u64,
@@ -107,34 +107,98 @@ pub struct BudgetShare {
 }
 
 /// One breaker (one key) in the report.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BreakerShare {
     /// The states it entered, in order (`open`, `half_open`, `closed`).
-    pub states: Vec<&'static str>,
+    pub states: Vec<String>,
     /// Where it stands now.
-    pub state: &'static str,
+    pub state: String,
+    /// Why it opened, each time (the first 100): what its window held then.
+    #[serde(default)]
+    pub openings: Vec<OpeningShare>,
+}
+
+/// What a breaker saw when it opened.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpeningShare {
+    /// The failed share of its window, 0 to 1 (rounded to 3 places).
+    pub failed_share: f64,
+    /// Finished trees in its window.
+    pub samples: u64,
+    /// The share it opens at (`open_at`, the fuse's `threshold`).
+    pub open_at: f64,
+    /// The fewest samples it opens at.
+    pub min_samples: u64,
+}
+
+impl From<&Opening> for OpeningShare {
+    fn from(o: &Opening) -> OpeningShare {
+        OpeningShare {
+            failed_share: (o.failed_share() * 1000.0).round() / 1000.0,
+            samples: o.samples,
+            open_at: o.open_at,
+            min_samples: o.min_samples,
+        }
+    }
+}
+
+/// What a session's retry gate did, as the report shows it and the book keeps it (in the
+/// session's counters, so that a report read back after the run has it).
+pub type GateShares = (
+    BTreeMap<String, BudgetShare>,
+    BTreeMap<String, BTreeMap<String, BreakerShare>>,
+);
+
+/// The gate's snapshot as the report's budgets and breakers.
+pub fn gate_shares(gate: &GateSnapshot) -> GateShares {
+    let mut budgets = BTreeMap::new();
+    for (id, (held, exhausted)) in &gate.budgets {
+        let share = BudgetShare {
+            held: *held,
+            exhausted: *exhausted,
+        };
+        budgets.insert(id.clone(), share);
+    }
+    let mut breakers: BTreeMap<String, BTreeMap<String, BreakerShare>> = BTreeMap::new();
+    for ((id, key), b) in &gate.breakers {
+        breakers.entry(id.clone()).or_default().insert(
+            key.clone(),
+            BreakerShare {
+                states: b.history.iter().map(|s| s.as_str().to_owned()).collect(),
+                state: b.state.as_str().to_owned(),
+                openings: b.openings.iter().map(OpeningShare::from).collect(),
+            },
+        );
+    }
+    (budgets, breakers)
 }
 
 impl Report {
-    /// Adds what the retry gate of this process did.
-    pub fn add_gate(&mut self, gate: &rebound_runtime::adaptive::GateSnapshot) {
-        for (id, (held, exhausted)) in &gate.budgets {
-            self.budgets.insert(
-                id.clone(),
-                BudgetShare {
-                    held: *held,
-                    exhausted: *exhausted,
-                },
-            );
+    /// Adds one session's budgets and breakers to the run's: budgets' counts add up; a
+    /// breaker's states and openings follow the earlier sessions', and it stands where the
+    /// later session left it.
+    fn add_session_gate(
+        &mut self,
+        budgets: &BTreeMap<String, BudgetShare>,
+        breakers: &BTreeMap<String, BTreeMap<String, BreakerShare>>,
+    ) {
+        for (id, b) in budgets {
+            let into = self.budgets.entry(id.clone()).or_default();
+            into.held += b.held;
+            into.exhausted += b.exhausted;
         }
-        for ((id, key), (state, history)) in &gate.breakers {
-            self.breakers.entry(id.clone()).or_default().insert(
-                key.clone(),
-                BreakerShare {
-                    states: history.iter().map(|s| s.as_str()).collect(),
-                    state: state.as_str(),
-                },
-            );
+        for (id, keys) in breakers {
+            for (key, b) in keys {
+                let into = self
+                    .breakers
+                    .entry(id.clone())
+                    .or_default()
+                    .entry(key.clone())
+                    .or_default();
+                into.states.extend(b.states.iter().cloned());
+                into.openings.extend(b.openings.iter().cloned());
+                into.state.clone_from(&b.state);
+            }
         }
     }
 }
@@ -152,7 +216,8 @@ pub struct NodeShare {
 
 /// The states a breaker went through, for the text report: all of them when they are few;
 /// else the first and last few around how often it opened (`--json` has every one).
-fn breaker_path(states: &[&str]) -> String {
+fn breaker_path<S: AsRef<str>>(states: &[S]) -> String {
+    let states: Vec<&str> = states.iter().map(AsRef::as_ref).collect();
     const SHOWN: usize = 4;
     if states.is_empty() {
         return "stayed closed".to_owned();
@@ -167,6 +232,26 @@ fn breaker_path(states: &[&str]) -> String {
         states.len(),
         states[states.len() - SHOWN..].join(" → ")
     )
+}
+
+/// Why a breaker opened, for the text report: the failed share and the samples its window
+/// held (their range over several openings) against its limits. `None` if it never opened.
+fn opening_reason(openings: &[OpeningShare]) -> Option<String> {
+    let first = openings.first()?;
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let range = |lo: String, hi: String| if lo == hi { lo } else { format!("{lo}–{hi}") };
+    let (mut share, mut samples) = ((f64::MAX, f64::MIN), (u64::MAX, 0));
+    for o in openings {
+        share = (share.0.min(o.failed_share), share.1.max(o.failed_share));
+        samples = (samples.0.min(o.samples), samples.1.max(o.samples));
+    }
+    Some(format!(
+        "opened at {} failed of {} trees (opens at {} of at least {})",
+        range(pct(share.0), pct(share.1)),
+        range(samples.0.to_string(), samples.1.to_string()),
+        pct(first.open_at),
+        first.min_samples
+    ))
 }
 
 /// The width the text report keeps to (a terminal's 80 columns).
@@ -353,6 +438,10 @@ impl Report {
             add_all(&mut stats.failures_by_code, &s.stats.failures_by_code);
             latency.merge(&s.stats.latency.histogram());
         }
+        let mut gate = Report::default();
+        for s in &sessions {
+            gate.add_session_gate(&s.stats.budgets, &s.stats.breakers);
+        }
 
         let settled = acked + dead_lettered;
         let state_complete = run.messages.is_some() && settled == n && scheduled_retries == 0;
@@ -397,8 +486,8 @@ impl Report {
             failures_by_code: stats.failures_by_code,
             sessions: sessions.len() as u64,
             node: None,
-            budgets: BTreeMap::new(),
-            breakers: BTreeMap::new(),
+            budgets: gate.budgets,
+            breakers: gate.breakers,
         })
     }
 
@@ -515,13 +604,15 @@ impl Report {
         }
         for (id, keys) in &self.breakers {
             for (key, b) in keys {
-                let name = if key.is_empty() {
-                    id.clone()
-                } else {
-                    format!("{id} ({key})")
+                let name = match key.as_str() {
+                    "" => id.clone(),
+                    NO_KEY => format!("{id} {NO_KEY}"),
+                    key => format!("{id} ({key})"),
                 };
                 let path = breaker_path(&b.states);
-                line("breaker", name, format!("{path}; {} now", b.state));
+                let why =
+                    opening_reason(&b.openings).map_or_else(String::new, |why| format!("; {why}"));
+                line("breaker", name, format!("{path}; {} now{why}", b.state));
             }
         }
         if let Some(node) = &self.node {
@@ -544,7 +635,7 @@ mod tests {
 
     #[test]
     fn a_breaker_that_flapped_shows_its_ends_and_how_often_it_opened() {
-        assert_eq!(breaker_path(&[]), "stayed closed");
+        assert_eq!(breaker_path::<&str>(&[]), "stayed closed");
         assert_eq!(
             breaker_path(&["open", "half_open", "closed"]),
             "closed → open → half_open → closed"
@@ -559,6 +650,53 @@ mod tests {
             "closed → open → half_open → open → half_open → … opened 10 times, 21 changes … \
              → half_open → open → half_open → closed"
         );
+    }
+
+    #[test]
+    fn the_text_report_names_the_none_key_and_says_why_a_breaker_opened() {
+        let mut r = Report::default();
+        let opened = |share: f64, samples| OpeningShare {
+            failed_share: share,
+            samples,
+            open_at: 0.5,
+            min_samples: 500,
+        };
+        let keys = r.breakers.entry("gw".into()).or_default();
+        keys.insert(
+            "(none)".into(),
+            BreakerShare {
+                state: "closed".into(),
+                ..BreakerShare::default()
+            },
+        );
+        keys.insert(
+            "pg".into(),
+            BreakerShare {
+                states: vec!["open".into(), "half_open".into(), "closed".into()],
+                state: "closed".into(),
+                openings: vec![opened(0.93, 640)],
+            },
+        );
+        r.breakers.entry("fuse".into()).or_default().insert(
+            String::new(),
+            BreakerShare {
+                states: vec!["open".into(), "half_open".into(), "open".into()],
+                state: "open".into(),
+                openings: vec![opened(0.6, 900), opened(0.75, 520)],
+            },
+        );
+        let text = r.text().replace('\n', " ");
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains("breaker gw (none) stayed closed"), "{text}");
+        assert!(
+            text.contains("gw (pg) closed → open → half_open → closed; closed now; opened at 93% failed of 640 trees (opens at 50% of at least 500)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("opened at 60%–75% failed of 520–900 trees"),
+            "{text}"
+        );
+        assert!(!text.contains("gw  "), "{text}");
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub(super) async fn checkpoint_loop(
         let elapsed = started.elapsed();
         let result = blocking(move || {
             let s = &h.shared;
-            let stats = (&s.stats.snapshot()).into();
+            let stats = h.session_stats();
             Ok(s.book
                 .checkpoint(session, elapsed, s.live.high.load(Relaxed), &stats, None)?)
         })
@@ -205,7 +205,7 @@ impl RunningPipeline {
             let mut report = handle.report()?;
             let finished = reached_end || report.complete;
             if let (Some(id), Some(elapsed)) = (session_id, elapsed) {
-                let stats = (&s.stats.snapshot()).into();
+                let stats = handle.session_stats();
                 let ended = if finished { "finished" } else { "interrupted" };
                 s.book
                     .checkpoint(id, elapsed, s.live.high.load(Relaxed), &stats, Some(ended))?;

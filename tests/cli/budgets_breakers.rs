@@ -115,7 +115,7 @@ fn decide_names_the_budget_and_the_breakers_of_a_failure() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "falls under: budget payment-retries; breaker payment-gateway (attrs.downstream = )",
+            "falls under: budget payment-retries; breaker payment-gateway (attrs.downstream = (none))",
         ));
 }
 

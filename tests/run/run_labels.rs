@@ -102,3 +102,77 @@ fn a_redriving_label_redrives_each_letter_exactly_max_times_then_leaves_it_open(
         assert_eq!(statuses, [("dead", 1), ("replayed", 2)].into(), "{id}");
     }
 }
+
+/// The shipped rules, with L1 (transient trouble: stock that never came, payments still
+/// processing) redriven once, 1 s after each letter.
+fn rules_with_l1_redrive() -> tempfile::TempDir {
+    let dir = rules_with_redrive();
+    std::fs::write(
+        dir.path().join("50-labels.yaml"),
+        "version: 1\nlabels:\n  L1:\n    redrive: { after: 1s, max: 1 }\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_redriven_letter_meets_a_healed_dependency_and_most_are_acked() {
+    let data = tempfile::tempdir().unwrap();
+    let rules = rules_with_l1_redrive();
+    let out = run_cmd(data.path(), rules.path(), 4_000, 100.0)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&out);
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(
+        r["acked"].as_u64().unwrap() + r["dead_lettered"].as_u64().unwrap(),
+        4_000,
+        "one fate per message: {r}"
+    );
+    let store = open_store(data.path());
+    let letters = |status| {
+        let filter = DeadLetterFilter {
+            label: Some("L1".into()),
+            status: Some(status),
+            limit: 1000,
+            ..DeadLetterFilter::default()
+        };
+        let ids: std::collections::BTreeSet<MessageId> = store
+            .dead_letters(&filter)
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|d| d.letter.message.id.clone())
+            .collect();
+        ids
+    };
+    let redriven = letters(DeadLetterStatus::Replayed);
+    let open = letters(DeadLetterStatus::Dead);
+    assert!(
+        redriven.len() >= 5,
+        "the run has L1 letters: {redriven:?}\n{r}"
+    );
+    // Replay → acked: a redriven order without a letter of its second life was written.
+    let healed: Vec<&MessageId> = redriven.iter().filter(|id| !open.contains(*id)).collect();
+    for id in &healed {
+        let fates = store.known_fates(&[(*id).clone()]).unwrap();
+        assert!(
+            fates
+                .iter()
+                .all(|(_, f)| *f == rebound_runtime::store::Fate::Acked),
+            "{id}: {fates:?}"
+        );
+    }
+    assert!(
+        healed.len() * 2 > redriven.len(),
+        "{} of {} redriven letters healed; still open: {open:?}",
+        healed.len(),
+        redriven.len()
+    );
+}

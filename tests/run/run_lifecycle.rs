@@ -146,9 +146,38 @@ fn text_report_by_default_and_another_runs_data_directory_is_refused() {
         "duplicates",
         "latency",
         "throughput",
+        // The shipped rules' budget and breakers.
+        "budget",
+        "breaker",
     ] {
         assert!(text.contains(word), "no {word:?} in:\n{text}");
     }
+    // Run again once finished: the same report, the budget and breaker lines included.
+    let again = Command::new(bin())
+        .args(["run", "--messages", "300", "--time-scale", "1000"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--rules")
+        .arg(shipped_rules())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&again.stdout), text);
+    // And in JSON, a run of its own: the same document twice.
+    let json_data = dir.path().join("json");
+    let first = report(
+        &run_cmd(&json_data, &shipped_rules(), 300, 1000.0)
+            .output()
+            .unwrap(),
+    );
+    assert!(first.get("budgets").is_some(), "{first:#}");
+    assert!(first.get("breakers").is_some(), "{first:#}");
+    let second = report(
+        &run_cmd(&json_data, &shipped_rules(), 300, 1000.0)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(second, first);
 
     let other = run_cmd(&data, &shipped_rules(), 500, 1000.0)
         .output()

@@ -52,6 +52,27 @@ impl BreakerState {
     }
 }
 
+/// What a breaker saw when it opened: the finished trees in its window and how many of them
+/// failed (the failed share is their ratio), under the limits then in force.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Opening {
+    /// Failed trees in the window.
+    pub failed: u64,
+    /// Finished trees in the window.
+    pub samples: u64,
+    /// The failed share that opens it (`open_at`, the fuse's `threshold`).
+    pub open_at: f64,
+    /// The fewest samples it opens at.
+    pub min_samples: u64,
+}
+
+impl Opening {
+    /// `failed / samples`.
+    pub fn failed_share(&self) -> f64 {
+        self.failed as f64 / self.samples.max(1) as f64
+    }
+}
+
 /// The share of held retries released this far into the ramp: 10% at its start, 100% at its
 /// end.
 pub fn ramp_share(into: Duration, ramp: Duration) -> f64 {
@@ -79,6 +100,8 @@ pub struct Breaker {
     transitions: u64,
     /// The states it entered, in order (the first [`MAX_HISTORY`]).
     history: Vec<BreakerState>,
+    /// What it saw each time it opened (the first [`MAX_HISTORY`]).
+    openings: Vec<Opening>,
 }
 
 impl Breaker {
@@ -94,6 +117,7 @@ impl Breaker {
             released: 0,
             transitions: 0,
             history: Vec::new(),
+            openings: Vec::new(),
         }
     }
 
@@ -122,6 +146,14 @@ impl Breaker {
             && samples >= self.limits.min_samples
             && share >= self.limits.open_at
         {
+            if self.openings.len() < MAX_HISTORY {
+                self.openings.push(Opening {
+                    failed: self.failed as u64,
+                    samples,
+                    open_at: self.limits.open_at,
+                    min_samples: self.limits.min_samples,
+                });
+            }
             self.enter(BreakerState::Open, now);
         }
         self.state
@@ -163,6 +195,11 @@ impl Breaker {
     /// The states it entered, in order (the first 100).
     pub fn history(&self) -> &[BreakerState] {
         &self.history
+    }
+
+    /// What it saw each time it opened, in order (the first 100).
+    pub fn openings(&self) -> &[Opening] {
+        &self.openings
     }
 
     fn advance(&mut self, now: Instant) {

@@ -17,10 +17,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
+pub use rebound_engine::NO_KEY;
 use rebound_engine::{BreakerPolicy, BudgetPolicy, CompiledSet, Exhausted, FailureContext, PerKey};
 use tokio::time::Instant;
 
-use super::breaker::{Breaker, BreakerLimits, BreakerState};
+use super::breaker::{Breaker, BreakerLimits, BreakerState, Opening};
 use super::budget::{Budget, BudgetLimits};
 use super::fuse::{FUSE, Fuse};
 use crate::time::TimeScale;
@@ -39,10 +40,30 @@ pub const MIN_BREAKER_WINDOW: std::time::Duration = std::time::Duration::from_se
 pub struct GateSnapshot {
     /// Per budget: retries held for want of room, and retries dead-lettered for it.
     pub budgets: BTreeMap<String, (u64, u64)>,
-    /// Per breaker and key (`""` without `per`): its state now, and the states it entered,
-    /// in order. The fuse is the breaker `fuse`, key `""`, once it has been anything but
-    /// closed.
-    pub breakers: BTreeMap<(String, String), (BreakerState, Vec<BreakerState>)>,
+    /// Per breaker and key (`""` without `per`, [`NO_KEY`] for failures without its `per`
+    /// value). The fuse is the breaker `fuse`, key `""`, once it has been anything but closed.
+    pub breakers: BTreeMap<(String, String), BreakerView>,
+}
+
+/// One breaker (one key) in a [`GateSnapshot`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BreakerView {
+    /// Where it stands now.
+    pub state: BreakerState,
+    /// The states it entered, in order (the first 100).
+    pub history: Vec<BreakerState>,
+    /// What it saw each time it opened (the first 100).
+    pub openings: Vec<Opening>,
+}
+
+impl BreakerView {
+    fn of(b: &mut Breaker, now: Instant) -> BreakerView {
+        BreakerView {
+            state: b.state(now),
+            history: b.history().to_vec(),
+            openings: b.openings().to_vec(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -163,9 +184,10 @@ impl State {
     }
 }
 
-/// The key of a `per` breaker for `ctx` (`""` for an absent attribute or without `per`).
+/// The key of a breaker for `ctx`: `""` without `per`, else its `per` value, [`NO_KEY`] for a
+/// failure without one.
 fn key_of<'a>(per: Option<&PerKey>, ctx: &FailureContext<'a>) -> &'a str {
-    per.and_then(|p| p.value(ctx)).unwrap_or("")
+    per.map_or("", |p| p.key(ctx))
 }
 
 impl RetryGate {
@@ -360,16 +382,14 @@ impl RetryGate {
             .collect();
         let mut breakers = BTreeMap::new();
         if let Some(fuse) = s.fuse.breaker() {
-            let now_in = fuse.state(now);
-            if !fuse.history().is_empty() {
-                let entry = (now_in, fuse.history().to_vec());
-                breakers.insert((FUSE.to_owned(), String::new()), entry);
+            let view = BreakerView::of(fuse, now);
+            if !view.history.is_empty() {
+                breakers.insert((FUSE.to_owned(), String::new()), view);
             }
         }
         for (id, keys) in s.breakers.iter_mut() {
             for (key, b) in keys.iter_mut() {
-                let now_in = b.state(now);
-                breakers.insert((id.clone(), key.clone()), (now_in, b.history().to_vec()));
+                breakers.insert((id.clone(), key.clone()), BreakerView::of(b, now));
             }
         }
         GateSnapshot { budgets, breakers }

@@ -16,10 +16,10 @@ pub mod fuse;
 pub mod gate;
 mod heat;
 
-pub use breaker::{Breaker, BreakerLimits, BreakerState, ramp_share};
+pub use breaker::{Breaker, BreakerLimits, BreakerState, Opening, ramp_share};
 pub use budget::{Budget, BudgetLimits};
 pub use fuse::{FUSE, FailWindow, Fuse};
-pub use gate::{FuseView, GateSnapshot, RetryGate};
+pub use gate::{BreakerView, FuseView, GateSnapshot, NO_KEY, RetryGate};
 pub use heat::{COLD, Heat, MAX_BIZ};
 
 use tokio::time::Instant;

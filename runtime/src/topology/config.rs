@@ -72,7 +72,9 @@ pub struct FuseConfig {
     pub window: Duration,
     /// The failure rate, in `0.0..=1.0`, at which the fuse opens (default 0.5).
     pub threshold: f64,
-    /// Fewer finished trees than this in the window never open the fuse (default 20).
+    /// Fewer finished trees than this in the window never open the fuse (default 500: the
+    /// last failing retries of a batch run, all that finishes near its end, are too few to
+    /// judge a dependency by).
     pub min_samples: u64,
 }
 
@@ -82,7 +84,7 @@ impl Default for FuseConfig {
             enabled: true,
             window: Duration::from_secs(10),
             threshold: 0.5,
-            min_samples: 20,
+            min_samples: 500,
         }
     }
 }

@@ -134,10 +134,17 @@ breakers:
         closed
     )));
     let snap = gate.snapshot(closed);
-    let (state, history) = &snap.breakers[&("gateway".to_owned(), "pg".to_owned())];
-    assert_eq!(*state, BreakerState::Closed);
+    let view = &snap.breakers[&("gateway".to_owned(), "pg".to_owned())];
+    assert_eq!(view.state, BreakerState::Closed);
+    // Why it opened: its window held 4 failed trees of 4.
+    let why: Vec<(u64, u64)> = view
+        .openings
+        .iter()
+        .map(|o| (o.failed, o.samples))
+        .collect();
+    assert_eq!(why, [(4, 4)]);
     assert_eq!(
-        history,
+        &view.history,
         &[
             BreakerState::Open,
             BreakerState::HalfOpen,
@@ -145,6 +152,31 @@ breakers:
         ]
     );
     assert!(!gate.breaker_open(&s, &failed, closed));
+}
+
+#[test]
+fn failures_without_the_per_value_count_under_none_never_an_empty_key() {
+    let s = set("version: 1
+breakers:
+  - { id: gateway, match: { code: NET_TIMEOUT }, per: attrs.downstream, open_at: 50%, cool_down: 1s }
+");
+    let gate = gate();
+    let t0 = Instant::now();
+    let named: BTreeMap<String, String> = [("downstream".to_owned(), "pg".to_owned())].into();
+    let empty: BTreeMap<String, String> = [("downstream".to_owned(), String::new())].into();
+    let none = BTreeMap::new();
+    for attrs in [&named, &empty, &none] {
+        let mut failed = FailureContext::new("PAYMENT", "NET_TIMEOUT", 1);
+        failed.attrs = attrs;
+        gate.finished(&s, REAL, "PAYMENT", Some(&failed), None, t0);
+    }
+    let keys: Vec<String> = gate
+        .snapshot(t0)
+        .breakers
+        .into_keys()
+        .map(|(_, key)| key)
+        .collect();
+    assert_eq!(keys, ["(none)", "pg"]);
 }
 
 #[test]
@@ -233,10 +265,20 @@ fn the_fuse_is_the_breaker_for_everything_and_is_reported_as_one() {
     assert!(!gate.fuse(closed).open);
     assert!(gate.admit(&s, REAL, &retry("c", "ORDER", "X"), closed));
     let snap = gate.snapshot(closed);
-    let (now_in, entered) = &snap.breakers[&("fuse".to_owned(), String::new())];
-    assert_eq!(*now_in, BreakerState::Closed);
+    let view = &snap.breakers[&("fuse".to_owned(), String::new())];
+    assert_eq!(view.state, BreakerState::Closed);
+    assert_eq!(view.openings.len(), 1);
+    // It opened at its tenth sample, all ten failed.
     assert_eq!(
-        entered,
+        (view.openings[0].failed, view.openings[0].samples),
+        (10, 10)
+    );
+    assert_eq!(
+        (view.openings[0].open_at, view.openings[0].min_samples),
+        (0.5, 10)
+    );
+    assert_eq!(
+        &view.history,
         &[
             BreakerState::Open,
             BreakerState::HalfOpen,
