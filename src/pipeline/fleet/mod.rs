@@ -228,6 +228,10 @@ pub(super) fn prepare(
     }
     let mut durable_options = DurableOptions::default();
     durable_options.journal.give_up_after = options.store_give_up.max(FLEET_GIVE_UP);
+    // Every acked fate is written: it drops the retry row another node may have left for the
+    // message (an earlier delivery's, scheduled after this node took the partition), which
+    // this node's journal does not know of. The store prunes it once the position covers it.
+    durable_options.journal.write_every_ack = true;
     let durable = Durable::shared(
         store.clone(),
         store.clone(),
@@ -236,7 +240,7 @@ pub(super) fn prepare(
         SharedOptions::new(fleet.node.clone(), fleet.lease),
     );
     // Each message's offset names its partition, so that the acked fates a partition's
-    // position covers are moot or pruned (fates stay bounded), as on a store of one's own. In
+    // position covers are pruned (fates stay bounded), as on a store of one's own. In
     // a fleet a message below a partition's mark can still be in flight on another node (a
     // stalled owner's duplicate, a claim reaped and fired again): the store names the offsets
     // of its schedules and dead letters too, and refuses those its position covers, so a late
