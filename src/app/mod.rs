@@ -173,12 +173,18 @@ fn live_rules(
     set: CompiledSet,
     shared: Option<&Arc<RedisStore>>,
     receivers: &Receivers,
+    changed: &shared_rules::RulesChanged,
 ) -> (Arc<Reloader>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let observer = Arc::clone(&metrics);
     let receivers = receivers.clone();
+    let changed = changed.clone();
     let mut options = ReloadOptions::default()
-        .on_reload(move |entry| observer.rules.observe(entry))
+        .on_reload(move |entry| {
+            observer.rules.observe(entry);
+            // On a fleet, the node's row says the new version now, not at its next heartbeat.
+            changed.notify_one();
+        })
         .check(move |set| crate::config::undefined_receivers(set, &receivers));
     if let Some(store) = shared {
         options = options.record(Arc::new(shared_rules::StoreRecord(store.clone())));
@@ -210,7 +216,14 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
             Err(e) => return trouble(&view, e),
         },
     };
-    let (reloader, metrics) = live_rules(&options.rules, set, shared.as_ref(), &options.receivers);
+    let rules_changed = shared_rules::RulesChanged::default();
+    let (reloader, metrics) = live_rules(
+        &options.rules,
+        set,
+        shared.as_ref(),
+        &options.receivers,
+        &rules_changed,
+    );
     let runtime = match async_runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -219,7 +232,14 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
             return Outcome::Trouble;
         }
     };
-    let outcome = runtime.block_on(wire(options, reloader, metrics, view.clone(), shared));
+    let outcome = runtime.block_on(wire(
+        options,
+        reloader,
+        metrics,
+        view.clone(),
+        shared,
+        rules_changed,
+    ));
     view.finish();
     // Whatever is still running (a blocking write on a store that hangs) is not waited for.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
@@ -241,6 +261,7 @@ async fn wire(
     metrics: Arc<Metrics>,
     view: ProgressView,
     shared: Option<Arc<RedisStore>>,
+    rules_changed: shared_rules::RulesChanged,
 ) -> Outcome {
     let console = options.console;
     let mut signals = match Signals::install() {
@@ -307,12 +328,14 @@ async fn wire(
             reloader.clone(),
             fleet.node.clone(),
             rules_errors.clone(),
+            rules_changed.clone(),
             following,
         );
         link = Some(pipeline::FleetLink {
             options: fleet.clone(),
             store: store.clone(),
             rules_errors,
+            rules_changed,
         });
     }
 

@@ -439,6 +439,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             options.messages,
             durable.journal().clone(),
             live.clone(),
+            options.rate,
         )),
         (None, None) => return Err(PipelineError::Task("a run without a source".into())),
     };

@@ -31,7 +31,8 @@ pub struct Live {
     pub duplicates: Arc<AtomicU64>,
 }
 
-/// Paces new orders at a fixed rate (for a long-running `serve`).
+/// Paces new orders at a fixed rate (for a long-running `serve`): by `t` seconds after its
+/// start, at most `floor(t × rate) + 1` orders.
 #[derive(Debug)]
 pub(crate) struct Pacer {
     per_second: f64,
@@ -46,6 +47,17 @@ impl Pacer {
             started: now,
             handed: 0,
         }
+    }
+
+    /// True if one more order may go now.
+    pub(crate) fn ready(&self) -> bool {
+        let allowed = self.started.elapsed().as_secs_f64() * self.per_second;
+        (self.handed as f64) < allowed.floor() + 1.0
+    }
+
+    /// One order went.
+    pub(crate) fn handed_one(&mut self) {
+        self.handed += 1;
     }
 }
 
@@ -72,11 +84,8 @@ impl Spout for OrderSpout {
         if self.journal.backlog() > BACKLOG_LIMIT {
             return NextMessage::Idle;
         }
-        if let Some(p) = &self.pacer {
-            let allowed = p.started.elapsed().as_secs_f64() * p.per_second;
-            if p.handed as f64 >= allowed.floor() + 1.0 {
-                return NextMessage::Idle;
-            }
+        if self.pacer.as_ref().is_some_and(|p| !p.ready()) {
+            return NextMessage::Idle;
         }
         let n = loop {
             let n = self.next;
@@ -89,7 +98,7 @@ impl Spout for OrderSpout {
             }
         };
         if let Some(p) = &mut self.pacer {
-            p.handed += 1;
+            p.handed_one();
         }
         self.position.handing_out(n);
         self.live.high.fetch_max(n, Relaxed);

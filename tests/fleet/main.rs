@@ -11,6 +11,7 @@
 #[path = "../run/support.rs"]
 mod support;
 
+mod bounded;
 mod faults;
 mod kill9;
 mod ordered;

@@ -186,6 +186,87 @@ fn a_push_on_one_node_reaches_every_node_and_a_stale_if_match_is_409_on_any() {
     assert_eq!(history(&c)[0]["source"], "file");
 }
 
+/// The version every node lists on `node`'s `/v1/nodes` (None while they differ or a node is
+/// missing).
+fn listed_version(node: &Server, nodes: usize) -> Option<String> {
+    let listed = node.get_json("/v1/nodes");
+    let versions: Vec<&str> = listed
+        .as_array()?
+        .iter()
+        .filter_map(|n| n["rules_version"].as_str())
+        .collect();
+    (versions.len() == nodes && versions.iter().all(|v| *v == versions[0]))
+        .then(|| versions[0].to_owned())
+}
+
+#[test]
+fn v1_nodes_on_every_node_lists_a_pushed_version_for_every_node_within_2s() {
+    let server = TestServer::start();
+    let ns = "listed";
+    // A long lease: a heartbeat (every lease / 3) comes long after the push, so only a node
+    // that reports its version as it adopts the set can be listed with it in time.
+    let start = |name| {
+        let dir = rules_dir_with("fast");
+        let node = Server::start(
+            dir.path(),
+            &[
+                "--store",
+                &server.url(),
+                "--namespace",
+                ns,
+                "--node",
+                name,
+                "--lease",
+                "60s",
+                "--rate",
+                "20",
+            ],
+        );
+        (node, dir)
+    };
+    let (a, _da) = start("a");
+    let (b, _db) = start("b");
+    let (c, _dc) = start("c");
+    let first = a.version();
+    assert!(
+        eventually(|| listed_version(&c, 3).as_deref() == Some(first.as_str())),
+        "{:#}",
+        c.get_json("/v1/nodes")
+    );
+
+    let (status, body) = push(&a, "slow", &first);
+    assert_eq!(status, 200, "{body}");
+    let pushed = body["version"].as_str().unwrap().to_string();
+    let at = Instant::now();
+    // The spec's 2 s, and as much again for a loaded machine: still far below a heartbeat.
+    let limit = Duration::from_secs(4);
+    while listed_version(&c, 3).as_deref() != Some(pushed.as_str()) {
+        assert!(
+            at.elapsed() < limit,
+            "{limit:?} after the push, node c lists {:#}",
+            c.get_json("/v1/nodes")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "every node listed {pushed} {:?} after the push",
+        at.elapsed()
+    );
+    for n in [&a, &b] {
+        assert_eq!(listed_version(n, 3).as_deref(), Some(pushed.as_str()));
+    }
+    // And rebound_rules_version_info says the same on every node.
+    for n in [&a, &b, &c] {
+        let metrics = n.get("/metrics").send().unwrap().text().unwrap();
+        assert!(
+            metrics.contains(&format!(
+                "rebound_rules_version_info{{version=\"{pushed}\"}} 1"
+            )),
+            "{metrics}"
+        );
+    }
+}
+
 #[test]
 fn readyz_says_503_while_the_store_is_down_and_200_once_it_is_back() {
     let mut server = TestServer::start();

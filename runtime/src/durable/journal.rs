@@ -33,7 +33,8 @@
 //! - an acked fate of a message with no retry row, when [`JournalOptions::record_every_ack`]
 //!   is off (the source's position is then the only record of it);
 //! - an acked fate with an [`Offset`](crate::store::Offset) that its source's position covers
-//!   ("acked compactly"): the position is the record of everything at or below it. A fate
+//!   ("acked compactly"; unless [`JournalOptions::write_every_ack`], which a shared store
+//!   sets): the position is the record of everything at or below it. A fate
 //!   above the committed position is held back for [`JournalOptions::ack_hold`] (1 s by
 //!   default; `durable/held_acks.rs`), and is moot if a position of its source covers it
 //!   meanwhile; if not, it is written, and the store prunes it when the position passes it.
@@ -90,6 +91,12 @@ pub struct JournalOptions {
     /// covers is moot either way. When false, only messages with a retry row get one (the row
     /// must go); the source's position is then the only record of the others.
     pub record_every_ack: bool,
+    /// Write every acked fate at once, even one its source's position covers (default false:
+    /// such a fate is moot). A shared store sets it: another node may have left a retry row for
+    /// the message (a claim of an earlier delivery), which only the fate's write drops, and
+    /// which this journal does not know of. The store still prunes the fates a position
+    /// covers, so they stay bounded.
+    pub write_every_ack: bool,
 }
 
 impl Default for JournalOptions {
@@ -101,6 +108,7 @@ impl Default for JournalOptions {
             ack_hold: Duration::from_secs(1),
             max_held_acks: 262_144,
             record_every_ack: true,
+            write_every_ack: false,
         }
     }
 }
@@ -339,6 +347,7 @@ struct Ledger {
     held: Held,
     acks: HeldAcks,
     record_every_ack: bool,
+    write_every_ack: bool,
 }
 
 impl Batch {
@@ -364,6 +373,8 @@ impl Batch {
                     self.push_loose(op); // it drops the row: never moot
                 } else if !ledger.record_every_ack {
                     self.moot += 1; // not needed: the source's position records it
+                } else if ledger.write_every_ack {
+                    self.push_loose(op); // a row of another node's may wait for it
                 } else {
                     match ledger.acks.hold(op, self.now) {
                         Some(op) => self.push_loose(op), // no offset: nothing will cover it
@@ -466,11 +477,13 @@ fn run(
         max_batch,
         hold,
         record_every_ack,
+        write_every_ack,
         ..
     } = *options;
     let mut idle = Duration::ZERO;
     let mut ledger = Ledger {
         record_every_ack,
+        write_every_ack,
         ..Ledger::default()
     };
     let mut next: Option<Entry> = None;

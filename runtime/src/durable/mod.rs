@@ -120,9 +120,7 @@ struct Shared {
 /// What [`Durable::on_dead_letters`] calls with each batch of newly stored dead letters.
 pub type DeadLetterObserver = Box<dyn Fn(&[DeadLetter]) + Send + Sync>;
 
-/// How a message's [`offset`](Message::offset) names its source's position (see
-/// [`Durable::name_offsets`]).
-pub type OffsetOf = Box<dyn Fn(&Message) -> Option<Offset> + Send + Sync>;
+pub use crate::store::OffsetOf;
 
 /// The durable seams over one store. Cheap to clone. See the [module docs](self).
 #[derive(Clone)]

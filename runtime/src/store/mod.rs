@@ -130,6 +130,10 @@ pub struct Offset {
     pub position: u64,
 }
 
+/// How a message's [`offset`](Message::offset) names its source and position, for a topology
+/// whose spout reads several positioned sources (partitions).
+pub type OffsetOf = Box<dyn Fn(&Message) -> Option<Offset> + Send + Sync>;
+
 /// An operator's action on a dead letter, as the audit log keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorAction {

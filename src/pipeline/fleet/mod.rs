@@ -13,6 +13,7 @@
 
 pub(crate) mod book;
 pub(crate) mod keeper;
+pub(crate) mod rules_report;
 pub(crate) mod spout;
 
 pub use keeper::FleetState;
@@ -23,14 +24,16 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::orders::{OrderGen, SOURCE};
+use super::orders::{OrderGen, SOURCE, position_of};
 use super::spout::Live;
 use super::{PipelineError, PipelineOptions, Prepared, Resume, RunRecord, now_ms};
 use book::{FleetBook, FleetOrders, run_params};
 use rebound_runtime::durable::{Durable, DurableOptions, Journal, SharedOptions};
 use rebound_runtime::stats::Stats;
 use rebound_runtime::store::redis::{Join, Member, RedisOptions, RedisStore};
+use rebound_runtime::store::{Offset, SourceName};
 use rebound_runtime::time::TimeSource;
+use rebound_runtime::topology::Message;
 use spout::{Desk, FleetSpout};
 
 /// The order source's partitions.
@@ -69,6 +72,23 @@ pub(crate) fn partition_source(part: Part) -> String {
     rebound_runtime::store::redis::fleet::partition_source(SOURCE, part)
 }
 
+/// A message's partition and its position in it: its [`Offset`], for the journal and the
+/// store. A message without an offset (a replayed letter's fresh delivery) has none.
+fn partition_offset() -> impl Fn(&Message) -> Option<Offset> + Send + Sync + 'static {
+    // Interned once each: the journal asks on every ack.
+    let names: Vec<SourceName> = (0..PARTITIONS)
+        .map(|p| SourceName::from(partition_source(p).as_str()))
+        .collect();
+    move |m: &Message| {
+        let position = m.offset?.get();
+        let n = position_of(m.id.as_str())?;
+        Some(Offset {
+            source: names[partition_of(n) as usize],
+            position,
+        })
+    }
+}
+
 /// What `--store-check` says to do with a server unfit for durable state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreCheck {
@@ -100,6 +120,8 @@ pub struct FleetLink {
     pub store: Arc<RedisStore>,
     /// Why the node does not run the store's rule set, if it does not (`/v1/nodes`).
     pub rules_errors: crate::app::shared_rules::RulesErrors,
+    /// Told when the set the node runs, or those errors, may have changed.
+    pub rules_changed: crate::app::shared_rules::RulesChanged,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -189,6 +211,7 @@ pub(super) fn prepare(
         store: store.clone(),
         member,
         rules_errors: link.rules_errors.clone(),
+        rules_changed: link.rules_changed.clone(),
         lease: fleet.lease,
         desk: Arc::new(Desk::default()),
         state: Arc::new(FleetState::default()),
@@ -205,6 +228,10 @@ pub(super) fn prepare(
     }
     let mut durable_options = DurableOptions::default();
     durable_options.journal.give_up_after = options.store_give_up.max(FLEET_GIVE_UP);
+    // Every acked fate is written: it drops the retry row another node may have left for the
+    // message (an earlier delivery's, scheduled after this node took the partition), which
+    // this node's journal does not know of. The store prunes it once the position covers it.
+    durable_options.journal.write_every_ack = true;
     let durable = Durable::shared(
         store.clone(),
         store.clone(),
@@ -212,12 +239,14 @@ pub(super) fn prepare(
         durable_options,
         SharedOptions::new(fleet.node.clone(), fleet.lease),
     );
-    // Every acked fate is written, none is left to a position to record. In a fleet a
-    // message below a partition's mark can still be in flight on another node (a stalled
-    // owner's duplicate, a claim reaped and fired again), and only a recorded fate makes its
-    // late dead letter lose ("first fate wins"); a new owner of a partition also sees at once
-    // what was acked instead of after a hold. So offsets name no source here.
-    durable.name_offsets(|_| None);
+    // Each message's offset names its partition, so that the acked fates a partition's
+    // position covers are pruned (fates stay bounded), as on a store of one's own. In
+    // a fleet a message below a partition's mark can still be in flight on another node (a
+    // stalled owner's duplicate, a claim reaped and fired again): the store names the offsets
+    // of its schedules and dead letters too, and refuses those its position covers, so a late
+    // dead letter loses to the pruned acked fate as it would to a kept one.
+    durable.name_offsets(partition_offset());
+    store.name_offsets(partition_offset());
     let session = {
         use super::book::RunBook;
         book.begin_session(now_ms(), 0)?
@@ -241,6 +270,7 @@ pub(super) struct Joined {
     store: Arc<RedisStore>,
     member: Member,
     rules_errors: crate::app::shared_rules::RulesErrors,
+    rules_changed: crate::app::shared_rules::RulesChanged,
     lease: Duration,
     desk: Arc<Desk>,
     state: Arc<FleetState>,
@@ -266,8 +296,9 @@ impl Joined {
         end: Option<u64>,
         journal: Journal,
         live: Arc<Live>,
+        rate: Option<f64>,
     ) -> FleetSpout {
-        FleetSpout::new(orders, end, journal, live, self.desk.clone())
+        FleetSpout::new(orders, end, journal, live, self.desk.clone(), rate)
     }
 
     /// Starts the keeper (see `keeper.rs`); stop it with the returned handle.
@@ -279,6 +310,16 @@ impl Joined {
         options: &PipelineOptions,
     ) -> KeeperStop {
         let (stop, stopped) = watch::channel(false);
+        tokio::spawn(
+            rules_report::RulesReport {
+                store: self.store.clone(),
+                member: self.member.clone(),
+                rules: options.rules.clone(),
+                errors: self.rules_errors.clone(),
+                changed: self.rules_changed.clone(),
+            }
+            .run(stopped.clone()),
+        );
         let stats = stats.clone();
         let keeper = keeper::Keeper {
             store: self.store,

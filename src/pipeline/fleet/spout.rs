@@ -1,14 +1,19 @@
 //! The order spout of a fleet: the orders split into [`PARTITIONS`] partitions (order number
 //! mod 16), of which this node emits those it owns. Which it owns, and which fates other
 //! nodes wrote for its partitions, it hears from the keeper (`keeper.rs`) through [`Desk`].
+//!
+//! `serve --rate R` is the fleet's rate, as one node's is its own: the order source makes R
+//! new orders a second, R / 16 in each partition, and each partition is paced by the node that
+//! owns it (from when it took it). So a fleet whose nodes own every partition makes R a
+//! second in all however many nodes share them, and one node alone makes R.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Part, partition_len, partition_of, position_in};
+use super::{PARTITIONS, Part, partition_len, partition_of, position_in};
 use crate::pipeline::orders::{OrderGen, position_of};
-use crate::pipeline::spout::{BACKLOG_LIMIT, Live};
+use crate::pipeline::spout::{BACKLOG_LIMIT, Live, Pacer};
 use rebound_runtime::durable::{Journal, SourcePosition};
 use rebound_runtime::topology::{MessageId, NextMessage, Spout};
 
@@ -71,6 +76,8 @@ struct Owned {
     position: SourcePosition,
     next: u64,
     len: Option<u64>,
+    /// New orders of this partition at its share of `--rate`, if paced.
+    pacer: Option<Pacer>,
 }
 
 pub(crate) struct FleetSpout {
@@ -79,6 +86,8 @@ pub(crate) struct FleetSpout {
     pub(crate) journal: Journal,
     pub(crate) live: Arc<Live>,
     pub(crate) desk: Arc<Desk>,
+    /// The fleet's new orders per second (`serve --rate`), if paced.
+    rate: Option<f64>,
     parts: Vec<Owned>,
     cursor: usize,
     last_gaps: Instant,
@@ -91,6 +100,7 @@ impl FleetSpout {
         journal: Journal,
         live: Arc<Live>,
         desk: Arc<Desk>,
+        rate: Option<f64>,
     ) -> FleetSpout {
         FleetSpout {
             orders,
@@ -98,6 +108,7 @@ impl FleetSpout {
             journal,
             live,
             desk,
+            rate,
             parts: Vec::new(),
             cursor: 0,
             last_gaps: Instant::now(),
@@ -135,6 +146,9 @@ impl FleetSpout {
                         next: position.committed() + 1,
                         len: self.end.map(|n| partition_len(part, n)),
                         position,
+                        pacer: self.rate.map(|r| {
+                            Pacer::new(r / f64::from(PARTITIONS), tokio::time::Instant::now())
+                        }),
                     });
                 }
                 Command::Lost { part } => {
@@ -209,11 +223,17 @@ impl Spout for FleetSpout {
             let i = self.cursor % self.parts.len();
             self.cursor = self.cursor.wrapping_add(1);
             let o = &mut self.parts[i];
+            if o.pacer.as_ref().is_some_and(|p| !p.ready()) {
+                continue;
+            }
             while o.len.is_none_or(|len| o.next <= len) {
                 let k = o.next;
                 o.next += 1;
                 if o.position.should_skip(k) {
                     continue;
+                }
+                if let Some(p) = &mut o.pacer {
+                    p.handed_one();
                 }
                 o.position.handing_out(k);
                 let n = super::order_at(o.part, k);

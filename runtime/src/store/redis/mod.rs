@@ -42,6 +42,9 @@ pub use keys::Keys;
 #[cfg(feature = "test-server")]
 pub use server::TestServer;
 
+use std::sync::{Arc, OnceLock};
+
+use crate::store::{Message, Offset, OffsetOf};
 use conn::Io;
 
 /// The shared store on one Redis. Cheap to clone (one connection, shared).
@@ -49,6 +52,8 @@ use conn::Io;
 pub struct RedisStore {
     io: Io,
     keys: Keys,
+    /// How a message's offset names its source (set by [`RedisStore::name_offsets`]).
+    offsets: Arc<OnceLock<OffsetOf>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -67,7 +72,19 @@ impl RedisStore {
         Ok(RedisStore {
             keys: Keys::new(&options.namespace),
             io,
+            offsets: Arc::default(),
         })
+    }
+
+    /// Names the source and position of a message's [`offset`](crate::store::Message::offset)
+    /// for the writes that carry a message (a schedule, a dead letter), as
+    /// [`Durable::name_offsets`](crate::durable::Durable::name_offsets) does for acked fates:
+    /// such a write of a message its source's committed position covers is refused as
+    /// [`Applied::FateAlreadyKnown`](crate::store::Applied::FateAlreadyKnown) (acked), so the
+    /// acked fates a position prunes still win over a late write from another node. Without
+    /// it, only kept fates do. Only the first call counts; every clone shares it.
+    pub fn name_offsets(&self, f: impl Fn(&Message) -> Option<Offset> + Send + Sync + 'static) {
+        let _ = self.offsets.set(Box::new(f));
     }
 
     /// The namespace's keys.

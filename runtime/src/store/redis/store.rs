@@ -144,7 +144,7 @@ impl Store for RedisStore {
                 let mut args = Args::with_capacity(chunk.len() * 8);
                 chunk
                     .iter()
-                    .try_for_each(|op| wire::encode_op(op, &mut args))?;
+                    .try_for_each(|op| wire::encode_op(op, self.offsets.get(), &mut args))?;
                 Ok((chunk.len(), args))
             })
             .collect::<Result<Vec<_>>>()?;

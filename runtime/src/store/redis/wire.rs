@@ -16,8 +16,8 @@ use crate::store::rows::{
     corrupt, replayed_delivery,
 };
 use crate::store::{
-    Applied, DeadLetterStatus, Fate, Message, MessageId, OperatorAction, Result, ScheduledRetry,
-    StoreError, StoredDeadLetter, WriteOp,
+    Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction, Result,
+    ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
 };
 use crate::time::Timestamp;
 
@@ -31,38 +31,32 @@ pub(super) const MAX_EXACT: u64 = 1 << 53;
 /// One `apply.lua` call's `ARGV`.
 pub(super) type Args = Vec<Vec<u8>>;
 
-/// Appends `op` to `args` in `apply.lua`'s layout. Fails (writing nothing) on a value the
-/// store cannot hold.
-pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
-    let mut push = |v: &[u8]| args.push(v.to_vec());
+/// Appends `op` to `args` in `apply.lua`'s layout; `offset_of` names a message's source and
+/// position, for a schedule's and a dead letter's (an acked fate carries its own). Fails
+/// (writing nothing) on a value the store cannot hold.
+pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut Args) -> Result<()> {
+    let offset = |m: &Message| offset_of.and_then(|f| f(m));
     match op {
         WriteOp::Schedule(retry) => {
             let row = RetryRow::encode(retry)?;
             let token = retry.claim.map(|t| t.get().to_string());
-            push(b"S");
-            push(row.id.as_bytes());
-            push(token.unwrap_or_default().as_bytes());
-            push(exact("due", retry.due)?.as_bytes());
+            args.push(b"S".to_vec());
+            args.push(row.id.as_bytes().to_vec());
+            args.push(token.unwrap_or_default().into_bytes());
+            args.push(exact("due", retry.due)?.into_bytes());
+            push_offset(args, offset(&retry.message).as_ref())?;
             pairs(args, |put| row.for_each_field(put));
         }
         WriteOp::Acked { id, at: _, offset } => {
-            push(b"A");
-            push(id.as_str().as_bytes());
-            match offset {
-                Some(o) => {
-                    push(o.source.as_bytes());
-                    push(exact_int("offset", o.position)?.as_bytes());
-                }
-                None => {
-                    push(b"");
-                    push(b"");
-                }
-            }
+            args.push(b"A".to_vec());
+            args.push(id.as_str().as_bytes().to_vec());
+            push_offset(args, offset.as_ref())?;
         }
         WriteOp::DeadLetter(dl) => {
             let row = DeadLetterRow::encode(dl)?;
-            push(b"D");
-            push(row.id.as_bytes());
+            args.push(b"D".to_vec());
+            args.push(row.id.as_bytes().to_vec());
+            push_offset(args, offset(&dl.message).as_ref())?;
             pairs(args, |put| row.for_each_field(put));
         }
         WriteOp::Position {
@@ -70,9 +64,9 @@ pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
             position,
             at: _,
         } => {
-            push(b"P");
-            push(source.as_bytes());
-            push(exact_int("position", *position)?.as_bytes());
+            args.push(b"P".to_vec());
+            args.push(source.as_bytes().to_vec());
+            args.push(exact_int("position", *position)?.into_bytes());
         }
         WriteOp::Replay(action) | WriteOp::Redrive(action) => {
             // The fresh row but the message's content and its redrives, which the script
@@ -109,6 +103,21 @@ pub(super) fn encode_op(op: &WriteOp, args: &mut Args) -> Result<()> {
         WriteOp::Audit(kind, action) => {
             action_args(b"U", action, args)?;
             args.push(kind.as_str().as_bytes().to_vec());
+        }
+    }
+    Ok(())
+}
+
+/// A message's source and position, or two empty arguments when it has no offset.
+fn push_offset(args: &mut Args, offset: Option<&Offset>) -> Result<()> {
+    match offset {
+        Some(o) => {
+            args.push(o.source.as_bytes().to_vec());
+            args.push(exact_int("offset", o.position)?.into_bytes());
+        }
+        None => {
+            args.push(Vec::new());
+            args.push(Vec::new());
         }
     }
     Ok(())

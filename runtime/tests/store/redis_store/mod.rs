@@ -19,6 +19,7 @@ mod claim_race;
 mod claims;
 mod lost_replies;
 mod model;
+mod positions;
 mod proxy;
 
 /// The one redis-server of this test binary; its cases keep apart by namespace.

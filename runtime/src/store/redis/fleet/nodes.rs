@@ -164,6 +164,32 @@ impl RedisStore {
         Ok(held == 1)
     }
 
+    /// Records the rule set `member` runs now (and why it does not run the set of record, if
+    /// it does not), at once rather than at its next heartbeat: a node that adopts a set says
+    /// so the moment it does (`/v1/nodes`). The rest of its report stays as its last heartbeat
+    /// left it. False if another process holds the name now.
+    pub fn report_rules(
+        &self,
+        member: &Member,
+        version: &str,
+        errors: Option<&[String]>,
+    ) -> Result<bool> {
+        let call = Call::new(&HEARTBEAT)
+            .key(self.keys.nodes())
+            .arg(self.keys.prefix())
+            .arg(&member.node)
+            .arg(&member.instance);
+        let call = match errors {
+            Some(e) => call
+                .arg(0)
+                .arg("rules_errors")
+                .arg(serde_json::json!(e).to_string()),
+            None => call.arg(1).arg("rules_errors"),
+        };
+        let held: u8 = self.eval("report rules", call.arg("rules_version").arg(version))?;
+        Ok(held == 1)
+    }
+
     /// Gives the name back, if `member` still holds it (true). Its partitions stay its own
     /// until their leases end, unless it released them first.
     pub fn leave(&self, member: &Member) -> Result<bool> {

@@ -6,9 +6,11 @@
 -- slot of KEYS[1]: the script is legal on Redis Cluster, and the client routes it by KEYS[1].
 --
 -- ARGV is the ops, flat, each a tag and its arguments (n pairs: a count, then n field/value):
---   S id token due n pairs           schedule (token '' when the retry was not claimed)
+--   S id token due source position n pairs
+--                                    schedule (token '' when the retry was not claimed;
+--                                    source and position '' when the message has no offset)
 --   A id source position             acked (source and position '' without an offset)
---   D id n pairs                     dead letter
+--   D id source position n pairs     dead letter (source and position as a schedule's)
 --   P source position                position
 --   R id at operator reason bump n pairs m names
 --                                    replay (bump 0) or redrive (bump 1): the fresh row's
@@ -24,17 +26,25 @@
 -- writes nothing. Then each op reads what it decides on (the fate, the row's state and token,
 -- the letter's status) before it writes, and its writes cannot fail (Lua does not roll back).
 --
+-- A message whose offset its source's position covers has its fate, whether or not a fate is
+-- still kept: the position is the record of everything at or below it, and the acked fates it
+-- covers are pruned. So a schedule or a dead letter of such a message (a late write of a node
+-- that stalled, or of a claim that was reaped and fired again elsewhere: the message was acked
+-- meanwhile) finds it acked, and loses ("first fate wins"), as it would to a kept fate.
+--
 -- Writes, per op (the answer in brackets):
---   S: a fate is known [known, fate]. The row is in flight under a token other than the op's
+--   S: a fate is known, or the source's position covers the message [known, fate]. The row is in flight under a token other than the op's
 --      (the op has none, or another), or the op has a token and the row is not in flight (it
 --      is due, or gone) [stale]. Else the row is replaced (state due, a new `seq` for scheduling order, `reaps`
 --      0, `claims` kept), ZADD due, ZREM inflight [done].
 --   A: the row goes either way; first fate wins [known, fate]; else f:<id> = acked, and with an
 --      offset ZADD acked:<source> position id, for the source's position to prune [done].
---   D: the row goes either way; first fate wins [known, fate]; else dead letter n = INCR
+--   D: the row goes either way; first fate wins (a position that covers the message is an
+--      acked fate) [known, fate]; else dead letter n = INCR
 --      dl:seq (status dead), ZADD dl, dl:last:<id> = n, f:<id> = dead [done].
 --   P: the source's position moves forward only; the acked fates of the source at or below
---      the stored position are pruned (DEL f:<id>, ZREMRANGEBYSCORE) [done].
+--      the stored position are pruned (DEL f:<id>, ZREMRANGEBYSCORE) [done]. Fates stay
+--      bounded: what an acked message leaves is its entry in acked:<source> until then.
 --   R: no letter [nodl]; the latest letter is not open (`dead`, or for a replay also
 --      `expired`) [handled, status]; else the letter is replayed, the fate deleted, a fresh
 --      row written (due at once, the letter's `redrives` plus the bump), an audit line
@@ -74,12 +84,12 @@ while i <= n do
   local op = { tag = take() }
   local t = op.tag
   if t == 'S' then
-    op.id, op.token, op.due = take(), take(), take()
+    op.id, op.token, op.due, op.source, op.position = take(), take(), take(), take(), take()
     op.fields = take_pairs()
   elseif t == 'A' then
     op.id, op.source, op.position = take(), take(), take()
   elseif t == 'D' then
-    op.id = take()
+    op.id, op.source, op.position = take(), take(), take()
     op.fields = take_pairs()
   elseif t == 'P' then
     op.source, op.position = take(), take()
@@ -109,6 +119,16 @@ local head -- the earliest due time this call scheduled (a number), for the wake
 
 local function fate_of(id)
   return redis.call('GET', P .. 'f:' .. id)
+end
+
+-- The message's fate: the one kept, or `acked` if its source's committed position covers its
+-- offset (`source` '' when it has none); false if it has none.
+local function fate_or_covered(op)
+  local fate = fate_of(op.id)
+  if fate or op.source == '' then return fate end
+  local stored = redis.call('HGET', P .. 'pos', op.source)
+  if stored and tonumber(op.position) <= tonumber(stored) then return 'acked' end
+  return false
 end
 
 -- A row is in the due or the in-flight set while it exists, so with no row there is no entry
@@ -141,7 +161,7 @@ local function put_row(id, due, fields, st)
 end
 
 local function schedule(op)
-  local fate = fate_of(op.id)
+  local fate = fate_or_covered(op)
   if fate then return { 'known', fate } end
   local st = row_state(op.id)
   local inflight = st[1] == 'inflight'
@@ -164,7 +184,7 @@ local function acked(op)
 end
 
 local function dead_letter(op)
-  local fate = fate_of(op.id)
+  local fate = fate_or_covered(op)
   drop_row(op.id)
   if fate then return { 'known', fate } end
   local dl = redis.call('INCR', P .. 'dl:seq')
