@@ -121,8 +121,11 @@ pub fn connect(options: &FleetOptions) -> Result<RedisStore, PipelineError> {
     let check = store.check_server()?;
     if check.config_hidden() {
         eprintln!(
-            "warning: the Redis server refuses CONFIG GET; cannot check appendonly and maxmemory-policy"
+            "warning: the Redis server refuses CONFIG GET; cannot check appendonly, appendfsync and maxmemory-policy"
         );
+    }
+    for w in check.warnings() {
+        eprintln!("warning: {w}");
     }
     let problems = check.problems();
     match (problems.first(), options.check) {
