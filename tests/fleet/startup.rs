@@ -246,3 +246,48 @@ fn a_node_starts_through_a_stalled_store_and_names_one_that_stays_stalled() {
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
     stalled.join().unwrap();
 }
+
+/// A node killed and restarted at once under its own name is its own dead predecessor (same
+/// host, its PID gone): it joins at once rather than being refused until the lease ends.
+#[test]
+fn a_node_restarted_after_kill_9_under_its_own_name_starts_at_once() {
+    let _one = one_at_a_time();
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = || {
+        let mut cmd = node_cmd(&server, "again", "x1", dir.path(), 1_000_000, 1000.0, "10s");
+        cmd.env("RUST_LOG", "warn");
+        cmd
+    };
+    let store = open(&server, "again");
+    let started = || {
+        store
+            .nodes(Duration::from_secs(10))
+            .unwrap_or_default()
+            .into_iter()
+            .find(|n| n.node == "x1")
+            .map(|n| n.started_at)
+    };
+    let first = Running::spawn(cmd());
+    assert!(wait_until(Duration::from_secs(60), || started().is_some()));
+    let before = started();
+    first.kill9();
+    // Within the dead one's lease (its heartbeat is still fresh), under its name.
+    let mut again = Running::spawn(cmd());
+    let joined = wait_until(Duration::from_secs(60), || {
+        let exited = again.0.as_mut().unwrap().try_wait().unwrap().is_some();
+        exited || started() != before
+    });
+    assert!(joined, "the restarted node did not join");
+    let exited = again.0.as_mut().unwrap().try_wait().unwrap();
+    assert!(exited.is_none(), "refused: {}", stderr(&again.kill9()));
+    // It works: it takes the partitions once the dead one's leases end.
+    assert!(wait_until(Duration::from_secs(60), || {
+        store
+            .nodes(Duration::from_secs(10))
+            .unwrap_or_default()
+            .iter()
+            .any(|n| n.node == "x1" && !n.status.partitions.is_empty())
+    }));
+    drop(again);
+}
