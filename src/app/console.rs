@@ -200,11 +200,17 @@ impl Console {
         }
     }
 
-    /// The pipeline stopped with `report`: `Progress` prints it (exit 1 if messages were lost).
-    pub(super) fn report(self, report: &Report, json: bool) -> Outcome {
-        match self {
-            Console::Progress => print_report(report, json),
-            Console::Server => Outcome::Ok,
+    /// Whether the report is printed at the end (`Progress`): the stop reads it only then.
+    pub(super) fn prints_report(self) -> bool {
+        self == Console::Progress
+    }
+
+    /// The pipeline stopped with `report` (read if [`Console::prints_report`]): `Progress`
+    /// prints it (exit 1 if messages were lost).
+    pub(super) fn report(self, report: Option<&Report>, json: bool) -> Outcome {
+        match (self, report) {
+            (Console::Progress, Some(report)) => print_report(report, json),
+            _ => Outcome::Ok,
         }
     }
 

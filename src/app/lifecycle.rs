@@ -2,16 +2,23 @@
 //! signal stops at once), when the store stops taking writes (exit 2 with the cause), or,
 //! for `run`, when every message has its fate.
 
-use crate::pipeline::{PipelineHandle, Report, RunningPipeline};
+use crate::pipeline::{PipelineHandle, Report, RunningPipeline, StopPlan};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// The longest a graceful stop may take, from the signal to the exit: trees in flight get
-/// most of it, the last writes and the report the rest. Past it the process exits anyway
-/// (as safe as a crash: the next start continues).
+/// most of it ([`DRAIN_TIMEOUT`]), the last writes, the session's counters and the report
+/// what the pipeline keeps after the drain, the alerts' last sends and the async runtime's
+/// shutdown the last [`EXIT_SHARE`]. Past it the process exits anyway (as safe as a crash:
+/// the next start continues).
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The share of [`STOP_TIMEOUT`] that trees in flight may take to finish.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(7);
+
+/// The end of [`STOP_TIMEOUT`] kept for what follows the pipeline's stop: the alerts' last
+/// sends and the async runtime's shutdown.
+pub const EXIT_SHARE: Duration = Duration::from_secs(1);
 
 /// Exit code after a second signal, as a shell reports a process stopped by SIGINT.
 const INTERRUPTED: i32 = 130;
@@ -80,13 +87,33 @@ pub async fn interrupted_or_failed(signals: &mut Signals, pipeline: &PipelineHan
     }
 }
 
-/// Stops `pipeline` gracefully within [`STOP_TIMEOUT`]: trees in flight finish (at most
-/// [`DRAIN_TIMEOUT`]), the last writes are committed, the report is read. An error says why
-/// the stop could not finish: the store failed, or the time ran out.
-pub async fn stop(pipeline: RunningPipeline) -> Result<Report, String> {
+/// Stops `pipeline` gracefully so that the process can exit by `deadline` (the signal plus
+/// [`STOP_TIMEOUT`]): trees in flight finish (at most [`DRAIN_TIMEOUT`]), the last writes are
+/// committed, and the report is read if `report` asks for it (`serve` prints none), all
+/// [`EXIT_SHARE`] before `deadline`. An error says why the stop could not finish: the store
+/// failed, or the time ran out.
+pub async fn stop(
+    pipeline: RunningPipeline,
+    deadline: Instant,
+    report: bool,
+) -> Result<Option<Report>, String> {
     let handle = pipeline.handle();
+    let by = deadline.checked_sub(EXIT_SHARE).unwrap_or(deadline);
+    let plan = StopPlan {
+        drain: DRAIN_TIMEOUT,
+        by,
+        report,
+    };
+    let stop = async {
+        let stopped = pipeline.halt(plan).await?;
+        if report {
+            stopped.report().await.map(Some)
+        } else {
+            Ok(None)
+        }
+    };
     tokio::select! {
-        stopped = tokio::time::timeout(STOP_TIMEOUT, pipeline.stop(DRAIN_TIMEOUT)) => match stopped {
+        stopped = tokio::time::timeout_at(by, stop) => match stopped {
             Ok(Ok(report)) => Ok(report),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!(

@@ -44,13 +44,14 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// How long the async runtime waits for its tasks once the command is done (the process exits
-/// after it in any case).
-const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
+/// after it in any case); the last part of a stop's [`lifecycle::EXIT_SHARE`].
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(500);
 
 /// How often `run`'s progress bar is redrawn from the pipeline's counters.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
-/// How long the stop waits for the alerts still queued to be sent.
+/// How long the stop waits for the alerts still queued to be sent (less if the stop's
+/// deadline comes first).
 const ALERTS_SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// What the application runs, and how. The two constructors give the two commands' defaults;
@@ -433,6 +434,8 @@ async fn wire(
             return Outcome::Trouble;
         }
     }
+    // The whole stop, from here to the exit, within STOP_TIMEOUT.
+    let deadline = tokio::time::Instant::now() + lifecycle::STOP_TIMEOUT;
     // A signal during the stop stops at once.
     signals.exit_on_next();
     // The admin API finishes the requests in flight, the spouts stop, trees in flight finish,
@@ -442,16 +445,19 @@ async fn wire(
     let admin_done = async {
         match admin_task {
             None => Ok(()),
-            Some(task) => tokio::time::timeout(lifecycle::STOP_TIMEOUT, task)
+            Some(task) => tokio::time::timeout_at(deadline - lifecycle::EXIT_SHARE, task)
                 .await
                 .map_err(|_| "it did not finish its requests in time; stopping anyway".to_string())
                 .and_then(admin_result),
         }
     };
-    let (stopped, served) = tokio::join!(lifecycle::stop(pipeline), admin_done);
-    // The last letters are committed: send what is queued, within a bound.
+    let stop = lifecycle::stop(pipeline, deadline, console.prints_report());
+    let (stopped, served) = tokio::join!(stop, admin_done);
+    // The last letters are committed: send what is queued, within a bound that leaves the
+    // runtime its shutdown before the deadline.
     let counts = alerts.clone();
-    alerts.shutdown(ALERTS_SHUTDOWN).await;
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now() + RUNTIME_SHUTDOWN);
+    alerts.shutdown(ALERTS_SHUTDOWN.min(left)).await;
     for (receiver, c) in counts.counts() {
         if c.dropped > 0 {
             tracing::warn!(
@@ -484,7 +490,7 @@ async fn wire(
             Outcome::Trouble
         }
         Ok(report) => {
-            let outcome = console.report(&report, options.json);
+            let outcome = console.report(report.as_ref(), options.json);
             match served {
                 Err(e) => {
                     say_error(format_args!("the admin API failed: {e}"));

@@ -53,7 +53,7 @@ pub use letters::{AlertSink, LetterKeeper};
 pub use lock::{DataDirLock, LockError};
 pub use progress::{Progress, ProgressView};
 pub use report::Report;
-pub use running::RunningPipeline;
+pub use running::{RunningPipeline, StopPlan, Stopped};
 use running::{Session, checkpoint_loop};
 pub use spout::Live;
 

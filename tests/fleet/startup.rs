@@ -2,7 +2,8 @@
 //! hold durable state is refused (or warned about with `--store-check warn`), a second live
 //! node of the same name is refused, a node with other run parameters is refused, the
 //! password never shows, and the store keys of a configuration file (`--config`) are used,
-//! each flag over its key.
+//! each flag over its key; `appendfsync everysec` is warned about; a store stalled at start
+//! (a long fsync) is waited for within 10 s, then named.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -169,4 +170,124 @@ fn the_store_keys_of_a_configuration_file_join_the_fleet_and_a_flag_wins_over_th
     let stderr = super::stderr(&out);
     assert_eq!(out.status.code(), Some(2), "the flag's refuse: {stderr}");
     assert!(stderr.contains("appendonly no"), "{stderr}");
+}
+
+#[test]
+fn appendfsync_everysec_is_warned_about_and_the_node_starts() {
+    let _one = one_at_a_time();
+    let server = TestServer::start_with(&["--appendfsync", "everysec"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = quick(&server, "fsync", "a", dir.path(), 200)
+        .output()
+        .unwrap();
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: the Redis server has appendfsync everysec"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("appendfsync always"), "{stderr}");
+    assert_eq!(report(&out)["lost"], 0);
+}
+
+/// Stalls the server for `seconds` (as a long fsync does) from a connection of its own, and
+/// returns once the stall has begun.
+fn stall(server: &TestServer, seconds: u32) -> std::thread::JoinHandle<()> {
+    let mut c = server.client();
+    // Connected before the stall (a connection's handshake would wait for its end).
+    let mut probe = server.client();
+    probe
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let sleeping = std::thread::spawn(move || {
+        let _: redis::RedisResult<String> =
+            redis::cmd("DEBUG").arg("SLEEP").arg(seconds).query(&mut c);
+    });
+    // The stall has begun once a PING of another connection goes unanswered.
+    assert!(
+        wait_until(Duration::from_secs(10), || redis::cmd("PING")
+            .query::<String>(&mut probe)
+            .is_err()),
+        "DEBUG SLEEP did not stall the server"
+    );
+    sleeping
+}
+
+#[test]
+fn a_node_starts_through_a_stalled_store_and_names_one_that_stays_stalled() {
+    let _one = one_at_a_time();
+    let server = TestServer::start_with(&["--enable-debug-command", "local"]);
+    let dir = tempfile::tempdir().unwrap();
+    // A stall longer than a connection's timeout (2 s): the start-up waits it out.
+    let stalled = stall(&server, 6);
+    let out = quick(&server, "stall", "a", &dir.path().join("a"), 200)
+        .output()
+        .unwrap();
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(report(&out)["lost"], 0);
+    stalled.join().unwrap();
+
+    // A stall past the start-up's bound (10 s): exit 2, naming the store and the cause.
+    let stalled = stall(&server, 25);
+    let out = quick(&server, "stall2", "b", &dir.path().join("b"), 200)
+        .output()
+        .unwrap();
+    let stderr = super::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("did not answer the start-up checks within 10 s"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{}", server.port())),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    stalled.join().unwrap();
+}
+
+/// A node killed and restarted at once under its own name is its own dead predecessor (same
+/// host, its PID gone): it joins at once rather than being refused until the lease ends.
+#[test]
+fn a_node_restarted_after_kill_9_under_its_own_name_starts_at_once() {
+    let _one = one_at_a_time();
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = || {
+        let mut cmd = node_cmd(&server, "again", "x1", dir.path(), 1_000_000, 1000.0, "10s");
+        cmd.env("RUST_LOG", "warn");
+        cmd
+    };
+    let store = open(&server, "again");
+    let started = || {
+        store
+            .nodes(Duration::from_secs(10))
+            .unwrap_or_default()
+            .into_iter()
+            .find(|n| n.node == "x1")
+            .map(|n| n.started_at)
+    };
+    let first = Running::spawn(cmd());
+    assert!(wait_until(Duration::from_secs(60), || started().is_some()));
+    let before = started();
+    first.kill9();
+    // Within the dead one's lease (its heartbeat is still fresh), under its name.
+    let mut again = Running::spawn(cmd());
+    let joined = wait_until(Duration::from_secs(60), || {
+        let exited = again.0.as_mut().unwrap().try_wait().unwrap().is_some();
+        exited || started() != before
+    });
+    assert!(joined, "the restarted node did not join");
+    let exited = again.0.as_mut().unwrap().try_wait().unwrap();
+    assert!(exited.is_none(), "refused: {}", stderr(&again.kill9()));
+    // It works: it takes the partitions once the dead one's leases end.
+    assert!(wait_until(Duration::from_secs(60), || {
+        store
+            .nodes(Duration::from_secs(10))
+            .unwrap_or_default()
+            .iter()
+            .any(|n| n.node == "x1" && !n.status.partitions.is_empty())
+    }));
+    drop(again);
 }

@@ -394,3 +394,42 @@ fn a_set_of_record_that_does_not_compile_here_is_not_run_and_is_reported() {
         "{metrics}"
     );
 }
+
+/// A fleet that has served 20 million orders (2,000/s for almost three hours) before this node
+/// starts: its report would read the fate of every one of them (a round trip per 512). A
+/// SIGTERM must still stop the node within the stop's bound (the node exits 2 past it), and
+/// `serve` prints no report, so its stop does not read one.
+#[test]
+fn sigterm_stops_a_fleet_node_within_the_bound_however_long_the_fleet_ran() {
+    let server = TestServer::start();
+    let ns = "long";
+    let store = RedisStore::connect(&RedisOptions::new(server.url(), ns)).unwrap();
+    let earlier = json!({
+        "node": "earlier",
+        "started_ms": 1,
+        "elapsed_ms": 10_000_000,
+        "emitted_high": 20_000_000u64,
+        "stats": rebound::pipeline::db::SessionStats::default(),
+        "ended": "interrupted",
+    });
+    store
+        .put_doc("sessions", "earlier#1", &earlier.to_string())
+        .unwrap();
+    let (a, _d) = node(&server, ns, "a", "fast");
+    assert!(
+        eventually(|| {
+            a.get_json("/v1/nodes")
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["partitions"].as_array().is_some_and(|p| !p.is_empty()))
+        }),
+        "the node took no partition: {}",
+        a.get_json("/v1/nodes")
+    );
+    // Running a while at its rate, with trees in flight.
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, stderr, took) = a.terminate_within(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "took {took:?}: {stderr}");
+    assert!(!stderr.contains("did not finish"), "{stderr}");
+}

@@ -189,18 +189,36 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits for the exit; returns the status and everything on stderr.
-    pub fn terminate(mut self) -> (ExitStatus, String) {
+    pub fn terminate(self) -> (ExitStatus, String) {
+        let (status, stderr, _) = self.terminate_within(DEADLINE);
+        (status, stderr)
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the exit; returns the status, everything on
+    /// stderr and how long the exit took.
+    pub fn terminate_within(mut self, limit: Duration) -> (ExitStatus, String, Duration) {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill runs");
         assert!(sent.success());
-        let status = wait_for_exit(&mut self.child);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "the process did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let took = start.elapsed();
         if let Some(reader) = self.stderr_reader.take() {
             let _ = reader.join();
         }
-        (status, self.stderr())
+        (status, self.stderr(), took)
     }
 }
 

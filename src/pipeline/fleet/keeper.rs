@@ -115,40 +115,48 @@ impl Keeper {
                 _ = tick.tick() => {}
                 _ = stop.changed() => break,
             }
-            let now = Instant::now();
-            let store = self.store.clone();
-            let up = tokio::task::spawn_blocking(move || store.ping(PROBE))
-                .await
-                .unwrap_or(false);
-            self.state.answered(up);
-            if !up {
-                if !warned {
+            // A stop does not wait for the round in progress (its calls may be answered late
+            // by a loaded store): the last round below follows at once.
+            let round = async {
+                let now = Instant::now();
+                let store = self.store.clone();
+                let up = tokio::task::spawn_blocking(move || store.ping(PROBE))
+                    .await
+                    .unwrap_or(false);
+                self.state.answered(up);
+                if !up {
+                    if !warned {
+                        tracing::warn!(
+                            "the shared store does not answer; decisions go on, writes queue up"
+                        );
+                    }
+                    warned = true;
+                    return;
+                }
+                warned = false;
+                let mut ok = self.settle_elsewhere().await;
+                if now >= next_balance {
+                    ok &= self.balance(&mut epochs).await;
+                    next_balance = now + self.lease / 3;
+                }
+                if now >= next_progress {
+                    ok &= self.progress().await;
+                    next_progress = now + PROGRESS_EVERY;
+                }
+                if !ok {
+                    tracing::debug!("a call to the shared store failed; trying again next tick");
+                }
+                if !ok && !warned {
                     tracing::warn!(
                         "the shared store does not answer; decisions go on, writes queue up"
                     );
                 }
-                warned = true;
-                continue;
+                warned = !ok;
+            };
+            tokio::select! {
+                () = round => {}
+                _ = stop.changed() => break,
             }
-            warned = false;
-            let mut ok = self.settle_elsewhere().await;
-            if now >= next_balance {
-                ok &= self.balance(&mut epochs).await;
-                next_balance = now + self.lease / 3;
-            }
-            if now >= next_progress {
-                ok &= self.progress().await;
-                next_progress = now + PROGRESS_EVERY;
-            }
-            if !ok {
-                tracing::debug!("a call to the shared store failed; trying again next tick");
-            }
-            if !ok && !warned {
-                tracing::warn!(
-                    "the shared store does not answer; decisions go on, writes queue up"
-                );
-            }
-            warned = !ok;
         }
         // A graceful stop (the spout has stopped and its positions are committed): let the
         // partitions go at once rather than after their lease, and leave.

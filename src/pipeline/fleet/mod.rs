@@ -143,8 +143,11 @@ pub fn connect(options: &FleetOptions) -> Result<RedisStore, PipelineError> {
     let check = store.check_server()?;
     if check.config_hidden() {
         eprintln!(
-            "warning: the Redis server refuses CONFIG GET; cannot check appendonly and maxmemory-policy"
+            "warning: the Redis server refuses CONFIG GET; cannot check appendonly, appendfsync and maxmemory-policy"
         );
+    }
+    for w in check.warnings() {
+        eprintln!("warning: {w}");
     }
     let problems = check.problems();
     match (problems.first(), options.check) {
@@ -350,9 +353,19 @@ pub(super) struct KeeperStop {
 }
 
 impl KeeperStop {
-    pub(super) async fn stop(self) {
+    /// Stops the keeper; its round in progress and its last one (release the partitions,
+    /// leave) are let go at `until`: a partition not released is taken over after its lease,
+    /// a name not given back is free once the lease has passed.
+    pub(crate) async fn stop(self, until: tokio::time::Instant) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        let mut task = self.task;
+        if tokio::time::timeout_at(until, &mut task).await.is_err() {
+            task.abort();
+            tracing::warn!(
+                "the fleet keeper's last round did not finish in time; its partitions go to \
+                 other nodes once their lease runs out"
+            );
+        }
     }
 }
 
@@ -392,29 +405,33 @@ impl crate::admin::fleet::FleetDesk for FleetView {
 }
 
 impl FleetView {
-    /// Waits (up to two leases) until every live node has stopped and written its last
-    /// counters, so that the report this node reads next is the one they all read.
-    pub(super) async fn settled(&self) {
-        let deadline = tokio::time::Instant::now() + self.lease * 2;
+    /// Waits (up to two leases, and not past `until`) until every live node has stopped and
+    /// written its last counters, so that the report this node reads next is the one they
+    /// all read.
+    pub(crate) async fn settled(&self, until: tokio::time::Instant) {
+        let deadline = until.min(tokio::time::Instant::now() + self.lease * 2);
         while tokio::time::Instant::now() < deadline {
             let (store, lease) = (self.store.clone(), self.lease);
-            let done = tokio::task::spawn_blocking(move || {
-                let live: Vec<String> = store
-                    .nodes(lease)
-                    .map_err(super::BookError::from)?
-                    .into_iter()
-                    .map(|n| n.node)
-                    .collect();
-                book::live_sessions_ended(&store, &live)
-            })
+            let done = tokio::time::timeout_at(
+                deadline,
+                tokio::task::spawn_blocking(move || {
+                    let live: Vec<String> = store
+                        .nodes(lease)
+                        .map_err(super::BookError::from)?
+                        .into_iter()
+                        .map(|n| n.node)
+                        .collect();
+                    book::live_sessions_ended(&store, &live)
+                }),
+            )
             .await;
-            if matches!(done, Ok(Ok(true))) {
+            if matches!(done, Ok(Ok(Ok(true)))) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tracing::warn!(
-            "other nodes did not finish within two leases; reporting what the store holds now"
+            "other nodes did not finish within the stop's bound; reporting what the store holds now"
         );
     }
 

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, RedisResult};
@@ -115,13 +115,22 @@ impl Io {
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_secs(2))
             .set_number_of_retries(usize::MAX / 2);
-        // The first connection is tried once, within the connect timeout: a server that is not
-        // there is an error at start. After that, the manager reconnects for as long as it
-        // takes, and every call is bounded by `Io::run`'s deadline.
-        client
-            .get_connection_with_timeout(options.connect_timeout)
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .map_err(|e| fail("connect", e))?;
+        // The first connection: a server that is not there (refused) is an error at start; one
+        // that is there but slow to answer (a long fsync, loading its AOF) is tried again
+        // within STARTUP_WITHIN. After that, the manager reconnects for as long as it takes,
+        // and every call is bounded by `Io::run`'s deadline.
+        let until = Instant::now() + STARTUP_WITHIN;
+        loop {
+            let pinged = client
+                .get_connection_with_timeout(options.connect_timeout)
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            match pinged {
+                Ok(_) => break,
+                Err(e) if slow(&e) && Instant::now() < until => std::thread::sleep(RETRY_EVERY),
+                Err(e) if slow(&e) => return Err(late(&location, &e.to_string())),
+                Err(e) => return Err(fail("connect", e)),
+            }
+        }
         // Made on the store's runtime (whose worker drives it from now on), waited for on a
         // channel: `connect` may be called from async code too.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -243,7 +252,27 @@ impl Io {
         matches!(rx.recv(), Ok(Ok(Ok(_))))
     }
 
+    /// Reads what the start-up checks need, trying again within [`STARTUP_WITHIN`] while the
+    /// server does not answer in time (a long fsync stalls it: that is not a refusal).
     pub(crate) fn check_server(&self) -> Result<ServerCheck> {
+        let until = Instant::now() + STARTUP_WITHIN;
+        loop {
+            match self.read_server() {
+                Ok(check) => return Ok(check),
+                Err(e) if e.is_unreachable() && Instant::now() < until => {
+                    std::thread::sleep(RETRY_EVERY);
+                }
+                Err(StoreError::Redis {
+                    unreachable: true,
+                    detail,
+                    ..
+                }) => return Err(late(&self.inner.location, &detail)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn read_server(&self) -> Result<ServerCheck> {
         let info: String = self.run("info", |mut c| async move {
             redis::cmd("INFO").arg("server").query_async(&mut c).await
         })?;
@@ -253,24 +282,55 @@ impl Io {
             .unwrap_or("")
             .trim()
             .to_owned();
-        let config = |name: &'static str| {
-            self.run("config get", move |mut c| async move {
+        // A server that refuses CONFIG GET (managed services often do) answers with an error:
+        // the setting is unknown (`None`). One that does not answer in time is an error.
+        let config = |name: &'static str| -> Result<Option<String>> {
+            let got = self.run("config get", move |mut c| async move {
                 redis::cmd("CONFIG")
                     .arg("GET")
                     .arg(name)
                     .query_async::<Vec<String>>(&mut c)
                     .await
-            })
-            .ok()
-            .and_then(|pair| pair.into_iter().nth(1))
+            });
+            match got {
+                Ok(pair) => Ok(pair.into_iter().nth(1)),
+                Err(e) if e.is_unreachable() => Err(e),
+                Err(_) => Ok(None),
+            }
         };
-        let appendonly = config("appendonly");
-        let maxmemory_policy = config("maxmemory-policy");
         Ok(ServerCheck {
             version,
-            appendonly,
-            maxmemory_policy,
+            appendonly: config("appendonly")?,
+            appendfsync: config("appendfsync")?,
+            maxmemory_policy: config("maxmemory-policy")?,
         })
+    }
+}
+
+/// How long a node's start waits for a server that is there but does not answer in time
+/// (the first connection and the start-up checks).
+pub const STARTUP_WITHIN: Duration = Duration::from_secs(10);
+
+/// How often the start tries such a server again.
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+/// True if `e` says the server is there but slow: a timeout (a blocking read's timeout is
+/// `EAGAIN`, "Resource temporarily unavailable"), or the server loading its data.
+fn slow(e: &RedisError) -> bool {
+    e.is_timeout() || e.code() == Some("LOADING")
+}
+
+/// The start-up's error for a server that did not answer within [`STARTUP_WITHIN`].
+fn late(location: &str, detail: &str) -> StoreError {
+    StoreError::Redis {
+        op: "start-up checks",
+        location: location.to_owned(),
+        detail: format!(
+            "the store did not answer the start-up checks within {} s (is it stalled on a slow \
+             disk, or loading its data?): {detail}",
+            STARTUP_WITHIN.as_secs()
+        ),
+        unreachable: true,
     }
 }
 
@@ -291,6 +351,8 @@ pub struct ServerCheck {
     /// `CONFIG GET appendonly`, or `None` if the server refuses `CONFIG GET` (managed
     /// services often do).
     pub appendonly: Option<String>,
+    /// `CONFIG GET appendfsync`, or `None` likewise.
+    pub appendfsync: Option<String>,
     /// `CONFIG GET maxmemory-policy`, or `None` likewise.
     pub maxmemory_policy: Option<String>,
 }
@@ -358,8 +420,23 @@ impl ServerCheck {
         problems
     }
 
+    /// The settings that weaken what the shared store promises without making it unfit:
+    /// `appendfsync` other than `always` (Redis then answers a write before it is on disk,
+    /// so a crash of the server's machine loses up to a second of acknowledged writes).
+    /// Warned about at start, never refused.
+    pub fn warnings(&self) -> Vec<ServerProblem> {
+        match &self.appendfsync {
+            Some(f) if f != "always" => vec![ServerProblem {
+                setting: "appendfsync",
+                found: format!("{f} (a crash of its machine can lose acknowledged writes)"),
+                needed: "always",
+            }],
+            _ => Vec::new(),
+        }
+    }
+
     /// True if the server refused `CONFIG GET` (the settings could not be checked).
     pub fn config_hidden(&self) -> bool {
-        self.appendonly.is_none() || self.maxmemory_policy.is_none()
+        self.appendonly.is_none() || self.appendfsync.is_none() || self.maxmemory_policy.is_none()
     }
 }

@@ -31,7 +31,8 @@ static NODES: LazyLock<Script> =
 pub struct Member {
     /// The node's name (`--node`, default `HOSTNAME-PID`).
     pub node: String,
-    /// This process: its PID and the wall-clock nanosecond it made the id.
+    /// This process: its PID, the wall-clock nanosecond it made the id and its host
+    /// (`PID-NANOS-N@HOST`), so that a restart on the same host knows its dead predecessor.
     pub instance: String,
 }
 
@@ -55,8 +56,52 @@ impl Member {
         let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Member {
             node: node.into(),
-            instance: format!("{}-{nanos}-{n}", std::process::id()),
+            instance: format!("{}-{nanos}-{n}@{}", std::process::id(), host()),
         }
+    }
+
+    /// True if `instance` is a process of this host that no longer runs: a dead
+    /// predecessor, whose name may be taken at once. False when unsure (another host, this
+    /// very process, no `/proc`).
+    fn is_dead_predecessor(&self, instance: &str) -> bool {
+        let Some((pid, host)) = instance
+            .split_once('@')
+            .and_then(|(id, host)| Some((id.split('-').next()?.parse::<u32>().ok()?, host)))
+        else {
+            return false;
+        };
+        if host.is_empty() || host != host_of(&self.instance) || instance == self.instance {
+            return false;
+        }
+        pid != std::process::id() && !runs(pid)
+    }
+}
+
+/// This machine's name (`HOSTNAME`, else `/etc/hostname`), or empty if unknown.
+fn host() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn host_of(instance: &str) -> &str {
+    instance.split_once('@').map_or("", |(_, h)| h)
+}
+
+/// True unless `/proc` says process `pid` is gone (or a zombie); true where there is no
+/// `/proc` to ask.
+fn runs(pid: u32) -> bool {
+    if !std::path::Path::new("/proc/self/stat").exists() {
+        return true;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis.
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))),
+        Err(_) => false,
     }
 }
 
@@ -109,16 +154,30 @@ pub struct NodeReport {
 
 impl RedisStore {
     /// Takes the name `member.node` for this process, unless another process holds it and
-    /// was seen within `lease`. Safe to call again (a second call keeps the start time).
+    /// was seen within `lease`. A holder that is this host's dead process (a node killed and
+    /// restarted under its own name) is no obstacle: its name is taken at once. Safe to call
+    /// again (a second call keeps the start time).
     pub fn join(&self, member: &Member, lease: Duration) -> Result<Join> {
-        let call = Call::new(&JOIN)
-            .key(self.keys.nodes())
-            .arg(self.keys.prefix())
-            .arg(&member.node)
-            .arg(&member.instance)
-            .arg(lease_ms(lease));
-        let (joined, started, other): (u8, u64, u64) = self.eval("join", call)?;
-        Ok(if joined == 1 {
+        let mut dead = String::new();
+        loop {
+            let call = Call::new(&JOIN)
+                .key(self.keys.nodes())
+                .arg(self.keys.prefix())
+                .arg(&member.node)
+                .arg(&member.instance)
+                .arg(lease_ms(lease))
+                .arg(&dead);
+            let (joined, started, other, holder): (u8, u64, u64, String) =
+                self.eval("join", call)?;
+            match holder {
+                h if joined == 0 && h != dead && member.is_dead_predecessor(&h) => dead = h,
+                _ => return Ok(Self::joined(joined, started, other)),
+            }
+        }
+    }
+
+    fn joined(joined: u8, started: u64, other: u64) -> Join {
+        if joined == 1 {
             Join::Joined {
                 started_at: Timestamp::from_millis(started),
                 took_over: other == 1,
@@ -128,7 +187,7 @@ impl RedisStore {
                 started_at: Timestamp::from_millis(started),
                 last_seen: Timestamp::from_millis(other),
             }
-        })
+        }
     }
 
     /// Records that `member` is alive (now, by the server's clock) and what it reports.
