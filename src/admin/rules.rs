@@ -175,7 +175,9 @@ pub async fn rollback(
 /// Who pushes or rolls back, and why: both or neither (the set's history keeps them); a
 /// blank one is refused as the dead-letter actions refuse it.
 fn actor(operator: Option<String>, reason: Option<String>) -> Result<Option<Actor>, ApiError> {
-    if operator.is_none() && reason.is_none() {
+    // A reason alone (the rollback body has always taken one) is accepted, with no operator to
+    // record; an operator must say why.
+    if operator.is_none() {
         return Ok(None);
     }
     let field = |v: Option<String>, name: &str| {
