@@ -107,7 +107,15 @@ impl Lane {
                 break;
             }
             let within = self.options.timeout.min(end - now);
-            match self.client.post(request, body.clone(), within).await {
+            // A shutdown that begins while the receiver keeps this request waiting ends it
+            // at the shutdown's deadline, not at the request's own timeout.
+            let attempt = tokio::select! {
+                attempt = self.client.post(request, body.clone(), within) => attempt,
+                () = deadline_passes(&mut self.deadline) => {
+                    Attempt::Failed("the shutdown's deadline passed while it waited for an answer".into())
+                }
+            };
+            match attempt {
                 Attempt::Delivered => {
                     self.counts.sent.fetch_add(n, Ordering::Relaxed);
                     return;
@@ -145,6 +153,24 @@ impl Lane {
                         sleep_until(until).await;
                         return;
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Completes once a shutdown has begun and its deadline has passed; never, while none begins.
+async fn deadline_passes(deadline: &mut watch::Receiver<Option<Instant>>) {
+    loop {
+        let at = *deadline.borrow_and_update();
+        match at {
+            Some(at) => {
+                sleep_until(at).await;
+                return;
+            }
+            None => {
+                if deadline.changed().await.is_err() {
+                    std::future::pending::<()>().await;
                 }
             }
         }

@@ -227,6 +227,39 @@ impl DeferredBolt for StoreBolt {
 /// The most orders in one transaction.
 const MAX_BATCH: usize = 512;
 
+/// At most one warning a second about failed order writes: a full disk fails every
+/// transaction, and a line for each would bury the cause (and, on a stderr nobody reads fast
+/// enough, stall the writer on its own log).
+#[derive(Default)]
+struct FailureLog {
+    last: Option<std::time::Instant>,
+    /// Failed transactions since the last warning, and their orders.
+    transactions: u64,
+    orders: usize,
+}
+
+impl FailureLog {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn failed(&mut self, error: &dyn std::fmt::Display, orders: usize) {
+        self.transactions += 1;
+        self.orders += orders;
+        let now = std::time::Instant::now();
+        if self.last.is_some_and(|last| now - last < Self::EVERY) {
+            return;
+        }
+        tracing::warn!(
+            error = %error,
+            orders = self.orders,
+            transactions = self.transactions,
+            "writing orders failed (the rules retry them)"
+        );
+        self.last = Some(now);
+        self.transactions = 0;
+        self.orders = 0;
+    }
+}
+
 /// The orders writer: takes what queued up while the last commit ran, writes it in one
 /// transaction, then acks each tuple (after the commit, so an ack means the order is durable).
 /// A failed transaction fails its tuples with `DB_LOCK_WAIT`, and the rules retry them. Runs
@@ -242,6 +275,7 @@ fn run_writer(
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_BATCH);
     let mut drained = Vec::new();
     let mut rows: Vec<OrderRow> = Vec::with_capacity(MAX_BATCH);
+    let mut failures = FailureLog::default();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(msg) = next.take() {
@@ -264,7 +298,7 @@ fn run_writer(
                     batch.drain(..).for_each(|w| w.handle.ack());
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, orders = batch.len(), "writing orders failed");
+                    failures.failed(&e, batch.len());
                     let failure =
                         Failure::new("DB_LOCK_WAIT", format!("writing orders failed: {e}"))
                             .with_attr("table", "orders");

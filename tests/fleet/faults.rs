@@ -35,7 +35,7 @@ fn spawn_at(
     let mut cmd = node_cmd(server, ns, node, &dir.join(node), MESSAGES, scale, lease);
     cmd.stdout(Stdio::piped())
         .stderr(File::create(&log).expect("a log file"));
-    (Running(Some(cmd.spawn().expect("spawn rebound"))), log)
+    (Running::of(cmd.spawn().expect("spawn rebound")), log)
 }
 
 fn finish(nodes: Vec<(Running, std::path::PathBuf)>) -> Vec<serde_json::Value> {

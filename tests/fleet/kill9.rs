@@ -35,7 +35,7 @@ fn start(server: &TestServer, ns: &str, dir: &Path, name: &'static str, instance
     let mut cmd = node_cmd(server, ns, name, &data, MESSAGES, 1000.0, LEASE);
     cmd.stdout(Stdio::piped())
         .stderr(File::create(&log).expect("a log file"));
-    let child = Running(Some(cmd.spawn().expect("spawn rebound")));
+    let child = Running::of(cmd.spawn().expect("spawn rebound"));
     Node {
         name,
         instance,
@@ -79,7 +79,7 @@ fn fleet_killed(restart: bool, seed: u64, ns: &str) {
                 name: node.name,
                 instance: node.instance + 1,
                 log: node.log.clone(),
-                child: Running(None),
+                child: Running::none(),
             },
         );
         let out = old.child.kill9();
@@ -98,7 +98,7 @@ fn fleet_killed(restart: bool, seed: u64, ns: &str) {
     let mut logs = Vec::new();
     for node in nodes {
         logs.push(node.log.clone());
-        if node.child.0.is_none() {
+        if !node.child.is_some() {
             continue;
         }
         let out = node.child.wait();

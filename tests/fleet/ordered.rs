@@ -34,7 +34,7 @@ fn a_node_killed_mid_run_leaves_every_order_in_order() {
         cmd.arg("--ordered")
             .stdout(Stdio::piped())
             .stderr(File::create(dir.path().join(format!("{name}.log"))).unwrap());
-        Running(Some(cmd.spawn().expect("spawn rebound")))
+        Running::of(cmd.spawn().expect("spawn rebound"))
     };
     let mut victim = start("n1");
     let survivor = start("n2");

@@ -50,7 +50,7 @@ fn a_second_live_node_of_the_same_name_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut first = quick(&server, "names", "same", &dir.path().join("a"), 1_000_000);
     first.stdout(Stdio::null()).stderr(Stdio::null());
-    let first = Running(Some(first.spawn().unwrap()));
+    let first = Running::of(first.spawn().unwrap());
     let store = open(&server, "names");
     assert!(wait_until(Duration::from_secs(60), || {
         store
@@ -275,12 +275,10 @@ fn a_node_restarted_after_kill_9_under_its_own_name_starts_at_once() {
     // Within the dead one's lease (its heartbeat is still fresh), under its name.
     let mut again = Running::spawn(cmd());
     let joined = wait_until(Duration::from_secs(60), || {
-        let exited = again.0.as_mut().unwrap().try_wait().unwrap().is_some();
-        exited || started() != before
+        again.exited() || started() != before
     });
     assert!(joined, "the restarted node did not join");
-    let exited = again.0.as_mut().unwrap().try_wait().unwrap();
-    assert!(exited.is_none(), "refused: {}", stderr(&again.kill9()));
+    assert!(!again.exited(), "refused: {}", stderr(&again.kill9()));
     // It works: it takes the partitions once the dead one's leases end.
     assert!(wait_until(Duration::from_secs(60), || {
         store

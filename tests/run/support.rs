@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rebound::pipeline::PipelineDb;
@@ -30,25 +31,92 @@ pub fn run_cmd(data: &Path, rules: &Path, messages: u64, scale: f64) -> Command 
     cmd
 }
 
-/// A child process, SIGKILLed when dropped (so a failing test leaves nothing running).
-pub struct Running(pub Option<Child>);
+/// A child process, SIGKILLed when dropped (so a failing test leaves nothing running). What
+/// it writes to a piped stdout or stderr is read as it comes, by a thread each: a child whose
+/// pipe nobody empties blocks on its next log line once the pipe's 64 KiB are full, and a
+/// test polling it for its exit would wait for ever.
+pub struct Running {
+    child: Option<Child>,
+    stdout: Option<Drain>,
+    stderr: Option<Drain>,
+}
+
+/// A pipe read to its end on a thread of its own.
+struct Drain {
+    read: Arc<Mutex<Vec<u8>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drain {
+    fn of(mut pipe: impl std::io::Read + Send + 'static) -> Drain {
+        let read = Arc::new(Mutex::new(Vec::new()));
+        let into = read.clone();
+        let thread = std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                into.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        Drain { read, thread }
+    }
+
+    fn so_far(&self) -> Vec<u8> {
+        self.read.lock().unwrap().clone()
+    }
+
+    fn finish(self) -> Vec<u8> {
+        let _ = self.thread.join();
+        Arc::try_unwrap(self.read)
+            .map(|m| m.into_inner().unwrap())
+            .unwrap_or_else(|shared| shared.lock().unwrap().clone())
+    }
+}
 
 impl Running {
+    /// Spawns `cmd` with stdout and stderr piped (and read as they come).
     pub fn spawn(mut cmd: Command) -> Running {
         let child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn rebound");
-        Running(Some(child))
+        Running::of(child)
+    }
+
+    /// Takes `child` over, reading whichever of its stdout and stderr is piped.
+    pub fn of(mut child: Child) -> Running {
+        let stdout = child.stdout.take().map(Drain::of);
+        let stderr = child.stderr.take().map(Drain::of);
+        Running {
+            child: Some(child),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// A placeholder that runs nothing.
+    pub fn none() -> Running {
+        Running {
+            child: None,
+            stdout: None,
+            stderr: None,
+        }
+    }
+
+    /// Whether it runs a child (not [`none`](Self::none)).
+    pub fn is_some(&self) -> bool {
+        self.child.is_some()
     }
 
     pub fn id(&self) -> u32 {
-        self.0.as_ref().expect("running").id()
+        self.child.as_ref().expect("running").id()
     }
 
     pub fn exited(&mut self) -> bool {
-        self.0
+        self.child
             .as_mut()
             .expect("running")
             .try_wait()
@@ -56,25 +124,32 @@ impl Running {
             .is_some()
     }
 
-    /// SIGKILL (`Child::kill` sends SIGKILL on Unix), then reap.
-    pub fn kill9(mut self) -> Output {
-        let mut child = self.0.take().expect("running");
-        let _ = child.kill();
-        child.wait_with_output().expect("wait")
+    /// What the child wrote on stderr so far (empty unless it is piped).
+    pub fn stderr_so_far(&self) -> String {
+        let bytes = self.stderr.as_ref().map(Drain::so_far).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
+    /// SIGKILL (`Child::kill` sends SIGKILL on Unix), then reap.
+    pub fn kill9(mut self) -> Output {
+        let _ = self.child.as_mut().expect("running").kill();
+        self.wait()
+    }
+
+    /// Waits for the exit, then for the last of its output.
     pub fn wait(mut self) -> Output {
-        self.0
-            .take()
-            .expect("running")
-            .wait_with_output()
-            .expect("wait")
+        let status = self.child.take().expect("running").wait().expect("wait");
+        Output {
+            status,
+            stdout: self.stdout.take().map(Drain::finish).unwrap_or_default(),
+            stderr: self.stderr.take().map(Drain::finish).unwrap_or_default(),
+        }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
+        if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -214,18 +289,15 @@ pub fn samples_by(text: &str, name: &str, label: &str) -> std::collections::BTre
 }
 
 /// The admin API's base URL (`http://ADDR`) that a run started with `--admin 127.0.0.1:0`
-/// prints on stderr; the rest of stderr is read and dropped.
+/// prints on stderr.
 pub fn admin_base(child: &mut Running) -> String {
-    use std::io::{BufRead, BufReader};
-    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://") {
-                let _ = tx.send(line[at..].trim().to_owned());
-            }
-        }
+    let mut found = None;
+    wait_until(Duration::from_secs(60), || {
+        found = child
+            .stderr_so_far()
+            .lines()
+            .find_map(|line| line.find("http://").map(|at| line[at..].trim().to_owned()));
+        found.is_some()
     });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the admin address on stderr")
+    found.expect("the admin address on stderr")
 }
