@@ -13,6 +13,12 @@
 //! queue fills and overflows into `dropped`; other receivers' lanes go on undisturbed, so a
 //! receiver that never answers holds back only itself.
 //!
+//! A queue is bounded twice, by letters (`queue_bound`) and by bytes (`queue_bytes`). Past
+//! either bound a letter is *deferred*, not kept: once the integrator has said where the
+//! store's letters are read back from ([`AlertDispatcher::read_back_from`]), the lane sends
+//! the deferred letters from the store when its receiver answers again (`backlog.rs`);
+//! without one, the letter is dropped.
+//!
 //! [`AlertDispatcher::shutdown`] closes the queues and gives the lanes a deadline: they send
 //! what is queued without waiting for a batch to fill, and whatever is still undelivered at
 //! the deadline is counted as dropped.
@@ -21,13 +27,17 @@
 //! letter with an `alert:` label is announced, and exports [`AlertDispatcher::counts`] as
 //! `rebound_alerts_total{receiver, result}` ([`crate::metrics::AlertMetrics`]).
 
+mod backlog;
 mod lane;
 mod webhook;
 
+pub use backlog::{AlertBacklog, BacklogCursor, BacklogPage, Deferral, letter_time_ms};
+
 use crate::config::Receivers;
-use lane::{Counts, Lane};
+use lane::{Lane, LaneState, Queued};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -44,8 +54,11 @@ pub struct AlertOptions {
     pub timeout: Duration,
     /// A batch still undelivered this long after its first attempt is dropped (1 h).
     pub give_up_after: Duration,
-    /// Letters each receiver's queue holds; beyond it, letters are dropped (10,000).
+    /// Letters each receiver's queue holds; beyond it, letters are deferred (10,000).
     pub queue_bound: usize,
+    /// Bytes of letters (their JSON) each receiver's queue holds; beyond it, letters are
+    /// deferred (8 MiB).
+    pub queue_bytes: usize,
     /// The wait before the first retry of a failed batch; it doubles with each failure (1 s).
     pub retry_first: Duration,
     /// The longest wait between two attempts (5 min).
@@ -60,6 +73,7 @@ impl Default for AlertOptions {
             timeout: Duration::from_secs(5),
             give_up_after: Duration::from_secs(3600),
             queue_bound: 10_000,
+            queue_bytes: 8 << 20,
             retry_first: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
         }
@@ -74,10 +88,13 @@ pub struct AlertCounts {
     /// Failed attempts (no answer in time, a connection error, or a status other than 2xx);
     /// a batch retried three times counts 3.
     pub failed: u64,
-    /// Letters given up: refused because the queue was full, sent to a receiver the
-    /// configuration does not define, or still undelivered after `give_up_after` (or at
-    /// shutdown).
+    /// Letters given up: sent to a receiver the configuration does not define, still
+    /// undelivered after `give_up_after` (or at shutdown), or past the queue's bound when
+    /// there is no store to read them back from.
     pub dropped: u64,
+    /// Letters past the queue's bound, left in the store to be sent once the receiver
+    /// answers again (those sent then count in `sent` too).
+    pub deferred: u64,
 }
 
 /// Sends dead letters to their receivers' webhooks; cheap to clone (one shared state).
@@ -88,10 +105,14 @@ pub struct AlertDispatcher {
 
 #[derive(Debug)]
 struct Shared {
-    /// Each defined receiver's counts, by name; fixed at start.
-    counts: BTreeMap<String, Arc<Counts>>,
+    /// Each defined receiver's counts and deferral, by name; fixed at start.
+    counts: BTreeMap<String, Arc<LaneState>>,
     /// Each receiver's queue; emptied by shutdown, after which sends are dropped.
-    queues: RwLock<BTreeMap<String, mpsc::Sender<serde_json::Value>>>,
+    queues: RwLock<BTreeMap<String, mpsc::Sender<Queued>>>,
+    /// Where deferred letters are read back from, once the integrator says.
+    backlog: Arc<OnceLock<Arc<dyn AlertBacklog>>>,
+    /// The bytes bound of each queue.
+    queue_bytes: usize,
     /// Letters sent to receivers that are not defined, by the name asked for (at most
     /// [`MAX_UNKNOWN`] names; the rest under `other`, so the label values stay bounded).
     unknown: Mutex<BTreeMap<String, u64>>,
@@ -113,19 +134,21 @@ impl AlertDispatcher {
         };
         let (deadline, _) = watch::channel(None);
         let client = webhook::Client::new();
+        let backlog = Arc::new(OnceLock::new());
         let mut counts = BTreeMap::new();
         let mut queues = BTreeMap::new();
         let mut lanes = Vec::new();
         for receiver in receivers.iter() {
             let (tx, rx) = mpsc::channel(options.queue_bound);
-            let count = Arc::new(Counts::default());
+            let count = Arc::new(LaneState::default());
             let lane = Lane {
                 receiver: receiver.clone(),
                 queue: rx,
-                counts: Arc::clone(&count),
+                state: Arc::clone(&count),
                 options: options.clone(),
                 client: client.clone(),
                 deadline: deadline.subscribe(),
+                backlog: Arc::clone(&backlog),
             };
             lanes.push(tokio::spawn(lane.run()));
             counts.insert(receiver.name.clone(), count);
@@ -136,15 +159,35 @@ impl AlertDispatcher {
                 counts,
                 queues: RwLock::new(queues),
                 unknown: Mutex::new(BTreeMap::new()),
+                backlog,
+                queue_bytes: options.queue_bytes.max(1),
                 deadline,
                 lanes: Mutex::new(lanes),
             }),
         }
     }
 
+    /// From now on, letters past a queue's bound are deferred and read back from `backlog`
+    /// once their receiver answers again (instead of dropped). Said once; later calls are
+    /// ignored.
+    pub fn read_back_from(&self, backlog: Arc<dyn AlertBacklog>) {
+        let _ = self.shared.backlog.set(backlog);
+    }
+
+    /// Each receiver's open deferral: the letters waiting in the store to be sent.
+    pub fn deferred(&self) -> Vec<(String, Deferral)> {
+        self.shared
+            .counts
+            .iter()
+            .filter_map(|(name, state)| Some((name.clone(), state.deferral()?)))
+            .collect()
+    }
+
     /// Queues `letter` (the dead letter as `GET /v1/dead-letters` shows it, without the
-    /// payload) for `receiver`. Never blocks and never fails: an unknown receiver, a full
-    /// queue or a dispatcher that was shut down counts the letter as dropped.
+    /// payload) for `receiver`. Never blocks and never fails: an unknown receiver or a
+    /// dispatcher that was shut down counts the letter as dropped; a letter past its queue's
+    /// bounds (or one while letters are deferred) is deferred, or dropped when there is no
+    /// store to read it back from.
     pub fn send(&self, receiver: &str, letter: serde_json::Value) {
         let Some(counts) = self.shared.counts.get(receiver) else {
             let mut unknown = self
@@ -165,11 +208,32 @@ impl AlertDispatcher {
             .queues
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        let queued = queues
-            .get(receiver)
-            .is_some_and(|tx| tx.try_send(letter).is_ok());
-        if !queued {
+        let Some(tx) = queues.get(receiver) else {
             counts.dropped(1);
+            return;
+        };
+        let mut deferral = counts.lock_deferral();
+        let at = letter_time_ms(&letter);
+        if deferral.is_some() {
+            counts.defer(&mut deferral, at);
+            return;
+        }
+        let bytes = letter.to_string().len();
+        let before = counts.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let room = before + bytes <= self.shared.queue_bytes || before == 0;
+        let refused = if room {
+            match tx.try_send((letter, bytes)) {
+                Ok(()) => return,
+                Err(e) => matches!(e, mpsc::error::TrySendError::Closed(_)),
+            }
+        } else {
+            false
+        };
+        counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        if refused || self.shared.backlog.get().is_none() {
+            counts.dropped(1);
+        } else {
+            counts.defer(&mut deferral, at);
         }
     }
 

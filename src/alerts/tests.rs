@@ -151,7 +151,8 @@ async fn letters_arrive_in_batches_of_at_most_100_with_the_receivers_headers() {
         AlertCounts {
             sent: 250,
             failed: 0,
-            dropped: 0
+            dropped: 0,
+            deferred: 0
         }
     );
     let batches = received.batches();
@@ -195,7 +196,8 @@ async fn a_refused_delivery_is_retried_and_counted() {
         AlertCounts {
             sent: 30,
             failed: 2,
-            dropped: 0
+            dropped: 0,
+            deferred: 0
         }
     );
     // The same batch three times: refused, refused, taken.
@@ -224,7 +226,8 @@ async fn a_receiver_that_never_answers_drops_its_letters_and_holds_back_no_one()
         AlertCounts {
             sent: 0,
             failed: 0,
-            dropped: 950
+            dropped: 950,
+            deferred: 0
         }
     );
     for n in 0..40 {
@@ -253,7 +256,8 @@ async fn an_unknown_receiver_counts_as_dropped() {
             AlertCounts {
                 sent: 0,
                 failed: 0,
-                dropped: 2
+                dropped: 2,
+                deferred: 0
             }
         )]
     );
@@ -288,4 +292,159 @@ async fn shutdown_flushes_what_is_queued_and_drops_what_it_cannot_deliver_in_tim
     // After the shutdown, a send is dropped.
     watcher.send("oncall", letter(99));
     assert_eq!(counts_of(&watcher, "oncall").dropped, 1);
+}
+
+/// A store of letters for the backlog: every letter sent, read back newest first.
+#[derive(Debug, Default)]
+struct Kept {
+    letters: Mutex<Vec<serde_json::Value>>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl AlertBacklog for Kept {
+    fn page(
+        &self,
+        _receiver: &str,
+        window: &Deferral,
+        cursor: Option<BacklogCursor>,
+        limit: usize,
+    ) -> Result<BacklogPage, String> {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut within: Vec<serde_json::Value> = self
+            .letters
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| (window.from_ms..=window.to_ms).contains(&letter_time_ms(l)))
+            .cloned()
+            .collect();
+        within.reverse();
+        let skip = cursor.map_or(0, |c| c.1 as usize);
+        let letters: Vec<_> = within.iter().skip(skip).take(limit).cloned().collect();
+        let next = (skip + letters.len() < within.len())
+            .then(|| BacklogCursor(0, (skip + letters.len()) as i64));
+        Ok(BacklogPage { letters, next })
+    }
+}
+
+fn timed_letter(n: u64) -> serde_json::Value {
+    serde_json::json!({ "id": format!("order-{n:06}"), "label": "L1", "n": n, "last_time_ms": 1_000 + n })
+}
+
+#[tokio::test]
+async fn letters_past_the_bound_are_deferred_and_sent_from_the_store_once_the_receiver_answers() {
+    // The receiver refuses its first three requests: the queue's 50 letters wait, and the
+    // rest are deferred, none of them held in memory.
+    let (addr, received) = recording_receiver(&[503, 503, 503]).await;
+    let receivers = Receivers::new([receiver("oncall", addr)]);
+    let options = AlertOptions {
+        queue_bound: 50,
+        ..quick()
+    };
+    let dispatcher = AlertDispatcher::start(&receivers, options);
+    let store = Arc::new(Kept::default());
+    dispatcher.read_back_from(store.clone());
+    for n in 0..1000 {
+        store.letters.lock().unwrap().push(timed_letter(n));
+        dispatcher.send("oncall", timed_letter(n));
+    }
+    assert_eq!(
+        counts_of(&dispatcher, "oncall"),
+        AlertCounts {
+            sent: 0,
+            failed: 0,
+            dropped: 0,
+            deferred: 950
+        }
+    );
+    assert_eq!(
+        dispatcher.deferred(),
+        [(
+            "oncall".to_owned(),
+            Deferral {
+                from_ms: 1_050,
+                to_ms: 1_999,
+                letters: 950
+            }
+        )]
+    );
+    let c = until(&dispatcher, "oncall", |c| c.sent == 1000).await;
+    assert_eq!((c.failed, c.dropped, c.deferred), (3, 0, 950), "{c:?}");
+    assert!(dispatcher.deferred().is_empty());
+    // Every letter once, the deferred ones at most 100 to a request.
+    let mut ids = received.batches()[3..].concat();
+    assert!(received.batches().iter().all(|b| b.len() <= 100));
+    ids.sort_unstable();
+    assert_eq!(ids, (0..1000).collect::<Vec<_>>());
+    // New letters are queued again, not deferred.
+    dispatcher.send("oncall", timed_letter(1000));
+    let c = until(&dispatcher, "oncall", |c| c.sent == 1001).await;
+    assert_eq!(c.deferred, 950);
+    dispatcher.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn the_queue_is_bounded_in_bytes_too() {
+    let silent = silent_receiver().await;
+    let receivers = Receivers::new([receiver("silent", silent)]);
+    let big = |n: u64| serde_json::json!({ "n": n, "last_message": "x".repeat(10_000) });
+    let options = AlertOptions {
+        queue_bytes: 100_000,
+        ..quick()
+    };
+    let dispatcher = AlertDispatcher::start(&receivers, options.clone());
+    for n in 0..50 {
+        dispatcher.send("silent", big(n));
+    }
+    // About ten letters of 10 kB fit; without a store to read them back from, the rest are
+    // dropped.
+    let c = counts_of(&dispatcher, "silent");
+    assert_eq!(c.dropped, 41, "{c:?}");
+    assert_eq!(c.deferred, 0);
+    // With one, they are deferred.
+    let deferring = AlertDispatcher::start(&receivers, options);
+    deferring.read_back_from(Arc::new(Kept::default()));
+    for n in 0..50 {
+        deferring.send("silent", big(n));
+    }
+    let c = counts_of(&deferring, "silent");
+    assert_eq!((c.dropped, c.deferred), (0, 41), "{c:?}");
+    dispatcher.shutdown(Duration::from_millis(100)).await;
+    deferring.shutdown(Duration::from_millis(100)).await;
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_read_keeps_the_deferral_for_a_later_try() {
+    #[derive(Debug)]
+    struct Broken;
+    impl AlertBacklog for Broken {
+        fn page(
+            &self,
+            _: &str,
+            _: &Deferral,
+            _: Option<BacklogCursor>,
+            _: usize,
+        ) -> Result<BacklogPage, String> {
+            Err("the store does not answer".into())
+        }
+    }
+    let (addr, _received) = recording_receiver(&[503]).await;
+    let receivers = Receivers::new([receiver("oncall", addr)]);
+    let options = AlertOptions {
+        queue_bound: 5,
+        ..quick()
+    };
+    let dispatcher = AlertDispatcher::start(&receivers, options);
+    dispatcher.read_back_from(Arc::new(Broken));
+    for n in 0..20 {
+        dispatcher.send("oncall", timed_letter(n));
+    }
+    until(&dispatcher, "oncall", |c| c.sent == 5).await;
+    // Tried, failed, and still deferred: nothing is dropped.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = counts_of(&dispatcher, "oncall");
+    assert_eq!((c.sent, c.dropped, c.deferred), (5, 0, 15), "{c:?}");
+    assert_eq!(dispatcher.deferred()[0].1.letters, 15);
+    dispatcher.shutdown(Duration::from_millis(100)).await;
 }

@@ -357,6 +357,11 @@ async fn wire(
         Ok(p) => p,
         Err(e) => return trouble(&view, console.cannot_start(&e)),
     };
+    // Letters past a receiver's queue are read back from the store once it answers again.
+    alerts.read_back_from(Arc::new(pipeline::alert_backlog::StoreBacklog::new(
+        pipeline.handle().store(),
+        Arc::clone(reloader.handle()),
+    )));
     if pipeline.already_finished() {
         view.finish();
         tracing::info!("this run already finished; its report follows");
@@ -465,6 +470,7 @@ async fn wire(
                 sent = c.sent,
                 failed = c.failed,
                 dropped = c.dropped,
+                deferred = c.deferred,
                 "alerts not delivered: letters for this receiver were dropped"
             );
         } else {
@@ -475,6 +481,15 @@ async fn wire(
                 "alerts delivered"
             );
         }
+    }
+    for (receiver, d) in counts.deferred() {
+        tracing::warn!(
+            receiver,
+            letters = d.letters,
+            since_ms = d.from_ms,
+            until_ms = d.to_ms,
+            "alerts deferred and not sent: the receiver did not take them before the stop; the letters stay in the store (GET /v1/dead-letters lists them by label and time)"
+        );
     }
     stop_progress(progress);
     if let Some(w) = watcher {

@@ -1,4 +1,4 @@
-//! `rebound_alerts_total{receiver, result="sent|failed|dropped"}` (`docs/spec/operations.md`,
+//! `rebound_alerts_total{receiver, result="sent|failed|dropped|deferred"}` (`docs/spec/operations.md`,
 //! "Dead-letter levels that act"), read at each scrape from the [`AlertDispatcher`]'s counts.
 //! Before a dispatcher is attached (or with no receivers) the family is there without series.
 
@@ -39,7 +39,7 @@ impl Collector for AlertMetrics {
             .unwrap_or_default();
         let mut family = encoder.encode_descriptor(
             "alerts",
-            "Dead letters sent to alert receivers (sent), failed delivery attempts (failed), and letters given up (dropped), by receiver.",
+            "Dead letters sent to alert receivers (sent), failed delivery attempts (failed), letters given up (dropped), and letters past a full queue left in the store to send once the receiver answers (deferred), by receiver.",
             None,
             MetricType::Counter,
         )?;
@@ -48,6 +48,7 @@ impl Collector for AlertMetrics {
                 ("sent", c.sent),
                 ("failed", c.failed),
                 ("dropped", c.dropped),
+                ("deferred", c.deferred),
             ] {
                 let labels = ReceiverResult {
                     receiver: receiver.clone(),
@@ -89,6 +90,7 @@ mod tests {
             "rebound_alerts_total{receiver=\"oncall\",result=\"sent\"} 0",
             "rebound_alerts_total{receiver=\"oncall\",result=\"failed\"} 0",
             "rebound_alerts_total{receiver=\"oncall\",result=\"dropped\"} 0",
+            "rebound_alerts_total{receiver=\"oncall\",result=\"deferred\"} 0",
             "rebound_alerts_total{receiver=\"nobody\",result=\"dropped\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");

@@ -29,6 +29,7 @@
 //! [`MIN_MESSAGE_TIMEOUT`] of real time ([`real_message_timeout`]), so a loaded machine does
 //! not time out healthy trees.
 
+pub mod alert_backlog;
 pub mod bolts;
 pub mod book;
 pub mod db;
