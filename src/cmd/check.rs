@@ -159,6 +159,12 @@ fn checked_config(path: &Path, json: bool) -> Result<ConfigFile, Outcome> {
 /// non-loopback address without a token ([`AdminListen::check`], the commands' own check).
 /// Without an address, the token file is still read, as `serve --admin` would read it.
 fn admin_as_the_commands_check_it(file: &ConfigFile) -> Result<(), Outcome> {
+    // The store's password file is read as `run` and `serve` read it.
+    if let Some(store) = &file.store
+        && store.url != "sqlite"
+    {
+        super::store::store_password(&store.url, false, store.password_file.as_deref())?;
+    }
     let token_file = file.admin.token_file.clone();
     match &file.admin.addr {
         Some(addr) => AdminListen::check(addr, TokenFrom::FileOrEnv(token_file)).map(|_| ()),

@@ -47,7 +47,8 @@ impl StoreArgs {
     /// The fleet these flags (else `file`'s keys) join, or `None` for the embedded store; a
     /// bad flag is printed (never the URL itself: it may hold a password) and exits 2.
     pub fn fleet(&self, file: &ConfigFile) -> Result<Option<FleetOptions>, Outcome> {
-        let store = self.store.as_ref().or(file.store.as_ref());
+        let setting = file.store.as_ref();
+        let store = self.store.as_deref().or(setting.map(|s| s.url.as_str()));
         let url = store.map_or("sqlite", |s| s.trim());
         if url == "sqlite" {
             return Ok(None);
@@ -97,13 +98,74 @@ impl StoreArgs {
             Some(n) => n.trim().to_owned(),
             None => format!("{}-{}", hostname(), std::process::id()),
         };
+        let password = store_password(
+            url,
+            self.store.is_some(),
+            setting.and_then(|s| s.password_file.as_deref()),
+        )?;
         Ok(Some(FleetOptions {
-            redis: RedisOptions::new(url, ns),
+            redis: RedisOptions {
+                password,
+                ..RedisOptions::new(url, ns)
+            },
             node,
             lease,
             check,
         }))
     }
+}
+
+/// The environment variable that gives the Redis password.
+pub const PASSWORD_ENV: &str = "REBOUND_STORE_PASSWORD";
+
+/// The Redis password given apart from the URL: [`PASSWORD_ENV`], else the configuration's
+/// `store.password_file` (its content, without the trailing line break). A password given
+/// both in the URL and apart is refused (which one counts would be a guess); one in a URL on
+/// the command line (`from_flag`) is warned about, as `ps` shows it to every user.
+pub fn store_password(
+    url: &str,
+    from_flag: bool,
+    password_file: Option<&std::path::Path>,
+) -> Result<Option<String>, Outcome> {
+    let from_env = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
+    let password = match (from_env, password_file) {
+        (Some(p), _) => Some(p),
+        (None, Some(path)) => Some(read_password_file(path)?),
+        (None, None) => None,
+    };
+    let in_url = rebound_runtime::store::redis::url_has_password(url);
+    if in_url && password.is_some() {
+        eprintln!(
+            "error: the store URL holds a password and {PASSWORD_ENV} or store.password_file gives one too; give it once, outside the URL"
+        );
+        return Err(Outcome::Trouble);
+    }
+    if in_url && from_flag {
+        eprintln!(
+            "warning: the --store URL holds a password, which `ps` shows to every user of this machine; give it in {PASSWORD_ENV} or the configuration's store.password_file instead"
+        );
+    }
+    Ok(password)
+}
+
+fn read_password_file(path: &std::path::Path) -> Result<String, Outcome> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        eprintln!(
+            "error: store.password_file {}: cannot read it: {e}",
+            path.display()
+        );
+        Outcome::Trouble
+    })?;
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() {
+        eprintln!(
+            "error: store.password_file {}: the file is empty",
+            path.display()
+        );
+        return Err(Outcome::Trouble);
+    }
+    Ok(password.to_owned())
 }
 
 /// Checks that the URL parses, without ever printing it (it may hold a password).

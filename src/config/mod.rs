@@ -38,9 +38,9 @@ pub struct ConfigFile {
     /// `--data`: the data directory.
     #[serde(default)]
     pub data: Option<PathBuf>,
-    /// `--store`: `sqlite` or a `redis://` URL (checked to parse).
+    /// `--store`: `sqlite` or a `redis://` URL (checked to parse), and where its password is.
     #[serde(default, deserialize_with = "parse::store")]
-    pub store: Option<String>,
+    pub store: Option<StoreSetting>,
     /// `--namespace`: the prefix of every key on a shared store.
     #[serde(default, deserialize_with = "parse::namespace")]
     pub namespace: Option<String>,
@@ -74,6 +74,16 @@ pub struct ConfigFile {
     /// Where `alert:` labels send their dead letters.
     #[serde(default)]
     pub receivers: Receivers,
+}
+
+/// `store:`: the URL, alone or with the file its password is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreSetting {
+    /// `sqlite` or a `redis://` URL.
+    pub url: String,
+    /// `store.password_file`: a file holding the Redis password (so that it is not in the
+    /// URL, which `ps` shows); relative to the working directory.
+    pub password_file: Option<PathBuf>,
 }
 
 /// The `admin:` section.

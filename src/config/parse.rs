@@ -177,19 +177,87 @@ pub(super) fn share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::E
 
 /// `--store`: `sqlite`, or a `redis://` URL that parses (never echoed: it may hold a
 /// password).
-pub(super) fn store<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    const EXPECTED: &str = "expected `sqlite` or `redis://[USER:PASSWORD@]HOST:PORT[/DB]`";
-    checked_str(d, EXPECTED, |url| {
-        let url = url.trim();
-        if url == "sqlite" {
-            return Ok(Some(url.to_owned()));
+pub(super) fn store<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<super::StoreSetting>, D::Error> {
+    /// `store: URL` or `store: { url: URL, password_file: FILE }`.
+    struct Store;
+    impl<'de> Visitor<'de> for Store {
+        type Value = super::StoreSetting;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("`sqlite`, a `redis://` URL, or a mapping { url, password_file }")
         }
-        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-            return Err(EXPECTED.to_owned());
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            Ok(super::StoreSetting {
+                url: store_url(s).map_err(E::custom)?,
+                password_file: None,
+            })
         }
-        rebound_runtime::store::redis::check_url(url)?;
-        Ok(Some(url.to_owned()))
-    })
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut url = None;
+            let mut password_file = None;
+            while let Some(key) = map.next_key::<StoreKey>()? {
+                match key {
+                    StoreKey::Url => url = Some(map.next_value::<StoreUrl>()?.0),
+                    StoreKey::PasswordFile => password_file = Some(map.next_value()?),
+                }
+            }
+            let url = url.ok_or_else(|| de::Error::missing_field("url"))?;
+            Ok(super::StoreSetting { url, password_file })
+        }
+    }
+    d.deserialize_any(Store).map(Some)
+}
+
+/// A key of the `store:` mapping, refused inside its visitor when unknown (so the error is
+/// marked at the key).
+enum StoreKey {
+    Url,
+    PasswordFile,
+}
+
+impl<'de> Deserialize<'de> for StoreKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl Visitor<'_> for Key {
+            type Value = StoreKey;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`url` or `password_file`")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<StoreKey, E> {
+                match s {
+                    "url" => Ok(StoreKey::Url),
+                    "password_file" => Ok(StoreKey::PasswordFile),
+                    other => Err(E::unknown_field(other, &["url", "password_file"])),
+                }
+            }
+        }
+        d.deserialize_identifier(Key)
+    }
+}
+
+/// A store URL, checked inside its visitor.
+struct StoreUrl(String);
+
+impl<'de> Deserialize<'de> for StoreUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_str(d, STORE_EXPECTED, store_url).map(StoreUrl)
+    }
+}
+
+const STORE_EXPECTED: &str = "expected `sqlite` or `redis://[USER:PASSWORD@]HOST:PORT[/DB]`";
+
+/// `sqlite`, or a `redis://` URL that parses.
+fn store_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    if url == "sqlite" {
+        return Ok(url.to_owned());
+    }
+    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        return Err(STORE_EXPECTED.to_owned());
+    }
+    rebound_runtime::store::redis::check_url(url)?;
+    Ok(url.to_owned())
 }
 
 /// `--namespace`: a name without braces or spaces.

@@ -25,7 +25,10 @@ fn every_key_of_the_spec_example_parses() {
     let config = ConfigFile::load(&fixture("operations-example.yaml")).expect("the example");
     assert_eq!(config.rules, Some(PathBuf::from("rules")));
     assert_eq!(config.data, Some(PathBuf::from("rebound-data")));
-    assert_eq!(config.store.as_deref(), Some("sqlite"));
+    assert_eq!(
+        config.store.as_ref().map(|s| s.url.as_str()),
+        Some("sqlite")
+    );
     assert_eq!(config.namespace.as_deref(), Some("rebound"));
     assert_eq!(config.node.as_deref(), Some("pay-worker-1"));
     assert_eq!(config.admin.addr.as_deref(), Some("127.0.0.1:8080"));

@@ -15,6 +15,7 @@ mod bounded;
 mod faults;
 mod kill9;
 mod ordered;
+mod password;
 mod startup;
 
 /// Held for the length of a test: the fleet tests run one at a time.

@@ -24,6 +24,9 @@ pub struct RedisOptions {
     pub response_timeout: Duration,
     /// How long the first connection, and each reconnection attempt, may take. Default 2 s.
     pub connect_timeout: Duration,
+    /// The password, when it is not in the URL (from an environment variable or a file, so
+    /// that `ps` does not show it). Never printed.
+    pub password: Option<String>,
 }
 
 impl RedisOptions {
@@ -34,8 +37,28 @@ impl RedisOptions {
             namespace: namespace.into(),
             response_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
+            password: None,
         }
     }
+
+    /// Where to connect: the URL, with the password given apart if there is one.
+    fn connection_info(&self) -> redis::RedisResult<redis::ConnectionInfo> {
+        let info = self.url.as_str().into_connection_info()?;
+        Ok(match &self.password {
+            None => info,
+            Some(password) => {
+                let redis = info.redis_settings().clone().set_password(password);
+                info.set_redis_settings(redis)
+            }
+        })
+    }
+}
+
+/// Whether `url` carries a password of its own (`redis://:PASSWORD@…` or
+/// `redis://USER:PASSWORD@…`); false if it does not parse.
+pub fn url_has_password(url: &str) -> bool {
+    url.into_connection_info()
+        .is_ok_and(|info| info.redis_settings().password().is_some())
 }
 
 impl std::fmt::Debug for RedisOptions {
@@ -45,6 +68,7 @@ impl std::fmt::Debug for RedisOptions {
             .field("namespace", &self.namespace)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("password", &self.password.as_ref().map(|_| "…"))
             .finish()
     }
 }
@@ -96,7 +120,10 @@ impl Io {
     pub(crate) fn connect(options: &RedisOptions) -> Result<Io> {
         let location = format!("{} namespace {}", redacted(&options.url), options.namespace);
         let fail = |op: &'static str, e: RedisError| StoreError::redis(op, &location, &e);
-        let client = redis::Client::open(options.url.as_str()).map_err(|e| fail("open", e))?;
+        let client = options
+            .connection_info()
+            .and_then(redis::Client::open)
+            .map_err(|e| fail("open", e))?;
         // One worker: it drives the connection while blocking callers wait on a channel.
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

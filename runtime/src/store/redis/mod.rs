@@ -33,7 +33,7 @@ mod server;
 mod store;
 mod wire;
 
-pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url};
+pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url, url_has_password};
 pub use fleet::{
     Held, Join, Member, NodeReport, NodeStatus, Owned, Pushed, RuleEntry, RuleRecord, RulesHint,
     RulesNotifications,
