@@ -13,6 +13,7 @@ mod serve_alerts;
 mod serve_api;
 mod serve_dead_letters;
 mod serve_fleet;
+mod serve_fleet_letters;
 mod serve_fleet_pace;
 mod serve_operator;
 mod serve_pull;
