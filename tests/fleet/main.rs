@@ -152,6 +152,18 @@ pub fn claims(stderr: &str) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
+/// The ids of the claims a node's reaper returned to the due set, from its stderr.
+pub fn reaps(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("reaped: its lease ran out"))
+        .filter_map(|l| {
+            let at = l.find("id=")? + 3;
+            Some(l[at..].split_whitespace().next()?.trim_matches('"').to_owned())
+        })
+        .collect()
+}
+
 /// The report's fields every node of a fleet must print the same.
 pub fn shared_fields(report: &serde_json::Value) -> BTreeMap<&'static str, serde_json::Value> {
     [

@@ -396,6 +396,10 @@ impl Worker {
                 return;
             }
         };
+        for id in &reaped.returned {
+            // One line per reap (the fleet tests attribute a second claim to it).
+            tracing::debug!(id = %id, node = %o.node, "reaped: its lease ran out");
+        }
         if !reaped.returned.is_empty() {
             tracing::info!(
                 count = reaped.returned.len(),
