@@ -73,6 +73,9 @@ pub struct Options {
     pub time_scale: TimeScale,
     /// A correlated outage of the bundled pipeline's payment gateway (`run --outage`).
     pub outage: Option<crate::pipeline::faults::Outage>,
+    /// `run --fresh`: remove the run the data directory holds and start this one in its
+    /// place.
+    pub fresh: bool,
     /// How long a store that refuses every write is retried before the process stops with the
     /// cause (exit 2).
     pub store_give_up: Duration,
@@ -114,6 +117,7 @@ impl Options {
             rate: None,
             time_scale: TimeScale::new(100.0).expect("100 is a valid time scale"),
             outage: None,
+            fresh: false,
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             admin: None,
             pull: None,
@@ -143,6 +147,7 @@ impl Options {
             rate: Some(20.0),
             time_scale: TimeScale::REAL,
             outage: None,
+            fresh: false,
             store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             admin: Some(admin),
             pull: None,
@@ -346,6 +351,7 @@ async fn wire(
     pipeline_options.time_scale = options.time_scale;
     pipeline_options.rate = options.rate;
     pipeline_options.outage = options.outage;
+    pipeline_options.fresh = options.fresh;
     pipeline_options.store_give_up = options.store_give_up;
     pipeline_options.config = options.topology.clone();
     pipeline_options.fleet = link;

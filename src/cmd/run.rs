@@ -16,10 +16,12 @@ use std::time::Duration;
     rebound run --messages 20000 --data /tmp/r20k --json   # a run of its own, one JSON document on stdout\n  \
     rebound run --data /tmp/r --time-scale 1000   # killed or stopped? run it again to finish\n  \
     rebound run --config rebound.yaml --messages 1000   # the file's keys; a flag wins over its key\n  \
-    rebound run --ordered --messages 20000 --json   # events of one order never overtake each other\n\n\
+    rebound run --ordered --messages 20000 --json   # events of one order never overtake each other\n  \
+    rebound run --fresh --messages 1000   # start over in --data: the run it holds is removed\n\n\
     The run lives in --data: stopped (Ctrl-C, SIGTERM) or killed (even kill -9), the same\n\
     command continues it, and the report covers every message. Run again once finished, it\n\
-    prints the same report.")]
+    prints the same report. A different run is refused there (exit 2), naming a --data of its\n\
+    own; --fresh starts it in the same directory instead.")]
 pub struct Args {
     /// A configuration file (YAML; docs/spec/operations.md): every key optional, and a flag
     /// given here wins over it. Besides the flags' keys (rules, data, store, namespace, node,
@@ -51,6 +53,12 @@ pub struct Args {
     /// [default: rebound-data].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Start over in --data: the run it holds (finished or not) is removed first, under its
+    /// lock, and this one starts in its place. Only Rebound's own files go (rebound.db and
+    /// pipeline.db with their SQLite companions); nothing else in the directory is touched.
+    /// Not with a shared store (--store redis://…): pass another --namespace there.
+    #[arg(long)]
+    fresh: bool,
     /// The rules' delays and the message timeout run this many times faster [default: 100].
     #[arg(long, value_name = "F")]
     time_scale: Option<f64>,
@@ -111,6 +119,13 @@ pub fn run(args: Args) -> Outcome {
         Ok(f) => f,
         Err(outcome) => return outcome,
     };
+    if args.fresh && fleet.is_some() {
+        eprintln!(
+            "error: --fresh starts over in a data directory, and a run on a shared store lives in \
+             its namespace, which other nodes may share: pass another --namespace for a new run"
+        );
+        return Outcome::Trouble;
+    }
     let rules = args.rules.or(file.rules).unwrap_or_else(|| "rules".into());
     let (set, _) = match super::load_rules_for(&rules, args.json, &file.receivers) {
         Ok(loaded) => loaded,
@@ -124,6 +139,7 @@ pub fn run(args: Args) -> Outcome {
     options.messages = Some(messages);
     options.time_scale = scale;
     options.outage = args.outage.map(rebound::pipeline::faults::Outage::of);
+    options.fresh = args.fresh;
     if let Some(give_up) = args.store_give_up.or(file.store_give_up) {
         options.store_give_up = give_up;
     }

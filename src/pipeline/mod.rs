@@ -39,6 +39,7 @@ mod handle;
 pub mod letters;
 pub mod lock;
 pub mod orders;
+pub mod other_run;
 pub mod progress;
 pub mod report;
 mod running;
@@ -52,6 +53,7 @@ pub use handle::PipelineHandle;
 use handle::Shared;
 pub use letters::{AlertSink, LetterKeeper};
 pub use lock::{DataDirLock, LockError};
+pub use other_run::{OtherRun, StartOverError};
 pub use progress::{Progress, ProgressView};
 pub use report::Report;
 pub use running::{RunningPipeline, StopPlan, Stopped};
@@ -120,22 +122,11 @@ pub enum PipelineError {
     #[error(transparent)]
     Lock(#[from] LockError),
     /// The data directory holds another run.
-    #[error(
-        "{dir} holds a run of {found} at time scale {found_scale}, not {asked} at {asked_scale}: \
-         run it again with the same settings to continue it, or pass another --data for a new run"
-    )]
-    OtherRun {
-        /// The data directory.
-        dir: PathBuf,
-        /// Its run's messages.
-        found: String,
-        /// Its run's time scale.
-        found_scale: f64,
-        /// The messages asked for.
-        asked: String,
-        /// The time scale asked for.
-        asked_scale: f64,
-    },
+    #[error(transparent)]
+    OtherRun(Box<OtherRun>),
+    /// `--fresh` could not remove the run the data directory held.
+    #[error(transparent)]
+    StartOver(#[from] StartOverError),
     /// The topology could not be built (a bug in the pipeline's own settings).
     #[error(transparent)]
     Build(#[from] BuildError),
@@ -179,6 +170,9 @@ pub struct PipelineOptions {
     pub alerts: Option<Arc<dyn AlertSink>>,
     /// A correlated outage of the payment gateway (`--outage`).
     pub outage: Option<faults::Outage>,
+    /// `run --fresh`: the run the data directory holds is removed first, under its lock
+    /// ([`other_run::start_over`]), and this one starts in its place.
+    pub fresh: bool,
 }
 
 impl PipelineOptions {
@@ -199,6 +193,7 @@ impl PipelineOptions {
             fleet: None,
             alerts: None,
             outage: None,
+            fresh: false,
         }
     }
 }
@@ -213,14 +208,6 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| PipelineError::Task(e.to_string()))?
-}
-
-fn describe(messages: Option<u64>, keyed: bool) -> String {
-    let what = if keyed { "keyed messages" } else { "messages" };
-    messages.map_or_else(
-        || format!("unbounded {}", if keyed { what } else { "orders" }),
-        |n| format!("{n} {what}"),
-    )
 }
 
 struct Prepared {
@@ -248,6 +235,22 @@ fn prepare(
 ) -> Result<Prepared, PipelineError> {
     let dir = &options.data_dir;
     let lock = DataDirLock::acquire(dir)?;
+    if options.fresh {
+        let removed = other_run::start_over(dir, &lock)?;
+        if !removed.files.is_empty() {
+            let what = removed.run.map_or_else(
+                || "the run it held".to_owned(),
+                |r| {
+                    format!(
+                        "its run of {} at time scale {}",
+                        other_run::describe(r.messages, r.keyed),
+                        r.time_scale
+                    )
+                },
+            );
+            tracing::warn!("--fresh: started over in {}: removed {what}", dir.display());
+        }
+    }
     let store = Arc::new(SqliteStore::open(dir)?);
     let db = Arc::new(PipelineDb::open(dir)?);
     let scale = options.time_scale.factor();
@@ -257,13 +260,13 @@ fn prepare(
                 || run.keyed != options.keyed
                 || (run.time_scale - scale).abs() > 1e-9
             {
-                return Err(PipelineError::OtherRun {
+                return Err(PipelineError::OtherRun(Box::new(OtherRun {
                     dir: dir.clone(),
-                    found: describe(run.messages, run.keyed),
-                    found_scale: run.time_scale,
-                    asked: describe(options.messages, options.keyed),
-                    asked_scale: scale,
-                });
+                    found: run,
+                    messages: options.messages,
+                    keyed: options.keyed,
+                    time_scale: scale,
+                })));
             }
             run
         }

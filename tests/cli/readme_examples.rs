@@ -9,7 +9,8 @@
 //!   exits as a good set should, except `run` and `serve`, whose own tests run them.
 //!
 //! (The long-running examples, `rebound run`, `serve` with its `curl`s, and the Redis fleet,
-//! are covered by the run, serve and fleet tests.)
+//! are covered by the run, serve and fleet tests; `tests/run/readme_commands.rs` runs the
+//! README's `run` and `serve` commands in order in one working directory.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,7 @@
 //! `rebound run` and the bundled pipeline behind it, one module per former test file: its life
-//! cycle (`run_lifecycle`), `kill -9` and restart (`run_kill9`), a rule edited mid-run
+//! cycle (`run_lifecycle`), a data directory that holds another run and `--fresh`
+//! (`run_data_dir`), the README's `run` and `serve` commands in order (`readme_commands`),
+//! `kill -9` and restart (`run_kill9`), a rule edited mid-run
 //! (`run_hot_reload`), the configuration file's keys and flags over them (`run_config`),
 //! labels that redrive (`run_labels`), ordered keys (`run_ordered`), the pipeline through its library API
 //! (`durable_pipeline`), its metrics (`run_metrics`) and logs (`run_logs`), and the alerting
@@ -12,7 +14,9 @@ mod support;
 mod console;
 mod deploy;
 mod durable_pipeline;
+mod readme_commands;
 mod run_config;
+mod run_data_dir;
 mod run_hot_reload;
 mod run_kill9;
 mod run_labels;

@@ -185,7 +185,10 @@ fn text_report_by_default_and_another_runs_data_directory_is_refused() {
     assert_eq!(other.status.code(), Some(2));
     assert!(other.stdout.is_empty());
     let err = String::from_utf8_lossy(&other.stderr);
-    assert!(err.contains("holds a run of 300 messages"), "{err}");
+    assert!(
+        err.contains("holds a finished run of 300 messages"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -124,6 +124,12 @@ impl Running {
             .is_some()
     }
 
+    /// What the child wrote on stdout so far (empty unless it is piped).
+    pub fn stdout_so_far(&self) -> String {
+        let bytes = self.stdout.as_ref().map(Drain::so_far).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// What the child wrote on stderr so far (empty unless it is piped).
     pub fn stderr_so_far(&self) -> String {
         let bytes = self.stderr.as_ref().map(Drain::so_far).unwrap_or_default();
