@@ -159,7 +159,13 @@ pub fn reaps(stderr: &str) -> Vec<String> {
         .filter(|l| l.contains("reaped: its lease ran out"))
         .filter_map(|l| {
             let at = l.find("id=")? + 3;
-            Some(l[at..].split_whitespace().next()?.trim_matches('"').to_owned())
+            Some(
+                l[at..]
+                    .split_whitespace()
+                    .next()?
+                    .trim_matches('"')
+                    .to_owned(),
+            )
         })
         .collect()
 }

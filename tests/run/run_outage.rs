@@ -102,8 +102,14 @@ fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lo
         );
     }
     assert_eq!(gateway["state"], "closed");
+    // The budget is reported. How many retries it held is not asserted: it holds only what
+    // exceeds its ratio within a second, and how many of the outage's payment retries reach it
+    // depends on whether the breaker (or the fuse) held them first, which is the machine's
+    // timing (0 to about 1,200 in runs on one machine). Its holding is tested in the runtime
+    // (`adaptive/budget.rs`, `tests/topology/topology_gate.rs`), where the clock is the test's.
+    let budget = &r["budgets"]["payment-retries"];
     assert!(
-        r["budgets"]["payment-retries"]["held"].as_u64() > Some(0),
+        budget["held"].is_u64() && budget["exhausted"].is_u64(),
         "{r}"
     );
     // The metrics saw it open, then half-open, then closed again.
