@@ -10,6 +10,10 @@
 //! error to YAML: the line continues that scalar (`max_retries: 5` then `   backoff: …` reads
 //! as `"5 backoff"`), and serde then complains about the value's type. Such a fold is found
 //! from the text, whatever the error it led to.
+//!
+//! A line of block text (`description: >`) indented less than the text's first line ends the
+//! text, and a list item out of line with the items above ends the list; libyaml then
+//! complains about a key, and the line is said to be the text's or the list's.
 
 use crate::diag::{Pos, line_starts};
 
@@ -94,6 +98,96 @@ pub(crate) fn key_between_list_items(text: &str, at: Pos, list: Pos) -> Option<S
         "'{key}' at line {line} column {column} is indented less than '{inner}' above it \
          (column {inner_column}) but deeper than the list's items ('- ', column {items}); line \
          it up with column {inner_column}, or start a new item with '- ' at column {items}"
+    ))
+}
+
+/// The message for the line at `at`, which is no key, when it was meant to go on with the
+/// block text (`description: >`) above it but is indented less than that text's first line
+/// (YAML ends the text there), or no deeper than the key that starts the text (YAML reads it
+/// as a key).
+pub(crate) fn short_block_text(text: &str, at: Pos) -> Option<String> {
+    let lines = lines(text);
+    if key_starting_at(&lines, at).is_some() {
+        return None;
+    }
+    let block = block_above(&lines, at.line)?;
+    let (column, owner) = (at.column, block.owner);
+    match block.text_column {
+        Some(text_column) if column < text_column => Some(format!(
+            "this line is indented to column {column}, less than the text of '{owner}' above \
+             it (column {text_column}), so YAML ends that text before it; line it up with \
+             column {text_column}"
+        )),
+        None if column <= block.owner_column => Some(format!(
+            "this line is indented to column {column}, no deeper than '{owner}' above it \
+             (column {}), so YAML reads it as a key, not as the text that '{owner}' starts at \
+             line {}; indent it to column {}",
+            block.owner_column,
+            block.header_line,
+            block.owner_column + 2
+        )),
+        _ => None,
+    }
+}
+
+/// A key whose value is block text (`|` or `>`), as the lines above a line show it.
+struct Block<'a> {
+    owner: &'a str,
+    owner_column: usize,
+    header_line: usize,
+    /// The column of the text's first line, which sets its indentation; `None` when no line
+    /// of text comes before the line looked from.
+    text_column: Option<usize>,
+}
+
+/// The block text that the lines above line `line` (1-based) end in, if they do.
+fn block_above<'a>(lines: &[&'a str], line: usize) -> Option<Block<'a>> {
+    let mut text_column = None;
+    for (i, text) in lines.iter().enumerate().take(line.checked_sub(1)?).rev() {
+        let content = text.trim_start_matches(' ');
+        if content.trim().is_empty() {
+            continue;
+        }
+        if let Some(key) = key_line(text) {
+            let (_, value) = key.value?;
+            if !value.starts_with(['|', '>']) || text_column.is_some_and(|c| c <= key.column) {
+                return None;
+            }
+            return Some(Block {
+                owner: key.name,
+                owner_column: key.column,
+                header_line: i + 1,
+                text_column,
+            });
+        }
+        text_column = Some(text.len() - content.len() + 1);
+    }
+    None
+}
+
+/// The message for the list item at `at` that libyaml found among the keys of a mapping,
+/// when a list above it, deeper than it, is the one it was meant to go on.
+pub(crate) fn item_short_of_list(text: &str, at: Pos) -> Option<String> {
+    let lines = lines(text);
+    let mut list: Option<(usize, usize)> = None;
+    for (i, line) in lines.iter().enumerate().take(at.line.checked_sub(1)?).rev() {
+        let content = line.trim_start_matches(' ');
+        if content.trim().is_empty() || content.starts_with('#') {
+            continue;
+        }
+        let column = line.len() - content.len() + 1;
+        if column <= at.column {
+            break;
+        }
+        if (content == "-" || content.starts_with("- ")) && list.is_none_or(|(c, _)| column < c) {
+            list = Some((column, i + 1));
+        }
+    }
+    let (items, line) = list?;
+    Some(format!(
+        "this list item ('- ') is indented to column {}, but the list above it (line {line}) \
+         has its items at column {items}; line it up with column {items}",
+        at.column
     ))
 }
 
@@ -431,6 +525,36 @@ mod tests {
             "4:5: 'give_up' at line 4 column 5 is indented less than 'id' above it (column 6) \
              but deeper than the list's items ('- ', column 3); line it up with column 6, or \
              start a new item with '- ' at column 3"
+        );
+    }
+
+    #[test]
+    fn a_line_of_block_text_indented_less_than_the_first_is_told_its_column() {
+        let rule = "version: 1\nrules:\n  - id: panic\n    description: >\n       a bolt \
+                    crashed on this message;\n";
+        // YAML ends the text at the shallower line, and reads that as a key without ':'.
+        assert_eq!(
+            only_error(&format!(
+                "{rule}      then it goes to its owners\n    give_up: true\n"
+            )),
+            "6:7: this line is indented to column 7, less than the text of 'description' above \
+             it (column 8), so YAML ends that text before it; line it up with column 8"
+        );
+        assert_eq!(
+            only_error(&format!(
+                "{rule}    then it goes to its owners\n    give_up: true\n"
+            )),
+            "6:5: this line is indented to column 5, less than the text of 'description' above \
+             it (column 8), so YAML ends that text before it; line it up with column 8"
+        );
+        // Text no deeper than its key is no text at all.
+        let text = "version: 1\nrules:\n  - id: panic\n    description: >\n    a bolt \
+                    crashed\n    give_up: true\n";
+        assert_eq!(
+            only_error(text),
+            "5:5: this line is indented to column 5, no deeper than 'description' above it \
+             (column 5), so YAML reads it as a key, not as the text that 'description' starts \
+             at line 4; indent it to column 7"
         );
     }
 }

@@ -59,6 +59,9 @@ pub(crate) fn reword(
         && let Some(map) = context(message, "while parsing a block mapping")
     {
         if at == Some('-') {
+            if let Some(message) = yaml_indent::item_short_of_list(text, pos) {
+                return Some((message, pos));
+            }
             return Some((
                 format!(
                     "a list item ('- ') stands among the keys of the mapping at line {}, whose \
@@ -69,7 +72,8 @@ pub(crate) fn reword(
             ));
         }
         if pos.column > map.column {
-            let message = yaml_indent::key_between_mappings(text, pos, map, reparse)
+            let message = yaml_indent::short_block_text(text, pos)
+                .or_else(|| yaml_indent::key_between_mappings(text, pos, map, reparse))
                 .unwrap_or_else(|| {
                     format!(
                         "this line is indented to column {}, deeper than the keys of the mapping \
@@ -80,17 +84,33 @@ pub(crate) fn reword(
             return Some((message, pos));
         }
     }
+    // libyaml stops where the key it took the line for should have had its ':'.
+    if message.starts_with("could not find expected ':'")
+        && let Some(line) = context(message, "while scanning a simple key")
+        && let Some(plain) = yaml_indent::short_block_text(text, line)
+    {
+        return Some((plain, line));
+    }
     if message.starts_with("did not find expected '-' indicator")
         && let Some(list) = context(message, "while parsing a block collection")
     {
         let (column, line, items) = (pos.column, list.line, list.column);
-        let message = yaml_indent::key_between_list_items(text, pos, list).unwrap_or_else(|| {
+        let message = if at == Some('-') {
             format!(
-                "this line is indented to column {column}, but the list at line {line} has its \
-                 items ('- ') at column {items}; line it up with the keys above it, or start a \
-                 new item with '- ' at column {items}"
+                "this list item ('- ') is indented to column {column}, but the list above it \
+                 (line {line}) has its items at column {items}; line it up with column {items}"
             )
-        });
+        } else {
+            yaml_indent::short_block_text(text, pos)
+                .or_else(|| yaml_indent::key_between_list_items(text, pos, list))
+                .unwrap_or_else(|| {
+                    format!(
+                        "this line is indented to column {column}, but the list at line {line} \
+                         has its items ('- ') at column {items}; line it up with the keys above \
+                         it, or start a new item with '- ' at column {items}"
+                    )
+                })
+        };
         return Some((message, pos));
     }
     None
@@ -146,6 +166,33 @@ mod tests {
         assert_eq!(
             first_error(text),
             "6:1: tabs are not allowed for indentation; use spaces"
+        );
+    }
+
+    #[test]
+    fn a_list_item_out_of_line_with_the_items_above_is_told_their_column() {
+        let text = "version: 1\nheat:\n  half_life: 30s\n  weights:\n    - { code: A, weight: \
+                    3 }\n   - { code: B, weight: 2 }\n";
+        assert_eq!(
+            first_error(text),
+            "6:4: this list item ('- ') is indented to column 4, but the list above it (line 5) \
+             has its items at column 5; line it up with column 5"
+        );
+        // Deeper than the items above.
+        let deeper = "version: 1\nheat:\n  half_life: 30s\n  weights:\n    - { code: A, weight: \
+                      3 }\n     - { code: B, weight: 2 }\n";
+        assert_eq!(
+            first_error(deeper),
+            "6:6: this list item ('- ') is indented to column 6, but the list above it (line 5) \
+             has its items at column 5; line it up with column 5"
+        );
+        // Between the list's items and its parent's key, libyaml ends the list first.
+        let text = "version: 1\nheat:\n  half_life: 30s\n  weights:\n     - { code: A, weight: \
+                    3 }\n    - { code: B, weight: 2 }\n";
+        assert_eq!(
+            first_error(text),
+            "6:5: this list item ('- ') is indented to column 5, but the list above it (line 5) \
+             has its items at column 6; line it up with column 6"
         );
     }
 
