@@ -17,8 +17,9 @@
 //!   [`duration`]: durations as rule files write them (`1.5s`, `2m`).
 //! - `model.rs`: what the YAML says (serde types that reject unknown keys); `positions.rs`
 //!   and `yaml_*.rs`: where each value sits in its file, for diagnostics, and
-//!   (`yaml_syntax.rs`) YAML syntax errors in a rule author's words; `yaml_depth.rs`: the
-//!   nesting bound (64), checked before serde_yaml parses deeper.
+//!   (`yaml_syntax.rs`) YAML syntax errors in a rule author's words, indentation mistakes
+//!   (`yaml_indent.rs`) among them; `yaml_depth.rs`: the nesting bound (64), checked before
+//!   serde_yaml parses deeper.
 //! - [`compile()`] (`compile.rs`): every load-time check, then a [`CompiledSet`] (`set.rs`,
 //!   read through views such as [`RuleView`]); [`diag`] holds the diagnostics, `lint/` the
 //!   warnings (one file per lint).
@@ -79,6 +80,7 @@ mod types;
 pub mod wall_time;
 mod yaml_depth;
 mod yaml_errors;
+mod yaml_indent;
 mod yaml_seek;
 mod yaml_syntax;
 mod yaml_view;

@@ -4,6 +4,7 @@ use crate::diag::{Diagnostic, Pos, did_you_mean, line_starts, pos_of_offset};
 use crate::model::RuleFile;
 use crate::types::Version;
 use crate::yaml_errors;
+use crate::yaml_indent;
 use crate::yaml_seek;
 use crate::yaml_syntax;
 use sha2::{Digest, Sha256};
@@ -153,9 +154,14 @@ pub fn deserialize_yaml<T: serde::de::DeserializeOwned>(
     if let Some(too_deep) = crate::yaml_depth::too_deep(path, text) {
         return Err(vec![too_deep]);
     }
+    let reparse = |text: &str| {
+        serde_yaml::from_str::<T>(text)
+            .map(drop)
+            .map_err(|e| e.location().map(|l| Pos::new(l.line(), l.column())))
+    };
     let first = match serde_yaml::from_str(text) {
         Ok(model) => return Ok(model),
-        Err(e) => yaml_diagnostic(path, text, &e),
+        Err(e) => yaml_diagnostic(path, text, &e, &reparse),
     };
     let mut diags = vec![first];
     let mut text = text.to_owned();
@@ -171,7 +177,7 @@ pub fn deserialize_yaml<T: serde::de::DeserializeOwned>(
         let Err(e) = serde_yaml::from_str::<T>(&text) else {
             break;
         };
-        let next = yaml_diagnostic(path, &text, &e);
+        let next = yaml_diagnostic(path, &text, &e, &reparse);
         // Only further unknown keys, each after the last one reported.
         if !is_unknown_key(&next) || next.pos().is_none_or(|p| p <= pos) {
             break;
@@ -212,7 +218,12 @@ pub(crate) fn parse_rule_file(file: &SourceFile) -> Result<(RuleFile, &str), Vec
     Ok((parse_yaml(&file.path, text)?, text))
 }
 
-fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnostic {
+fn yaml_diagnostic(
+    path: &str,
+    text: &str,
+    err: &serde_yaml::Error,
+    reparse: yaml_indent::Reparse<'_>,
+) -> Diagnostic {
     let mut pos = err.location().map(|l| Pos::new(l.line(), l.column()));
     let mut message = err.to_string();
     if let Some(p) = pos {
@@ -256,7 +267,7 @@ fn yaml_diagnostic(path: &str, text: &str, err: &serde_yaml::Error) -> Diagnosti
             .or(pos);
     }
     if let Some(at) = pos
-        && let Some((plain, at)) = yaml_syntax::reword(text, at, &message)
+        && let Some((plain, at)) = yaml_syntax::reword(text, at, &message, reparse)
     {
         message = plain;
         pos = Some(at);

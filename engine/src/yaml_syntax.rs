@@ -5,13 +5,21 @@
 //! the parser's state rather than the author's mistake. The few mistakes that rule files
 //! really make (a tab in the indentation, a key indented too deep, an unquoted glob such as
 //! `*DB_LOCK` that YAML reads as an alias) are recognised from the message and the character
-//! at its position, and said plainly; anything else keeps libyaml's words.
+//! at its position, and said plainly; anything else keeps libyaml's words. Indentation
+//! mistakes are worked out in [`yaml_indent`](crate::yaml_indent), which `reparse` (the text
+//! deserialised again as the file was) helps to choose the column to name.
 
 use crate::diag::{Pos, offset_of_pos};
+use crate::yaml_indent::{self, Reparse};
 
 /// The message (and, where libyaml points elsewhere, the position) a rule author should read
-/// for the YAML syntax error `message` at `pos` of `text`; `None` keeps libyaml's.
-pub(crate) fn reword(text: &str, pos: Pos, message: &str) -> Option<(String, Pos)> {
+/// for the YAML error `message` at `pos` of `text`; `None` keeps the message.
+pub(crate) fn reword(
+    text: &str,
+    pos: Pos,
+    message: &str,
+    reparse: Reparse<'_>,
+) -> Option<(String, Pos)> {
     let at = char_at(text, pos);
     if at == Some('\t')
         && (message.starts_with("found character that cannot start any token")
@@ -25,6 +33,10 @@ pub(crate) fn reword(text: &str, pos: Pos, message: &str) -> Option<(String, Pos
             "a tab cannot separate YAML tokens here; use spaces"
         };
         return Some((message.into(), pos));
+    }
+    // Before libyaml's words: a fold ends in a type error as often as in a syntax error.
+    if let Some(folded) = yaml_indent::folded_key(text, pos, message) {
+        return Some(folded);
     }
     if let Some(c @ ('@' | '`')) = at
         && message.starts_with("found character that cannot start any token")
@@ -47,6 +59,9 @@ pub(crate) fn reword(text: &str, pos: Pos, message: &str) -> Option<(String, Pos
         && let Some(map) = context(message, "while parsing a block mapping")
     {
         if at == Some('-') {
+            if let Some(message) = yaml_indent::item_short_of_list(text, pos) {
+                return Some((message, pos));
+            }
             return Some((
                 format!(
                     "a list item ('- ') stands among the keys of the mapping at line {}, whose \
@@ -57,28 +72,46 @@ pub(crate) fn reword(text: &str, pos: Pos, message: &str) -> Option<(String, Pos
             ));
         }
         if pos.column > map.column {
-            return Some((
-                format!(
-                    "this key is indented deeper than the keys above it: the mapping at line {} \
-                     has its keys at column {}, this one is at column {}; line it up with them",
-                    map.line, map.column, pos.column
-                ),
-                pos,
-            ));
+            let message = yaml_indent::short_block_text(text, pos)
+                .or_else(|| yaml_indent::key_between_mappings(text, pos, map, reparse))
+                .unwrap_or_else(|| {
+                    format!(
+                        "this line is indented to column {}, deeper than the keys of the mapping \
+                         at line {} (column {2}); line it up with column {2}",
+                        pos.column, map.line, map.column
+                    )
+                });
+            return Some((message, pos));
         }
+    }
+    // libyaml stops where the key it took the line for should have had its ':'.
+    if message.starts_with("could not find expected ':'")
+        && let Some(line) = context(message, "while scanning a simple key")
+        && let Some(plain) = yaml_indent::short_block_text(text, line)
+    {
+        return Some((plain, line));
     }
     if message.starts_with("did not find expected '-' indicator")
         && let Some(list) = context(message, "while parsing a block collection")
     {
-        return Some((
+        let (column, line, items) = (pos.column, list.line, list.column);
+        let message = if at == Some('-') {
             format!(
-                "this line is indented to column {}, but the list at line {} has its items \
-                 ('- ') at column {}; line it up with the keys above it, or start a new item \
-                 with '- ' at column {}",
-                pos.column, list.line, list.column, list.column
-            ),
-            pos,
-        ));
+                "this list item ('- ') is indented to column {column}, but the list above it \
+                 (line {line}) has its items at column {items}; line it up with column {items}"
+            )
+        } else {
+            yaml_indent::short_block_text(text, pos)
+                .or_else(|| yaml_indent::key_between_list_items(text, pos, list))
+                .unwrap_or_else(|| {
+                    format!(
+                        "this line is indented to column {column}, but the list at line {line} \
+                         has its items ('- ') at column {items}; line it up with the keys above \
+                         it, or start a new item with '- ' at column {items}"
+                    )
+                })
+        };
+        return Some((message, pos));
     }
     None
 }
@@ -137,20 +170,29 @@ mod tests {
     }
 
     #[test]
-    fn a_key_indented_too_deep_is_named() {
-        let text = "version: 1\nrules:\n  - id: a\n    retry:\n      max_retries: 3\n     \
-                    backoff: { fixed: 1s }\n";
+    fn a_list_item_out_of_line_with_the_items_above_is_told_their_column() {
+        let text = "version: 1\nheat:\n  half_life: 30s\n  weights:\n    - { code: A, weight: \
+                    3 }\n   - { code: B, weight: 2 }\n";
         assert_eq!(
             first_error(text),
-            "6:6: this key is indented deeper than the keys above it: the mapping at line 3 \
-             has its keys at column 5, this one is at column 6; line it up with them"
+            "6:4: this list item ('- ') is indented to column 4, but the list above it (line 5) \
+             has its items at column 5; line it up with column 5"
         );
-        let text = "version: 1\nrules:\n  - id: a\n    give_up: true\n   dead_letter: x\n";
+        // Deeper than the items above.
+        let deeper = "version: 1\nheat:\n  half_life: 30s\n  weights:\n    - { code: A, weight: \
+                      3 }\n     - { code: B, weight: 2 }\n";
+        assert_eq!(
+            first_error(deeper),
+            "6:6: this list item ('- ') is indented to column 6, but the list above it (line 5) \
+             has its items at column 5; line it up with column 5"
+        );
+        // Between the list's items and its parent's key, libyaml ends the list first.
+        let text = "version: 1\nheat:\n  half_life: 30s\n  weights:\n     - { code: A, weight: \
+                    3 }\n    - { code: B, weight: 2 }\n";
         assert_eq!(
             first_error(text),
-            "5:4: this line is indented to column 4, but the list at line 3 has its items \
-             ('- ') at column 3; line it up with the keys above it, or start a new item with \
-             '- ' at column 3"
+            "6:5: this list item ('- ') is indented to column 5, but the list above it (line 5) \
+             has its items at column 6; line it up with column 6"
         );
     }
 

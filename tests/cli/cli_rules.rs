@@ -42,6 +42,24 @@ fn check_prints_file_line_column_and_exits_1_on_errors() {
 }
 
 #[test]
+fn check_names_a_key_folded_into_the_value_above_once_and_exits_1() {
+    let dir = "tests/fixtures/errors/yaml-folded-key";
+    let out = rebound().args(["check", "--rules", dir]).assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error: ")).collect();
+    assert_eq!(
+        errors,
+        [format!(
+            "{dir}/rules.yaml:11:8: error: 'backoff' at line 11 column 8 is indented deeper \
+             than 'max_retries' above it, so YAML reads it as part of that value; line it up \
+             with column 7"
+        )],
+        "{stderr}"
+    );
+    assert!(!stderr.contains("invalid type"), "{stderr}");
+}
+
+#[test]
 fn check_strict_turns_warnings_into_errors() {
     let dir = "tests/fixtures/errors/warn-shadowed";
     rebound()

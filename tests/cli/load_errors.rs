@@ -68,8 +68,8 @@ fn yaml_syntax_errors_are_said_in_a_rule_authors_words() {
         "rules.yaml",
         7,
         6,
-        "this key is indented deeper than the keys above it: the mapping at line 4 has its \
-         keys at column 5, this one is at column 6; line it up with them",
+        "'backoff' at line 7 column 6 is indented less than 'max_retries' above it (column \
+         7) but deeper than 'retry' (column 5); line it up with column 7",
     );
     assert_error(
         "yaml-unquoted-glob",
