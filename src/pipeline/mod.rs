@@ -82,7 +82,7 @@ use rebound_runtime::stats::Stats;
 use rebound_runtime::store::{SqliteStore, Store, StoreError};
 use rebound_runtime::time::{TimeScale, TimeSource, Timestamp, TokioTime};
 use rebound_runtime::topology::Spout;
-use rebound_runtime::topology::{BuildError, Config, TopologyBuilder};
+use rebound_runtime::topology::{BuildError, Config, FuseConfig, TopologyBuilder};
 use spout::{OrderSpout, Pacer};
 
 /// The shortest message timeout in real time, whatever the time scale: a short CPU stall of a
@@ -94,6 +94,28 @@ pub const MIN_MESSAGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// scale, never below [`MIN_MESSAGE_TIMEOUT`] (nor above what was asked for).
 pub fn real_message_timeout(scale: TimeScale, rules: Duration) -> Duration {
     scale.to_real(rules).max(MIN_MESSAGE_TIMEOUT.min(rules))
+}
+
+/// The fuse of `fuse` (in the rules' time) in real time: its window scaled, never below
+/// [`MIN_FUSE_WINDOW`] (nor above what was asked for). A window stretched past its scaled
+/// length holds that many times the trees, so its `min_samples` is raised by the same factor:
+/// the fuse judges as much traffic as its window would hold at its own length. (At x100 the
+/// default 10 s is 0.1 s, stretched to 1 s: 500 samples become 5,000, and the tail of a run, a
+/// few hundred trees a second that are mostly retries failing again, does not open it.)
+pub fn real_fuse(scale: TimeScale, fuse: FuseConfig) -> FuseConfig {
+    let scaled = scale.to_real(fuse.window);
+    let window = scaled.max(MIN_FUSE_WINDOW.min(fuse.window));
+    let min_samples = if window > scaled && !scaled.is_zero() {
+        let stretch = window.as_secs_f64() / scaled.as_secs_f64();
+        (fuse.min_samples as f64 * stretch).ceil() as u64
+    } else {
+        fuse.min_samples
+    };
+    FuseConfig {
+        window,
+        min_samples,
+        ..fuse
+    }
 }
 
 /// The shortest retry-fuse window in real time, whatever the time scale: as for a breaker
@@ -412,9 +434,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     config.message_timeout = real_message_timeout(scale, config.message_timeout);
     // The fuse's window is time too: unscaled, a tail of failing retries (all that is left
     // near the end of a run) would hold the fuse open for its full real window.
-    config.fuse.window = scale
-        .to_real(config.fuse.window)
-        .max(MIN_FUSE_WINDOW.min(config.fuse.window));
+    config.fuse = real_fuse(scale, config.fuse);
     let slow = config.message_timeout * 2;
 
     // The orders writer: its own connection to pipeline.db (or the fleet's shared order
@@ -566,6 +586,28 @@ pub async fn serve_admin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fuse_window_stretched_to_one_real_second_asks_as_many_times_the_samples() {
+        let at = |f: f64, window_ms: u64| {
+            let fuse = FuseConfig {
+                window: Duration::from_millis(window_ms),
+                ..FuseConfig::default()
+            };
+            let real = real_fuse(TimeScale::new(f).unwrap(), fuse);
+            (real.window, real.min_samples)
+        };
+        // The default 10 s at x100 is 0.1 s, stretched to 1 s: ten times the samples.
+        assert_eq!(at(100.0, 10_000), (Duration::from_secs(1), 5_000));
+        // At x5 it is 2 s: not stretched, the samples as asked.
+        assert_eq!(at(5.0, 10_000), (Duration::from_secs(2), 500));
+        // Real time (serve) changes nothing.
+        assert_eq!(at(1.0, 10_000), (Duration::from_secs(10), 500));
+        // A window asked shorter than the floor is kept as asked.
+        assert_eq!(at(1.0, 200), (Duration::from_millis(200), 500));
+        // At x1000, 10 ms stretched to 1 s: a hundred times.
+        assert_eq!(at(1000.0, 10_000), (Duration::from_secs(1), 50_000));
+    }
 
     #[test]
     fn the_message_timeout_is_scaled_down_to_one_real_second_and_no_further() {

@@ -124,3 +124,54 @@ fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lo
     let half = half.unwrap_or_else(|| panic!("{seen:?}"));
     assert!(seen[half..].iter().any(|s| s == "closed"), "{seen:?}");
 }
+
+/// The breakers of a report that entered any state: `(breaker, key)`.
+fn opened(r: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (id, keys) in r["breakers"].as_object().into_iter().flatten() {
+        for (key, b) in keys.as_object().into_iter().flatten() {
+            if b["states"].as_array().is_some_and(|s| !s.is_empty()) {
+                out.push((id.clone(), key.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_default_run_opens_neither_the_fuse_nor_a_breaker_and_an_outage_opens_the_gateways() {
+    // The defaults as shipped: 50,000 orders at x100, the shipped rules and configuration.
+    let dir = tempfile::tempdir().unwrap();
+    let rules = super::support::shipped_rules();
+    let out = run_cmd(&dir.path().join("quiet"), &rules, 50_000, 100.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let r = report(&out);
+    assert_eq!(r["lost"], 0, "{r}");
+    assert!(r["breakers"]["payment-gateway"].is_object(), "{r}");
+    assert_eq!(
+        opened(&r),
+        Vec::<(String, String)>::new(),
+        "{:#}",
+        r["breakers"]
+    );
+
+    // The same with the gateway down: its breaker opens, and the report says on what.
+    let mut cmd = run_cmd(&dir.path().join("outage"), &rules, 50_000, 100.0);
+    cmd.args(["--outage", "300s"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let r = report(&out);
+    assert_eq!(r["lost"], 0, "{r}");
+    let gateway = &r["breakers"]["payment-gateway"]["payment-gateway"];
+    assert!(
+        opened(&r).contains(&("payment-gateway".into(), "payment-gateway".into())),
+        "{:#}",
+        r["breakers"]
+    );
+    let first = &gateway["openings"][0];
+    assert!(first["failed_share"].as_f64() >= Some(0.9), "{gateway}");
+    assert!(first["samples"].as_u64() >= Some(200), "{gateway}");
+    assert_eq!(first["open_at"], 0.9, "{gateway}");
+}
