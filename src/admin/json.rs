@@ -69,7 +69,13 @@ pub fn letter_fields(l: &DeadLetter, payload: bool) -> Map<String, Value> {
 
 /// One dead letter as `GET /v1/dead-letters` lists it: every field the spec lists.
 pub fn letter_json(d: &StoredDeadLetter) -> Value {
-    let mut o = letter_fields(&d.letter, true);
+    stored_letter_json(d, true)
+}
+
+/// A stored dead letter as the listing shows it, with its payload or (as alerts send it)
+/// without.
+pub fn stored_letter_json(d: &StoredDeadLetter, payload: bool) -> Value {
+    let mut o = letter_fields(&d.letter, payload);
     o.insert("seq".into(), d.id.0.into());
     o.insert("status".into(), d.status.as_str().into());
     Value::Object(o)

@@ -55,8 +55,15 @@ impl Deferral {
 }
 
 /// Where a page of the backlog ends: opaque to the dispatcher, handed back for the next page.
+/// What the two numbers mean is the backlog's (a store's: which of the receiver's labels,
+/// and the row to read below; `None` from the top).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BacklogCursor(pub usize, pub i64);
+pub struct BacklogCursor {
+    /// Which part of the backlog the next page is in.
+    pub part: usize,
+    /// Where in that part it begins (`None`: at its start).
+    pub from: Option<i64>,
+}
 
 /// One page of a receiver's deferred letters.
 #[derive(Debug, Default)]

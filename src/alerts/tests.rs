@@ -320,10 +320,12 @@ impl AlertBacklog for Kept {
             .cloned()
             .collect();
         within.reverse();
-        let skip = cursor.map_or(0, |c| c.1 as usize);
+        let skip = cursor.and_then(|c| c.from).map_or(0, |n| n as usize);
         let letters: Vec<_> = within.iter().skip(skip).take(limit).cloned().collect();
-        let next = (skip + letters.len() < within.len())
-            .then(|| BacklogCursor(0, (skip + letters.len()) as i64));
+        let next = (skip + letters.len() < within.len()).then(|| BacklogCursor {
+            part: 0,
+            from: Some((skip + letters.len()) as i64),
+        });
         Ok(BacklogPage { letters, next })
     }
 }

@@ -33,7 +33,8 @@ impl StoreBacklog {
 }
 
 impl AlertBacklog for StoreBacklog {
-    /// The cursor is (the label's place among the receiver's labels, the last row read).
+    /// The cursor's part is the label's place among the receiver's labels, and `from` the row
+    /// to read below.
     fn page(
         &self,
         receiver: &str,
@@ -48,7 +49,7 @@ impl AlertBacklog for StoreBacklog {
             .filter(|p| p.alert.as_deref() == Some(receiver))
             .map(|p| p.label.as_str().to_owned())
             .collect();
-        let (mut at, mut before) = cursor.map_or((0, None), |c| (c.0, Some(DeadLetterId(c.1))));
+        let (mut at, mut before) = cursor.map_or((0, None), |c| (c.part, c.from.map(DeadLetterId)));
         while let Some(label) = labels.get(at) {
             let page = self
                 .store
@@ -65,22 +66,23 @@ impl AlertBacklog for StoreBacklog {
             let letters: Vec<Value> = page
                 .items
                 .iter()
-                .map(|d| {
-                    let mut json = crate::admin::json::letter_fields(&d.letter, false);
-                    json.insert("seq".into(), d.id.0.into());
-                    json.insert("status".into(), d.status.as_str().into());
-                    Value::Object(json)
-                })
+                .map(|d| crate::admin::json::stored_letter_json(d, false))
                 .collect();
             match page.next {
                 Some(next) => {
                     return Ok(BacklogPage {
                         letters,
-                        next: Some(BacklogCursor(at, next.0)),
+                        next: Some(BacklogCursor {
+                            part: at,
+                            from: Some(next.0),
+                        }),
                     });
                 }
                 None if !letters.is_empty() => {
-                    let next = (at + 1 < labels.len()).then_some(BacklogCursor(at + 1, i64::MAX));
+                    let next = (at + 1 < labels.len()).then_some(BacklogCursor {
+                        part: at + 1,
+                        from: None,
+                    });
                     return Ok(BacklogPage { letters, next });
                 }
                 None => {
