@@ -1,13 +1,13 @@
 //! The admin API's connections, each bounded (`docs/spec/operations.md`, "The admin API at
 //! its edges"): at most [`Edges::max_connections`] open at once (the next is closed as soon
 //! as it is accepted), headers within [`Edges::header_timeout`], a body within
-//! [`Edges::body_timeout`] ([`TimedBody`]: past it the body reads as an error, the route
+//! [`Edges::body_timeout`] (`TimedBody`: past it the body reads as an error, the route
 //! answers and the connection closes), and a keep-alive connection with no request in flight
 //! closed after [`Edges::idle_timeout`].
 //!
 //! hyper's own `header_read_timeout` runs whenever the connection waits for a head, so it
 //! would close an idle keep-alive connection at the header bound too. The two are told apart
-//! here instead: the socket is [`Watched`], and bytes read while no request is in flight
+//! here instead: the socket is `Watched`, and bytes read while no request is in flight
 //! start the header clock; a new connection's clock starts when it opens; a connection that
 //! has been answered and sent nothing since is idle.
 //!

@@ -174,7 +174,7 @@ impl RunningPipeline {
     /// Stops the pipeline gracefully by `plan.by`, without reading the report (a stop that
     /// prints none should not pay for it: on a shared store the report costs a round trip per
     /// 512 orders of the run). Trees in flight get `plan.drain`, cut short so that the steps
-    /// after it keep [`TAIL`] before `plan.by`; the dead-letter keeper's and the fleet
+    /// after it keep `TAIL` (2 s) before `plan.by`; the dead-letter keeper's and the fleet
     /// keeper's last rounds are let go at their bounds (a partition not released is taken over
     /// after its lease). The journal's flush and the session's last counters are not cut
     /// short: the caller bounds the whole (`app::lifecycle`), and a store that cannot take
