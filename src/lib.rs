@@ -12,6 +12,8 @@
 //! - [`metrics`]: the Prometheus registry and the spec's metric names.
 //! - [`config`]: the configuration file of `run` and `serve` (`--config FILE`), read with the
 //!   engine's YAML diagnostics.
+//! - [`json`]: the JSON shapes of the runtime's records (a dead letter, its failures, a
+//!   retry, an audit line), one shape for the admin API, the alerts and their backlog.
 //! - [`alerts`]: the webhook sender of `alert:` labels ([`alerts::AlertDispatcher`]): batched,
 //!   retried with backoff, never blocking its caller.
 //! - [`app`]: the one application wiring that `run` and `serve` share (signals, logging, the
@@ -26,6 +28,9 @@ pub mod app;
 pub mod config;
 pub mod console;
 pub mod falls_under;
+pub mod json;
+#[cfg(test)]
+mod layers;
 pub mod metrics;
 pub mod pipeline;
 

@@ -30,7 +30,8 @@
 //!   `PolicyHandle`), where `--time-scale` converts.
 //! - [`durable`]: the failure seam backed by the store: the journal (the one writer, and the
 //!   one owner of what the store holds), durable retry queues (recovered after a restart), the
-//!   dead-letter sink, acked fates and source positions.
+//!   dead-letter sink, acked fates and source positions, and the dead-letter labels that act
+//!   ([`durable::labels`]: redrive, expire, alert, SLAs).
 //!
 //! The product built on it (the bundled order pipeline, the admin API, the metrics exposition,
 //! the progress view) lives in the `rebound` package's library, not here: the runtime knows

@@ -3,7 +3,7 @@
 use super::AdminState;
 use super::dead_letters::{blocking, desk, number, page_size, time};
 use super::error::ApiError;
-use super::json::audit_json;
+use crate::json::audit_json;
 use axum::Json;
 use axum::extract::{Query, State};
 use rebound_runtime::store::{AuditAction, AuditFilter, MAX_PAGE, MessageId};

@@ -11,7 +11,7 @@ use super::auth::Writer;
 use super::body::JsonBody;
 use super::dead_letters::{FilterQuery, ListQuery, action, blocking, desk, number, page_size};
 use super::error::ApiError;
-use super::json::letter_fields;
+use crate::json::letter_fields;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Query, State};

@@ -11,7 +11,7 @@ use super::AdminState;
 use super::auth::Writer;
 use super::body::JsonBody;
 use super::error::ApiError;
-use super::json::letter_json;
+use crate::json::letter_json;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -295,7 +295,7 @@ impl FilterQuery {
             }
         };
         let overdue = overdue.then(|| {
-            crate::pipeline::letters::overdue_cutoffs(
+            rebound_runtime::durable::labels::overdue_cutoffs(
                 &state.reloader.handle().current(),
                 desk.time_scale(),
                 Timestamp::now(),
@@ -373,7 +373,7 @@ pub async fn list(
     filter.before = number::<i64>("before", q.before.as_deref())?.map(DeadLetterId);
     // Each letter says whether it is overdue: open, and older than its label's SLA.
     let overdue = DeadLetterFilter {
-        overdue: Some(crate::pipeline::letters::overdue_cutoffs(
+        overdue: Some(rebound_runtime::durable::labels::overdue_cutoffs(
             &state.reloader.handle().current(),
             desk.time_scale(),
             Timestamp::now(),

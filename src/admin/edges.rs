@@ -155,6 +155,20 @@ fn forbidden(why: &str) -> ApiError {
     )
 }
 
+/// The bounds the configuration file's `admin:` section sets, defaults elsewhere.
+impl From<&crate::config::Admin> for Edges {
+    fn from(a: &crate::config::Admin) -> Edges {
+        let default = Edges::default();
+        Edges {
+            max_connections: a.max_connections.unwrap_or(default.max_connections),
+            hosts: a.hosts.iter().map(|h| h.0.clone()).collect(),
+            header_timeout: a.header_timeout.unwrap_or(default.header_timeout),
+            body_timeout: a.body_timeout.unwrap_or(default.body_timeout),
+            idle_timeout: a.idle_timeout.unwrap_or(default.idle_timeout),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 use super::AdminState;
 use super::dead_letters::{blocking, desk};
 use super::error::ApiError;
-use super::json::{audit_json, failure_json, letter_json, rfc3339};
+use crate::json::{audit_json, failure_json, letter_json, rfc3339};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

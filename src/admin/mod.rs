@@ -7,7 +7,7 @@
 //! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
 //! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
 //! | `GET /healthz`, `GET /metrics`, `GET /v1/overview` | [`status`] |
-//! | `GET /ui/…`: the web console's pages and assets | [`crate::console`] |
+//! | `GET /ui/…`: the web console's pages and assets (merged by `app`) | `console` |
 //!
 //! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
 //! is configured ([`auth`]). A request from another origin gets 403 and one for another host
@@ -28,7 +28,6 @@ pub mod drain;
 pub mod edges;
 pub mod error;
 pub mod fleet;
-pub mod json;
 pub mod limits;
 pub mod messages;
 pub mod paths;
@@ -73,8 +72,9 @@ pub struct AdminState {
     pub names: edges::OwnNames,
 }
 
-/// The admin API's routes.
-pub fn router(state: AdminState) -> Router {
+/// The admin API's routes, with `more` (the console's) merged under the same edges: the
+/// same-origin check, the body limit, the draining of unread bodies.
+pub fn router(state: AdminState, more: Router<AdminState>) -> Router {
     Router::new()
         .route("/v1/rules", get(rules::get).put(rules::put))
         .route("/v1/rules/validate", post(rules::validate))
@@ -103,7 +103,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/nodes", get(fleet::nodes))
         .route("/metrics", get(status::metrics))
         .route("/v1/overview", get(status::overview))
-        .merge(crate::console::routes())
+        .merge(more)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -115,12 +115,13 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the admin API (and the console) on `listener` until `shutdown` completes, then
+/// Serves the admin API (and `more`: the console's routes) on `listener` until `shutdown` completes, then
 /// finishes the requests in flight. While it serves, the process's recent rates are sampled
 /// once a second for `GET /v1/overview`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
+    more: Router<AdminState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let metrics = Arc::clone(&state.metrics);
@@ -133,7 +134,8 @@ pub async fn serve(
         }
     });
     let edges = state.edges.clone();
-    let served = connections::serve_connections(listener, router(state), edges, shutdown).await;
+    let served =
+        connections::serve_connections(listener, router(state, more), edges, shutdown).await;
     sampler.abort();
     served
 }

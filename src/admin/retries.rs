@@ -6,7 +6,7 @@ use super::auth::Writer;
 use super::body::JsonBody;
 use super::dead_letters::{ActionBody, action, blocking, desk, page_size};
 use super::error::ApiError;
-use super::json::{letter_fields, retry_json, rfc3339};
+use crate::json::{letter_fields, retry_json, rfc3339};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use rebound_runtime::fate::{Label, RuleRef};

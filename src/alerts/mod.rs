@@ -25,7 +25,7 @@
 //!
 //! The dispatcher knows nothing of the pipeline: the integrator calls `send` where a new dead
 //! letter with an `alert:` label is announced, and exports [`AlertDispatcher::counts`] as
-//! `rebound_alerts_total{receiver, result}` ([`crate::metrics::AlertMetrics`]).
+//! `rebound_alerts_total{receiver, result}` (`metrics::AlertMetrics` reads them).
 
 mod backlog;
 mod lane;
@@ -298,9 +298,12 @@ impl AlertDispatcher {
 #[cfg(test)]
 mod tests;
 
-/// The pipeline's dead-letter keeper hands alerting letters to the dispatcher.
-impl crate::pipeline::AlertSink for AlertDispatcher {
-    fn send(&self, receiver: &str, letter: serde_json::Value) {
-        AlertDispatcher::send(self, receiver, letter);
+/// The labels' `alert:` letters (see [`rebound_runtime::durable::labels::alerting`]) are sent
+/// as the admin API lists them, without the payload, with their status.
+impl rebound_runtime::durable::labels::AlertSink for AlertDispatcher {
+    fn send(&self, receiver: &str, letter: &rebound_runtime::fate::DeadLetter) {
+        let mut json = crate::json::letter_fields(letter, false);
+        json.insert("status".into(), "dead".into());
+        AlertDispatcher::send(self, receiver, serde_json::Value::Object(json));
     }
 }

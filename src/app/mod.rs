@@ -179,7 +179,7 @@ fn live_rules(
     set: CompiledSet,
     shared: Option<&Arc<RedisStore>>,
     receivers: &Receivers,
-    changed: &shared_rules::RulesChanged,
+    changed: &pipeline::fleet::RulesChanged,
 ) -> (Arc<Reloader>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let observer = Arc::clone(&metrics);
@@ -222,7 +222,7 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
             Err(e) => return trouble(&view, e),
         },
     };
-    let rules_changed = shared_rules::RulesChanged::default();
+    let rules_changed = pipeline::fleet::RulesChanged::default();
     let (reloader, metrics) = live_rules(
         &options.rules,
         set,
@@ -267,7 +267,7 @@ async fn wire(
     metrics: Arc<Metrics>,
     view: ProgressView,
     shared: Option<Arc<RedisStore>>,
-    rules_changed: shared_rules::RulesChanged,
+    rules_changed: pipeline::fleet::RulesChanged,
 ) -> Outcome {
     let console = options.console;
     let mut signals = match Signals::install() {
@@ -312,7 +312,7 @@ async fn wire(
 
     // On a shared store: the set of record first (seeded from here, or mirrored here), then
     // followed for as long as the node runs.
-    let rules_errors = shared_rules::RulesErrors::default();
+    let rules_errors = pipeline::fleet::RulesErrors::default();
     let (stop_following, following) = tokio::sync::watch::channel(false);
     let mut link = None;
     if let (Some(store), Some(fleet)) = (&shared, &options.fleet) {
@@ -398,7 +398,7 @@ async fn wire(
             edges,
             names,
         };
-        admin_task = Some(tokio::spawn(pipeline::serve_admin(
+        admin_task = Some(tokio::spawn(admin::serve_admin(
             listener,
             state,
             pipeline.handle(),

@@ -12,7 +12,7 @@
 //!   counts a rejected reload): never half a set.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use rebound_engine::Version;
@@ -20,18 +20,12 @@ use rebound_engine::reload::{Publication, PublishError, PushError, Reloader, Set
 use rebound_runtime::store::redis::{Pushed, RedisOptions, RedisStore, RuleRecord, RulesHint};
 use rebound_runtime::time::Timestamp;
 use tokio::sync::watch;
+
+use crate::pipeline::fleet::{RulesChanged, RulesErrors};
 use tokio::task::JoinHandle;
 
 /// How often a node reads the version of record even without a hint.
 pub const POLL: Duration = Duration::from_millis(500);
-
-/// Why this node does not run the set of record, if it does not (shown on `/v1/nodes`).
-pub type RulesErrors = Arc<Mutex<Option<Vec<String>>>>;
-
-/// Told whenever the set this node runs, or its [`RulesErrors`], may have changed: the fleet's
-/// pipeline then writes them into the node's row at once (`/v1/nodes` within 2 s of a push,
-/// not at the next heartbeat).
-pub type RulesChanged = Arc<tokio::sync::Notify>;
 
 /// The history's name for where a set came from.
 fn source_name(source: Source) -> &'static str {

@@ -111,7 +111,7 @@ pub fn run(args: Args) -> Outcome {
     let admin = match args.admin.as_ref().or(file.admin.addr.as_ref()) {
         None => None,
         Some(addr) => match AdminListen::check(addr, TokenFrom::FileOrEnv(token_file)) {
-            Ok(a) => Some(a.with_edges(file.admin.edges())),
+            Ok(a) => Some(a.with_edges(rebound::admin::edges::Edges::from(&file.admin))),
             Err(outcome) => return outcome,
         },
     };

@@ -91,7 +91,7 @@ pub fn run(args: Args) -> Outcome {
     };
     let token_file = args.token_file.or(file.admin.token_file.clone());
     let admin = match AdminListen::check(&addr, TokenFrom::FileOrEnv(token_file)) {
-        Ok(a) => a.with_edges(file.admin.edges()),
+        Ok(a) => a.with_edges(rebound::admin::edges::Edges::from(&file.admin)),
         Err(outcome) => return outcome,
     };
     let fleet = match args.store.fleet(&file) {

@@ -114,20 +114,6 @@ pub struct Admin {
     pub idle_timeout: Option<Duration>,
 }
 
-impl Admin {
-    /// The bounds of the admin API's connections this section sets, defaults elsewhere.
-    pub fn edges(&self) -> crate::admin::edges::Edges {
-        let default = crate::admin::edges::Edges::default();
-        crate::admin::edges::Edges {
-            max_connections: self.max_connections.unwrap_or(default.max_connections),
-            hosts: self.hosts.iter().map(|h| h.0.clone()).collect(),
-            header_timeout: self.header_timeout.unwrap_or(default.header_timeout),
-            body_timeout: self.body_timeout.unwrap_or(default.body_timeout),
-            idle_timeout: self.idle_timeout.unwrap_or(default.idle_timeout),
-        }
-    }
-}
-
 /// `store_check:` as the file writes it (`--store-check`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,6 +1,7 @@
 //! The configuration file as the spec writes it, and what a wrong one reports.
 
 use super::*;
+use crate::admin::edges::Edges;
 use rebound_runtime::topology::{
     Config, FuseConfig, OnDeadLetter, Ordered, OrderingConfig, RetryMix,
 };
@@ -251,21 +252,19 @@ fn a_missing_file_is_an_io_error() {
 
 #[test]
 fn the_admin_edges_default_to_the_spec_and_are_checked_where_written() {
-    let edges = parse("admin:\n  addr: 127.0.0.1:8080\n")
-        .unwrap()
-        .admin
-        .edges();
+    let edges = Edges::from(&parse("admin:\n  addr: 127.0.0.1:8080\n").unwrap().admin);
     assert_eq!(edges.max_connections, 512);
     assert_eq!(edges.header_timeout, Duration::from_secs(10));
     assert_eq!(edges.body_timeout, Duration::from_secs(30));
     assert_eq!(edges.idle_timeout, Duration::from_secs(60));
     assert!(edges.hosts.is_empty());
-    let set = parse(
-        "admin:\n  max_connections: 4\n  hosts: [Rebound.Internal, '[::2]']\n  header_timeout: 1s\n",
-    )
-    .unwrap()
-    .admin
-    .edges();
+    let set = Edges::from(
+        &parse(
+            "admin:\n  max_connections: 4\n  hosts: [Rebound.Internal, '[::2]']\n  header_timeout: 1s\n",
+        )
+        .unwrap()
+        .admin,
+    );
     assert_eq!(set.max_connections, 4);
     assert_eq!(set.hosts, ["rebound.internal", "[::2]"]);
     assert_eq!(set.header_timeout, Duration::from_secs(1));

@@ -1,6 +1,7 @@
 //! The dead letters' metrics (`operations.md`, "Metrics"), read at each scrape: open and
 //! overdue letters and the age of the oldest open one, by label (from the store), and the
-//! redrives the labels made (from the [`LetterKeeper`](crate::pipeline::LetterKeeper)). In a
+//! redrives the labels made (from the runtime's
+//! [`LetterKeeper`](rebound_runtime::durable::labels::LetterKeeper)). In a
 //! process without a pipeline they are absent but for their descriptors.
 
 use arc_swap::ArcSwapOption;
@@ -11,24 +12,12 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::sync::Arc;
 
-use rebound_runtime::store::OpenLetters;
-use rebound_runtime::time::Timestamp;
-
-/// What the gauges show.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LetterSnapshot {
-    /// Open letters by label, with the overdue ones and the oldest.
-    pub open: Vec<OpenLetters>,
-    /// Redrives so far, by label.
-    pub redrives: Vec<(String, u64)>,
-    /// When the open letters were read.
-    pub now: Timestamp,
-}
+use rebound_runtime::durable::labels::LetterCounts;
 
 /// Where the dead letters' metrics come from.
 pub trait LetterGauges: Send + Sync {
     /// The letters now (`None` if the store cannot be read: the scrape leaves them out).
-    fn letter_snapshot(&self) -> Option<LetterSnapshot>;
+    fn letter_snapshot(&self) -> Option<LetterCounts>;
 }
 
 /// The dead-letter group of the registry.
@@ -113,12 +102,14 @@ impl Collector for LetterMetrics {
 mod tests {
     use super::*;
     use crate::metrics::Metrics;
+    use rebound_runtime::store::OpenLetters;
+    use rebound_runtime::time::Timestamp;
 
     struct Fixed;
 
     impl LetterGauges for Fixed {
-        fn letter_snapshot(&self) -> Option<LetterSnapshot> {
-            Some(LetterSnapshot {
+        fn letter_snapshot(&self) -> Option<LetterCounts> {
+            Some(LetterCounts {
                 open: vec![OpenLetters {
                     label: "L1".into(),
                     open: 7,

@@ -30,7 +30,7 @@ pub mod runtime;
 pub use alerts::AlertMetrics;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
 pub use gate::{GateGauges, GateMetrics};
-pub use letters::{LetterGauges, LetterMetrics, LetterSnapshot};
+pub use letters::{LetterGauges, LetterMetrics};
 pub use recent::{Rates, RecentRates};
 pub use rule_errors::RuleErrorMetrics;
 pub use runtime::RuntimeMetrics;

@@ -66,7 +66,7 @@ impl AlertBacklog for StoreBacklog {
             let letters: Vec<Value> = page
                 .items
                 .iter()
-                .map(|d| crate::admin::json::stored_letter_json(d, false))
+                .map(|d| crate::json::stored_letter_json(d, false))
                 .collect();
             match page.next {
                 Some(next) => {

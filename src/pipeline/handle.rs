@@ -27,7 +27,7 @@ pub(super) struct Shared {
     /// On a shared store: the fleet.
     pub(super) fleet: Option<FleetView>,
     /// The labels' actions (none for a run that had finished).
-    pub(super) letters: Option<super::LetterKeeper>,
+    pub(super) letters: Option<rebound_runtime::durable::labels::LetterKeeper>,
     /// `--time-scale`: the rules' time, label durations included.
     pub(super) time_scale: rebound_runtime::time::TimeScale,
     /// The topology's budgets and breakers (none for a run that had finished).
@@ -224,9 +224,9 @@ impl crate::metrics::GateGauges for PipelineHandle {
 }
 
 impl crate::metrics::LetterGauges for PipelineHandle {
-    fn letter_snapshot(&self) -> Option<crate::metrics::LetterSnapshot> {
+    fn letter_snapshot(&self) -> Option<rebound_runtime::durable::labels::LetterCounts> {
         let letters = self.shared.letters.as_ref()?;
-        match letters.snapshot() {
+        match letters.counts() {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!(error = %e, "reading the open dead letters for the metrics failed");

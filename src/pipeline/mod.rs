@@ -36,7 +36,6 @@ pub mod db;
 pub mod faults;
 pub mod fleet;
 mod handle;
-pub mod letters;
 pub mod lock;
 pub mod orders;
 pub mod other_run;
@@ -51,7 +50,6 @@ pub use faults::{Fault, Faults};
 pub use fleet::{FleetLink, FleetOptions, StoreCheck};
 pub use handle::PipelineHandle;
 use handle::Shared;
-pub use letters::{AlertSink, LetterKeeper};
 pub use lock::{DataDirLock, LockError};
 pub use other_run::{OtherRun, StartOverError};
 pub use progress::{Progress, ProgressView};
@@ -60,7 +58,6 @@ pub use running::{RunningPipeline, StopPlan, Stopped};
 use running::{Session, checkpoint_loop};
 pub use spout::Live;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -76,6 +73,7 @@ use bolts::{OrdersWriter, PARSED_FIELDS, ParseBolt, StoreBolt};
 use book::{OrderSink, SqliteOrders};
 use orders::{OrderGen, SOURCE, message_id, position_of};
 
+use rebound_runtime::durable::labels::{self, AlertSink, LetterKeeper};
 use rebound_runtime::durable::{Durable, DurableOptions, SourcePosition};
 use rebound_runtime::policy::RulePolicy;
 use rebound_runtime::stats::Stats;
@@ -178,7 +176,7 @@ pub struct PipelineOptions {
     pub faults: Faults,
     /// The topology's config; its `message_timeout` is in the rules' time (it gets scaled).
     pub config: Config,
-    /// Where the admin API is served next to the pipeline, if anywhere (see [`serve_admin`]).
+    /// Where the admin API is served next to the pipeline, if anywhere (see `app::serve_admin`).
     pub admin: Option<SocketAddr>,
     /// How often the session's counters are checkpointed.
     pub checkpoint_every: Duration,
@@ -499,14 +497,23 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     .fields("parse", ["id"]);
     let topology = b.build()?;
     let seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
-    // Before the topology starts, so that it hears of every letter.
-    let letters = LetterKeeper::new(
-        durable.clone(),
-        options.rules.clone(),
-        scale,
-        options.alerts.clone(),
-        lives,
-    );
+    // Before the topology starts, so that it hears of every letter: the demo's faults heal
+    // in an order's next life, and the labels' alerts go to the configuration's receivers.
+    let alerting = options
+        .alerts
+        .clone()
+        .map(|sink| labels::alerting(options.rules.clone(), sink));
+    durable.on_dead_letters(move |letters| {
+        for letter in letters {
+            if let Some(n) = orders::position_of(letter.id().as_str()) {
+                lives.dead_lettered(n);
+            }
+        }
+        if let Some(alert) = &alerting {
+            alert(letters);
+        }
+    });
+    let letters = LetterKeeper::new(durable.clone(), options.rules.clone(), scale);
     let running = topology.start(seams);
     let letter_loop = letters.spawn();
     let stats = running.stats_handle();
@@ -553,34 +560,6 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         keeper: keeper.map(|(_, stop)| stop),
         letters: Some(letter_loop),
     })
-}
-
-/// Serves the admin API on `listener` next to the running pipeline until `shutdown`
-/// completes: the pipeline's live counters join the metrics, and it is the dead-letter desk
-/// (a replay goes straight back into its retry queue).
-pub async fn serve_admin(
-    listener: tokio::net::TcpListener,
-    mut state: crate::admin::AdminState,
-    pipeline: PipelineHandle,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    state.metrics.runtime.attach(pipeline.stats());
-    state.metrics.letters.attach(pipeline.clone());
-    state.metrics.gate.attach(pipeline.clone());
-    state
-        .metrics
-        .runtime
-        .attach_duplicates(pipeline.duplicates());
-    if let Some(fleet) = pipeline.fleet() {
-        state.fleet = Some(Arc::new(fleet.clone()));
-        state
-            .metrics
-            .runtime
-            .attach_fleet_depth(fleet.state.queue_depth.clone());
-        state.metrics.fleet.attach(pipeline.clone());
-    }
-    state.dead_letters = Some(Arc::new(pipeline));
-    crate::admin::serve(listener, state, shutdown).await
 }
 
 #[cfg(test)]

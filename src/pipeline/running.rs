@@ -32,7 +32,7 @@ pub struct RunningPipeline {
     /// On a shared store: stops the fleet keeper.
     pub(super) keeper: Option<fleet::KeeperStop>,
     /// Stops the dead-letter keeper's sweeps.
-    pub(super) letters: Option<super::letters::KeeperLoop>,
+    pub(super) letters: Option<rebound_runtime::durable::labels::KeeperLoop>,
 }
 
 impl std::fmt::Debug for RunningPipeline {
@@ -150,7 +150,7 @@ impl RunningPipeline {
                     return;
                 }
                 if sweep.redriven == 0 {
-                    tokio::time::sleep(super::letters::SWEEP_EVERY).await;
+                    tokio::time::sleep(rebound_runtime::durable::labels::SWEEP_EVERY).await;
                 }
             },
         }

@@ -50,6 +50,7 @@ mod give_up;
 mod held;
 mod held_acks;
 pub mod journal;
+pub mod labels;
 mod operator;
 mod overdue;
 mod queue;
@@ -418,6 +419,11 @@ impl Durable {
         if let Some(f) = self.shared.observer.get() {
             f(letters);
         }
+    }
+
+    /// The time the durable layer stamps its records with.
+    pub fn time(&self) -> &Arc<dyn TimeSource> {
+        &self.shared.time
     }
 
     /// The journal (to flush it, or to queue other writes in order with the runtime's).

@@ -13,5 +13,6 @@ mod durable_source;
 mod failure_history;
 mod journal_gives_up;
 mod journal_writes;
+mod labels;
 mod restart_spread;
 mod shared_store;

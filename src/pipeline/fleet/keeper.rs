@@ -85,7 +85,7 @@ pub(crate) struct Keeper {
     pub(crate) live: Arc<Live>,
     pub(crate) state: Arc<FleetState>,
     pub(crate) rules: Arc<PolicyHandle>,
-    pub(crate) rules_errors: crate::app::shared_rules::RulesErrors,
+    pub(crate) rules_errors: super::RulesErrors,
     pub(crate) member: Member,
     pub(crate) lease: Duration,
     pub(crate) messages: Option<u64>,

@@ -17,6 +17,7 @@ pub(crate) mod rules_report;
 pub(crate) mod spout;
 
 pub use keeper::FleetState;
+pub use rules_report::{RulesChanged, RulesErrors};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,9 +120,9 @@ pub struct FleetLink {
     /// The shared store, connected and checked ([`connect`]).
     pub store: Arc<RedisStore>,
     /// Why the node does not run the store's rule set, if it does not (`/v1/nodes`).
-    pub rules_errors: crate::app::shared_rules::RulesErrors,
+    pub rules_errors: RulesErrors,
     /// Told when the set the node runs, or those errors, may have changed.
-    pub rules_changed: crate::app::shared_rules::RulesChanged,
+    pub rules_changed: RulesChanged,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -272,8 +273,8 @@ pub(super) fn prepare(
 pub(super) struct Joined {
     store: Arc<RedisStore>,
     member: Member,
-    rules_errors: crate::app::shared_rules::RulesErrors,
-    rules_changed: crate::app::shared_rules::RulesChanged,
+    rules_errors: RulesErrors,
+    rules_changed: RulesChanged,
     lease: Duration,
     desk: Arc<Desk>,
     state: Arc<FleetState>,

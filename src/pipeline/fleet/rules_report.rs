@@ -4,13 +4,20 @@
 //! the rule fields, whenever the reloader accepts a set here (a push to this node, a set
 //! adopted from the record, a file edit, a rollback) or the errors it reports change.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use crate::app::shared_rules::{RulesChanged, RulesErrors};
 use rebound_engine::PolicyHandle;
 use rebound_runtime::store::redis::{Member, RedisStore};
+
+/// Why this node does not run the set of record, if it does not (shown on `/v1/nodes`).
+pub type RulesErrors = Arc<Mutex<Option<Vec<String>>>>;
+
+/// Told whenever the set this node runs, or its [`RulesErrors`], may have changed: the fleet's
+/// pipeline then writes them into the node's row at once (`/v1/nodes` within 2 s of a push,
+/// not at the next heartbeat).
+pub type RulesChanged = Arc<tokio::sync::Notify>;
 
 pub(crate) struct RulesReport {
     pub(crate) store: Arc<RedisStore>,

@@ -1,14 +1,27 @@
-//! Dead-letter levels that act: the [`LetterKeeper`] carries out the rule set's `labels:` on the
-//! store, on every node: it redrives the letters whose label says `redrive` once `after` has
-//! passed (at most `max` times in a message's life), marks `expired` the open letters older
-//! than their label's `expire`, and hands each new letter whose label says `alert` to the
-//! alert sink. The SLAs ([`overdue_cutoffs`]) are read by the routes and the gauges.
+//! Dead-letter levels that act (`rules.md`, "Dead-letter levels"): the [`LetterKeeper`]
+//! carries out the rule set's `labels:` on the store, on every node of any topology: it
+//! redrives the letters whose label says `redrive` once `after` has passed (at most `max`
+//! times in a message's life) and marks `expired` the open letters older than their label's
+//! `expire`. [`alerting`] hands each new letter whose label says `alert` to an [`AlertSink`]
+//! (the embedding's receivers); [`overdue_cutoffs`] are the labels' SLAs, for routes and gauges.
 //!
 //! The store is the record: a sweep reads the open letters due for an action and acts through
 //! the journal, so a redrive that came due while the process was down happens at its next
 //! start, an operator's skip or replay (the letter no longer open) cancels it, and two nodes
 //! that race for one letter see the second refused. Label durations are in the rules' time:
-//! `--time-scale` shortens them like the rules' delays.
+//! the [`TimeScale`] shortens them like the rules' delays.
+//!
+//! ```no_run
+//! # async fn demo(durable: rebound_runtime::durable::Durable,
+//! #     rules: std::sync::Arc<rebound_engine::PolicyHandle>) {
+//! use rebound_runtime::durable::labels::LetterKeeper;
+//! use rebound_runtime::time::TimeScale;
+//!
+//! let keeper = LetterKeeper::new(durable, rules, TimeScale::REAL);
+//! let sweeping = keeper.spawn(); // every SWEEP_EVERY, until
+//! sweeping.stop().await;
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -16,18 +29,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rebound_engine::{CompiledSet, PolicyHandle};
-use rebound_runtime::durable::Durable;
-use rebound_runtime::fate::DeadLetter;
-use rebound_runtime::store::{DeadLetterFilter, DeadLetterStatus, MAX_PAGE, StoreError};
-use rebound_runtime::time::{TimeScale, Timestamp};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// Where `alert:` letters go: the configuration's receivers (the alert dispatcher).
+use super::Durable;
+use crate::fate::DeadLetter;
+use crate::store::{DeadLetterFilter, DeadLetterStatus, MAX_PAGE, OpenLetters, StoreError};
+use crate::time::{TimeScale, Timestamp};
+
+/// Where `alert:` letters go: the embedding's receivers (the product's alert dispatcher).
 pub trait AlertSink: Send + Sync + std::fmt::Debug {
-    /// Queues `letter` (its JSON, without the payload) for `receiver`. Never blocks.
-    fn send(&self, receiver: &str, letter: Value);
+    /// Queues `letter` for `receiver` (the label's `alert:`). Runs on the journal's storing
+    /// task: it must never block.
+    fn send(&self, receiver: &str, letter: &DeadLetter);
 }
 
 /// How often the keeper sweeps the letters.
@@ -59,6 +73,17 @@ pub struct Sweep {
     pub waiting: u64,
     /// Letters marked expired.
     pub expired: u64,
+}
+
+/// The open letters by label and the redrives a keeper made, for the gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LetterCounts {
+    /// Open letters by label, with the overdue ones and the oldest.
+    pub open: Vec<OpenLetters>,
+    /// Redrives so far, by label.
+    pub redrives: Vec<(String, u64)>,
+    /// When the open letters were read.
+    pub now: Timestamp,
 }
 
 /// Carries out the labels' actions; see the [module docs](self). Cheap to clone.
@@ -95,27 +120,11 @@ impl KeeperLoop {
 }
 
 impl LetterKeeper {
-    /// A keeper over `durable`'s store that reads the labels of the set in force in `rules`,
-    /// tells `alerts` of every new letter whose label alerts, and counts each in `lives`
-    /// (the demo's faults heal in an order's next life).
-    pub fn new(
-        durable: Durable,
-        rules: Arc<PolicyHandle>,
-        scale: TimeScale,
-        alerts: Option<Arc<dyn AlertSink>>,
-        lives: Arc<super::faults::Lives>,
-    ) -> LetterKeeper {
-        let set = rules.clone();
-        durable.on_dead_letters(move |letters| {
-            for letter in letters {
-                if let Some(n) = super::orders::position_of(letter.id().as_str()) {
-                    lives.dead_lettered(n);
-                }
-            }
-            if let Some(alerts) = &alerts {
-                alert(&set.current(), alerts.as_ref(), letters);
-            }
-        });
+    /// A keeper over `durable`'s store that reads the labels of the set in force in `rules`;
+    /// label durations run at `scale`. It acts only when swept ([`LetterKeeper::spawn`] or
+    /// [`LetterKeeper::sweep`]). Letters that alert are told by [`alerting`], on the durable
+    /// layer's dead-letter observer.
+    pub fn new(durable: Durable, rules: Arc<PolicyHandle>, scale: TimeScale) -> LetterKeeper {
         LetterKeeper {
             shared: Arc::new(KeeperShared {
                 durable,
@@ -166,7 +175,7 @@ impl LetterKeeper {
         {
             return Ok(Sweep::default());
         }
-        let now = Timestamp::now();
+        let now = s.durable.time().wall();
         let mut sweep = Sweep::default();
         for policy in set.labels().iter() {
             let label = policy.label.as_str();
@@ -225,11 +234,11 @@ impl LetterKeeper {
 
     /// The open letters by label (with the overdue ones under the set's SLAs) and the
     /// redrives so far, for the gauges. Blocking.
-    pub fn snapshot(&self) -> Result<crate::metrics::LetterSnapshot, StoreError> {
+    pub fn counts(&self) -> Result<LetterCounts, StoreError> {
         let s = &self.shared;
-        let now = Timestamp::now();
+        let now = s.durable.time().wall();
         let cutoffs = overdue_cutoffs(&s.rules.current(), s.scale, now);
-        Ok(crate::metrics::LetterSnapshot {
+        Ok(LetterCounts {
             open: s.durable.store().open_letters(&cutoffs)?,
             redrives: self.redrives(),
             now,
@@ -269,18 +278,24 @@ fn open_letters(
     Ok(page.items.into_iter().map(|d| d.letter).collect())
 }
 
-/// Hands each letter whose label alerts to `alerts`.
-fn alert(set: &CompiledSet, alerts: &dyn AlertSink, letters: &[DeadLetter]) {
+/// The dead-letter observer that hands each new letter whose label (in the set in force in
+/// `rules`) says `alert:` to `sink`: give it to [`Durable::on_dead_letters`], alone or called
+/// from the embedding's own observer.
+pub fn alerting(
+    rules: Arc<PolicyHandle>,
+    sink: Arc<dyn AlertSink>,
+) -> impl Fn(&[DeadLetter]) + Send + Sync + 'static {
+    move |letters| alert(&rules.current(), sink.as_ref(), letters)
+}
+
+fn alert(set: &CompiledSet, sink: &dyn AlertSink, letters: &[DeadLetter]) {
     for letter in letters {
-        let Some(receiver) = set
+        let receiver = set
             .labels()
             .get(letter.label.as_str())
-            .and_then(|p| p.alert.as_deref())
-        else {
-            continue;
-        };
-        let mut json = crate::admin::json::letter_fields(letter, false);
-        json.insert("status".into(), "dead".into());
-        alerts.send(receiver, Value::Object(json));
+            .and_then(|p| p.alert.as_deref());
+        if let Some(receiver) = receiver {
+            sink.send(receiver, letter);
+        }
     }
 }
