@@ -96,7 +96,7 @@ pub use labels::{LabelPolicy, Labels, Redrive};
 pub use load::{SourceFile, read_dir};
 pub use report::DecisionReport;
 pub use set::{CompiledSet, Defaults, RuleView};
-pub use types::{Decided, Decision, GiveUpReason, Label, RuleId, RuleRef, Version};
+pub use types::{Decided, Decision, GiveUpReason, Label, NotAVersion, RuleId, RuleRef, Version};
 
 /// Reads and compiles the rule set in `dir`.
 ///

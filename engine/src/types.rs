@@ -87,17 +87,22 @@ impl Version {
     }
 }
 
+/// A text that is not a rule-set version.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a rule-set version (16 lowercase hex digits)")]
+pub struct NotAVersion(pub String);
+
 impl std::str::FromStr for Version {
-    type Err = String;
+    type Err = NotAVersion;
 
     /// Parses 16 hex digits, as printed.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, NotAVersion> {
         let ok = s.len() == 16
             && s.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         let hash = u64::from_str_radix(s, 16).ok().filter(|_| ok);
         hash.map(Version::from_hash)
-            .ok_or_else(|| format!("'{s}' is not a rule-set version (16 lowercase hex digits)"))
+            .ok_or_else(|| NotAVersion(s.to_owned()))
     }
 }
 

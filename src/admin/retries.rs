@@ -39,7 +39,10 @@ pub async fn list(
     let after = q
         .after
         .as_deref()
-        .map(|a| a.parse::<RetryCursor>().map_err(ApiError::bad_request))
+        .map(|a| {
+            a.parse::<RetryCursor>()
+                .map_err(|e| ApiError::bad_request(e.to_string()))
+        })
         .transpose()?;
     let filter = RetryFilter {
         biz: q.biz,

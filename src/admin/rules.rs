@@ -19,6 +19,8 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use rebound_runtime::store::StoreError;
+
 /// A version a rollback goes back to, and its files.
 pub type RollbackTarget = (String, BTreeMap<String, String>);
 
@@ -26,12 +28,12 @@ pub type RollbackTarget = (String, BTreeMap<String, String>);
 /// `POST /v1/rules/rollback` act on it instead of this process's own.
 pub trait SharedRules: Send + Sync + std::fmt::Debug {
     /// The accepted sets, newest first, as `GET /v1/rules/history` shows them. Blocking.
-    fn history(&self) -> Result<Vec<Value>, String>;
+    fn history(&self) -> Result<Vec<Value>, StoreError>;
     /// The version a rollback goes back to and its files, if there is one. Blocking.
-    fn rollback_target(&self) -> Result<Option<RollbackTarget>, String>;
+    fn rollback_target(&self) -> Result<Option<RollbackTarget>, StoreError>;
     /// The files of `version`, if it is one of the accepted versions whose files the store
     /// keeps (the last 50). Blocking.
-    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, String>;
+    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, StoreError>;
 }
 
 /// The body of `PUT /v1/rules` and `POST /v1/rules/validate`.
@@ -128,7 +130,7 @@ pub async fn rollback_target(State(state): State<AdminState>) -> Result<Json<Val
             .map(|v| v.to_string()),
         Some(shared) => blocking(move || shared.rollback_target())
             .await?
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
             .map(|(version, _)| version),
     };
     Ok(Json(json!({ "version": version })))
@@ -233,7 +235,7 @@ fn shared_rollback_to(
     if version == current {
         return Ok(version.to_string());
     }
-    let unavailable = |e: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e);
+    let unavailable = |e: StoreError| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
     let Some(files) = shared.files_at(version.as_str()).map_err(unavailable)? else {
         return Err(rollback_error(RollbackError::NotKept(version)));
     };
@@ -251,7 +253,7 @@ fn shared_rollback(
     shared: &dyn SharedRules,
     by: Option<Actor>,
 ) -> Result<String, ApiError> {
-    let unavailable = |e: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e);
+    let unavailable = |e: StoreError| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
     let Some((_, files)) = shared.rollback_target().map_err(unavailable)? else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -275,7 +277,7 @@ pub async fn history(State(state): State<AdminState>) -> Result<Json<Vec<Value>>
         Some(shared) => blocking(move || shared.history())
             .await?
             .map(Json)
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e)),
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
     }
 }
 
@@ -310,7 +312,7 @@ pub async fn history_files(
             let v: Version = v;
             blocking(move || shared.files_at(v.as_str()))
                 .await?
-                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
                 .ok_or_else(not_kept)?
                 .into_iter()
                 .map(|(name, text)| (name, Value::String(text)))

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use rebound_engine::Version;
 use rebound_engine::reload::{Publication, PublishError, PushError, Reloader, SetRecord, Source};
+use rebound_runtime::store::StoreError;
 use rebound_runtime::store::redis::{Pushed, RedisOptions, RedisStore, RuleRecord, RulesHint};
 use rebound_runtime::time::Timestamp;
 use tokio::sync::watch;
@@ -273,11 +274,8 @@ const HISTORY_READ: usize = 10_000;
 pub struct SharedHistory(pub Arc<RedisStore>);
 
 impl crate::admin::rules::SharedRules for SharedHistory {
-    fn history(&self) -> Result<Vec<serde_json::Value>, String> {
-        let entries = self
-            .0
-            .rules_history(HISTORY_READ)
-            .map_err(|e| e.to_string())?;
+    fn history(&self) -> Result<Vec<serde_json::Value>, StoreError> {
+        let entries = self.0.rules_history(HISTORY_READ)?;
         Ok(entries
             .into_iter()
             .map(|e| {
@@ -293,22 +291,19 @@ impl crate::admin::rules::SharedRules for SharedHistory {
             .collect())
     }
 
-    fn rollback_target(&self) -> Result<Option<crate::admin::rules::RollbackTarget>, String> {
-        let entries = self
-            .0
-            .rules_history(HISTORY_READ)
-            .map_err(|e| e.to_string())?;
+    fn rollback_target(&self) -> Result<Option<crate::admin::rules::RollbackTarget>, StoreError> {
+        let entries = self.0.rules_history(HISTORY_READ)?;
         let sources: Vec<(String, String)> =
             entries.into_iter().map(|e| (e.version, e.source)).collect();
         let Some(version) = rollback_version(&sources) else {
             return Ok(None);
         };
-        let record = self.0.rules_at(&version).map_err(|e| e.to_string())?;
+        let record = self.0.rules_at(&version)?;
         Ok(record.map(|r| (version, r.files.into_iter().collect())))
     }
 
-    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, String> {
-        let record = self.0.rules_at(version).map_err(|e| e.to_string())?;
+    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, StoreError> {
+        let record = self.0.rules_at(version)?;
         Ok(record.map(|r| r.files.into_iter().collect()))
     }
 }

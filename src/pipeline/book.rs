@@ -49,7 +49,7 @@ pub trait RunBook: Send + Sync {
 /// as they are first written (see [`RunBook::out_of_order`]).
 pub(crate) trait OrderSink: Send {
     /// Writes `rows`; returns how many were duplicates.
-    fn write(&mut self, rows: &[OrderRow], now_ms: u64) -> Result<u64, String>;
+    fn write(&mut self, rows: &[OrderRow], now_ms: u64) -> Result<u64, BookError>;
 }
 
 impl RunBook for PipelineDb {
@@ -93,8 +93,22 @@ impl RunBook for PipelineDb {
 /// `pipeline.db`'s orders table, on a connection of the writer's own.
 pub(crate) struct SqliteOrders(pub(crate) rusqlite::Connection);
 
+impl SqliteOrders {
+    fn path(&self) -> std::path::PathBuf {
+        self.0
+            .path()
+            .map(std::path::PathBuf::from)
+            .unwrap_or_default()
+    }
+}
+
 impl OrderSink for SqliteOrders {
-    fn write(&mut self, rows: &[OrderRow], now_ms: u64) -> Result<u64, String> {
-        db::write_orders(&mut self.0, rows, now_ms).map_err(|e| e.to_string())
+    fn write(&mut self, rows: &[OrderRow], now_ms: u64) -> Result<u64, BookError> {
+        db::write_orders(&mut self.0, rows, now_ms).map_err(|source| {
+            BookError::Db(DbError {
+                path: self.path(),
+                source,
+            })
+        })
     }
 }

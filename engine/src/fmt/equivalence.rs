@@ -14,7 +14,17 @@ use std::time::Duration;
 /// the largest `max_retries`, a few elapsed times and a `retry_after`; each failure is decided
 /// with the same fixed seed in both. `Err` describes the first failure they disagree on.
 /// Versions are not compared: formatting changes them by design.
-pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
+pub fn same_decisions(a: &CompiledSet, b: &CompiledSet) -> Result<(), Disagreement> {
+    first_difference(a, b).map_err(Disagreement)
+}
+
+/// The first failure two sets decide differently (or the first label or heat setting they
+/// differ in), described for the person who ran `rebound fmt`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Disagreement(pub String);
+
+fn first_difference(a: &CompiledSet, b: &CompiledSet) -> Result<(), String> {
     same_labels(a, b)?;
     same_heat(a, b)?;
     let mut names = Names::default();

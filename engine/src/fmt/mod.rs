@@ -19,7 +19,7 @@ mod equivalence;
 mod heat;
 mod lines;
 
-pub use equivalence::same_decisions;
+pub use equivalence::{Disagreement, same_decisions};
 
 /// What a file holds, which decides the key orders it is formatted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

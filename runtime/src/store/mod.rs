@@ -55,7 +55,7 @@ pub use error::StoreError;
 pub use failures::record_json;
 pub use records::{
     AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterStatus, Fate, MAX_PAGE,
-    OpenLetters, Page, RetryCursor, RetryFilter, StoredDeadLetter,
+    NotACursor, OpenLetters, Page, RetryCursor, RetryFilter, StoredDeadLetter,
 };
 pub use sqlite::{DB_FILE, DEFAULT_DATA_DIR, SqliteOptions, SqliteStore, Synchronous};
 

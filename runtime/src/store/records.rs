@@ -371,15 +371,17 @@ impl fmt::Display for RetryCursor {
     }
 }
 
+/// A text that is not a [`RetryCursor`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a cursor (DUE_MS:ID)")]
+pub struct NotACursor(pub String);
+
 impl std::str::FromStr for RetryCursor {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (due, id) = s
-            .split_once(':')
-            .ok_or_else(|| format!("'{s}' is not a cursor (DUE_MS:ID)"))?;
-        let due: u64 = due
-            .parse()
-            .map_err(|_| format!("'{s}' is not a cursor (DUE_MS:ID)"))?;
+    type Err = NotACursor;
+    fn from_str(s: &str) -> Result<Self, NotACursor> {
+        let not = || NotACursor(s.to_owned());
+        let (due, id) = s.split_once(':').ok_or_else(not)?;
+        let due: u64 = due.parse().map_err(|_| not())?;
         Ok(RetryCursor {
             due: Timestamp::from_millis(due),
             id: MessageId::from(id),

@@ -134,7 +134,7 @@ pub(super) fn rule_from_sql(rule: &str) -> RuleRef {
 pub(super) fn version_from_sql(table: &'static str, version: &str) -> Result<Version> {
     version
         .parse()
-        .map_err(|e: String| corrupt(table, "rule_set_version", e))
+        .map_err(|e: rebound_engine::NotAVersion| corrupt(table, "rule_set_version", e))
 }
 
 pub(super) fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveUpReason> {

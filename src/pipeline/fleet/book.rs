@@ -182,19 +182,16 @@ pub(crate) fn live_sessions_ended(store: &RedisStore, live: &[String]) -> Result
 pub(crate) struct FleetOrders(pub(crate) Arc<RedisStore>);
 
 impl OrderSink for FleetOrders {
-    fn write(&mut self, rows: &[OrderRow], _now_ms: u64) -> Result<u64, String> {
+    fn write(&mut self, rows: &[OrderRow], _now_ms: u64) -> Result<u64, BookError> {
         let ids: Vec<&str> = rows.iter().map(|r| &*r.id).collect();
-        let fresh = self
-            .0
-            .put_effects(ORDERS, &ids)
-            .map_err(|e| e.to_string())?;
+        let fresh = self.0.put_effects(ORDERS, &ids)?;
         let events: Vec<(&str, i64)> = rows
             .iter()
             .zip(&fresh)
             .filter(|&(_, &fresh)| fresh)
             .filter_map(|(r, _)| r.sequence.as_ref().map(|e| (e.order.as_str(), e.place)))
             .collect();
-        self.in_sequence(&events).map_err(|e| e.to_string())?;
+        self.in_sequence(&events)?;
         Ok(fresh.iter().filter(|&&f| !f).count() as u64)
     }
 }
