@@ -3,9 +3,8 @@
 //! whole story in `messages.rs`; the scheduled retries in `retries.rs`; the audit log in
 //! `audit.rs`.
 //!
-//! The routes talk to a [`DeadLetterDesk`]. Over a plain store ([`StoreDesk`]) an action is
-//! written to the store, whose scheduled retry the runtime picks up; a running pipeline
-//! provides a desk that also acts on its live retry queues at once.
+//! The routes talk to a [`DeadLetterDesk`] (`desks.rs`: over a plain store, or over the
+//! durable layer of a running topology, which also acts on its live retry queues at once).
 
 use super::AdminState;
 use super::auth::Writer;
@@ -17,8 +16,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use rebound_runtime::fate::{BoxFuture, DeadLetter, Label, RuleRef};
 use rebound_runtime::store::{
-    self, AuditAction, DeadLetterFilter, DeadLetterId, DeadLetterStatus, MAX_PAGE, MessageId,
-    OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter, WriteOp,
+    DeadLetterFilter, DeadLetterId, DeadLetterStatus, MAX_PAGE, MessageId, ScheduledRetry, Store,
+    StoreError, StoredDeadLetter,
 };
 use rebound_runtime::time::{TimeScale, Timestamp};
 use serde::Deserialize;
@@ -71,109 +70,6 @@ pub trait DeadLetterDesk: Send + Sync + std::fmt::Debug {
         reason: &str,
         label_of: &dyn Fn(&RuleRef) -> Label,
     ) -> Result<DeadLetter, StoreError>;
-}
-
-/// A desk over a store alone: every action is written to the store.
-#[derive(Clone)]
-pub struct StoreDesk(pub Arc<dyn Store>);
-
-impl std::fmt::Debug for StoreDesk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StoreDesk")
-    }
-}
-
-impl StoreDesk {
-    fn each<T>(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-        op: fn(OperatorAction) -> WriteOp,
-        answer: fn(store::Applied, &MessageId) -> Result<T, StoreError>,
-    ) -> Result<Each<T>, StoreError> {
-        let ops = store::bulk_actions(ids, operator, reason, Timestamp::now(), op)?;
-        let applied = self.0.apply(&ops)?;
-        Ok(ids
-            .iter()
-            .zip(applied)
-            .map(|(id, a)| answer(a, id))
-            .collect())
-    }
-}
-
-impl DeadLetterDesk for StoreDesk {
-    fn store(&self) -> Arc<dyn Store> {
-        self.0.clone()
-    }
-
-    fn replay(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<ScheduledRetry>, StoreError> {
-        self.each(ids, operator, reason, WriteOp::Replay, |a, id| {
-            a.into_replayed(id)
-        })
-    }
-
-    fn skip(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<StoredDeadLetter>, StoreError> {
-        self.each(ids, operator, reason, WriteOp::Skip, |a, id| {
-            a.into_skipped(id)
-        })
-    }
-
-    fn retry_now(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
-        let at = action.at;
-        let mut retry = self
-            .0
-            .retries(std::slice::from_ref(id))?
-            .pop()
-            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
-        let mut applied = self.0.apply(&[WriteOp::RetryNow(action)])?;
-        applied
-            .pop()
-            .ok_or(StoreError::WriterClosed)?
-            .into_done(id)?;
-        retry.due = at;
-        Ok(retry)
-    }
-
-    fn kill(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-        label_of: &dyn Fn(&RuleRef) -> Label,
-    ) -> Result<DeadLetter, StoreError> {
-        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
-        let retry = self
-            .0
-            .retries(std::slice::from_ref(id))?
-            .pop()
-            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
-        let letter = rebound_runtime::durable::killed(retry.message, label_of, action.at);
-        let applied = self.0.apply(&[
-            WriteOp::DeadLetter(Box::new(letter.clone())),
-            WriteOp::Audit(AuditAction::Kill, action),
-        ])?;
-        for a in applied {
-            a.into_done(id)?;
-        }
-        Ok(letter)
-    }
 }
 
 /// The filters of the dead-letter routes (`GET /v1/dead-letters`, the export, and a bulk

@@ -24,6 +24,7 @@ pub mod bulk;
 pub mod connections;
 pub mod dead_letters;
 pub mod decide;
+pub mod desks;
 pub mod drain;
 pub mod edges;
 pub mod error;

@@ -1,6 +1,6 @@
 //! Where the admin API listens, checked before anything starts (the address resolves, and a
 //! non-loopback address has a token), and the admin API served with the console next to a
-//! running pipeline ([`serve_admin`]).
+//! running job (`serve_admin`).
 
 use crate::Outcome;
 use crate::admin::AdminState;
@@ -9,9 +9,6 @@ use crate::admin::edges::Edges;
 use crate::admin::is_loopback;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use crate::pipeline::PipelineHandle;
 
 /// Where the admin token comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,30 +90,12 @@ impl AdminListen {
     }
 }
 
-/// Serves the admin API and the console on `listener` next to the running pipeline until `shutdown`
-/// completes: the pipeline's live counters join the metrics, and it is the dead-letter desk
-/// (a replay goes straight back into its retry queue).
-pub async fn serve_admin(
+/// Serves the admin API and the console on `listener` until `shutdown` completes (`state`
+/// holds the running job's desks and gauges).
+pub(super) async fn serve_admin(
     listener: tokio::net::TcpListener,
-    mut state: AdminState,
-    pipeline: PipelineHandle,
+    state: AdminState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    state.metrics.runtime.attach(pipeline.stats());
-    state.metrics.letters.attach(pipeline.clone());
-    state.metrics.gate.attach(pipeline.clone());
-    state
-        .metrics
-        .runtime
-        .attach_duplicates(pipeline.duplicates());
-    if let Some(fleet) = pipeline.fleet() {
-        state.fleet = Some(Arc::new(fleet.clone()));
-        state
-            .metrics
-            .runtime
-            .attach_fleet_depth(fleet.state.queue_depth.clone());
-        state.metrics.fleet.attach(pipeline.clone());
-    }
-    state.dead_letters = Some(Arc::new(pipeline));
     crate::admin::serve(listener, state, crate::console::routes(), shutdown).await
 }

@@ -5,7 +5,7 @@
 //! both log a panic that the executor caught (an injected crash of the store bolt) as one
 //! line.
 
-use super::{AdminListen, Options};
+use super::{AdminListen, JobError, Options};
 use crate::Outcome;
 use crate::pipeline::{PipelineError, ProgressView, Report};
 use rebound_engine::reload::Reloader;
@@ -138,18 +138,19 @@ impl Console {
         }
     }
 
-    /// Why the pipeline could not start.
-    pub(super) fn cannot_start(self, e: &PipelineError) -> String {
+    /// Why the job could not start.
+    pub(super) fn cannot_start(self, e: &JobError) -> String {
         match (self, e) {
-            (Console::Progress, _) | (Console::Server, PipelineError::Lock(_)) => e.to_string(),
+            (Console::Progress, _)
+            | (Console::Server, JobError::Pipeline(PipelineError::Lock(_))) => e.to_string(),
             (Console::Server, _) => format!("cannot start the bundled topology: {e}"),
         }
     }
 
     /// Why the graceful stop could not finish.
-    pub(super) fn cannot_stop(self, e: &str) -> String {
+    pub(super) fn cannot_stop(self, e: &JobError) -> String {
         match self {
-            Console::Progress => e.to_owned(),
+            Console::Progress => e.to_string(),
             Console::Server => format!("stopping the topology: {e}"),
         }
     }

@@ -2,7 +2,8 @@
 //! signal stops at once), when the store stops taking writes (exit 2 with the cause), or,
 //! for `run`, when every message has its fate.
 
-use crate::pipeline::{PipelineHandle, Report, RunningPipeline, StopPlan};
+use super::job::{JobError, Running};
+use crate::pipeline::Report;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -80,48 +81,31 @@ pub enum Ending {
 }
 
 /// Waits for a signal or a store failure, whichever comes first.
-pub async fn interrupted_or_failed(signals: &mut Signals, pipeline: &PipelineHandle) -> Ending {
+pub async fn interrupted_or_failed(signals: &mut Signals, running: &dyn Running) -> Ending {
     tokio::select! {
         () = signals.next() => Ending::Interrupted,
-        failure = pipeline.store_failed() => Ending::StoreFailed(failure.to_string()),
+        failure = running.store_failed() => Ending::StoreFailed(failure.to_string()),
     }
 }
 
-/// Stops `pipeline` gracefully so that the process can exit by `deadline` (the signal plus
+/// Stops `running` gracefully so that the process can exit by `deadline` (the signal plus
 /// [`STOP_TIMEOUT`]): trees in flight finish (at most [`DRAIN_TIMEOUT`]), the last writes are
 /// committed, and the report is read if `report` asks for it (`serve` prints none), all
 /// [`EXIT_SHARE`] before `deadline`. An error says why the stop could not finish: the store
 /// failed, or the time ran out.
 pub async fn stop(
-    pipeline: RunningPipeline,
+    running: Box<dyn Running>,
     deadline: Instant,
     report: bool,
-) -> Result<Option<Report>, String> {
-    let handle = pipeline.handle();
+) -> Result<Option<Report>, JobError> {
     let by = deadline.checked_sub(EXIT_SHARE).unwrap_or(deadline);
-    let plan = StopPlan {
-        drain: DRAIN_TIMEOUT,
-        by,
-        report,
-    };
-    let stop = async {
-        let stopped = pipeline.halt(plan).await?;
-        if report {
-            stopped.report().await.map(Some)
-        } else {
-            Ok(None)
-        }
-    };
+    let failed = running.store_failed();
+    let stop = running.stop(by, DRAIN_TIMEOUT, report);
     tokio::select! {
         stopped = tokio::time::timeout_at(by, stop) => match stopped {
-            Ok(Ok(report)) => Ok(report),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!(
-                "the stop did not finish within {} s (is the store taking writes?); exiting \
-                 without it: what was committed is kept, and the next start continues",
-                STOP_TIMEOUT.as_secs()
-            )),
+            Ok(stopped) => stopped,
+            Err(_) => Err(JobError::Late(STOP_TIMEOUT.as_secs())),
         },
-        failure = handle.store_failed() => Err(failure.to_string()),
+        failure = failed => Err(JobError::StoreFailed(failure)),
     }
 }

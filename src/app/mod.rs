@@ -18,20 +18,25 @@
 //!    signal stops at once. `run` then prints the report (exit 1 if messages were lost).
 
 mod admin;
+mod bundled;
 mod console;
+mod job;
 pub mod lifecycle;
 pub mod shared_rules;
+mod topology;
 
 pub use admin::{AdminListen, TokenFrom};
 use console::say_error;
 pub use console::{Console, LogFormat};
+pub use job::{Job, JobError, Running, Wiring};
+pub use topology::TopologyJob;
 
 use crate::Outcome;
 use crate::admin::AdminState;
 use crate::alerts::{AlertDispatcher, AlertOptions};
 use crate::config::Receivers;
 use crate::metrics::Metrics;
-use crate::pipeline::{self, PipelineOptions, ProgressView};
+use crate::pipeline::{self, ProgressView};
 use lifecycle::{Ending, Signals};
 use rebound_engine::CompiledSet;
 use rebound_engine::reload::pull::{PullOptions, Puller};
@@ -162,6 +167,34 @@ impl Options {
     }
 }
 
+impl Options {
+    /// An embedding's defaults for [`run_job`]: the rules in `rules` (watched if it can be,
+    /// else a warning), logs on stderr and no progress bar, no admin API (set `admin`), real
+    /// time. The bundled pipeline's fields are left at `serve`'s and unused.
+    pub fn embedded(rules: impl Into<PathBuf>) -> Options {
+        Options {
+            rules: rules.into(),
+            data: PathBuf::new(),
+            messages: None,
+            keyed: false,
+            rate: None,
+            time_scale: TimeScale::REAL,
+            outage: None,
+            fresh: false,
+            store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
+            admin: None,
+            pull: None,
+            watch_required: false,
+            console: Console::Server,
+            json: false,
+            log_format: LogFormat::Text,
+            fleet: None,
+            topology: rebound_runtime::topology::Config::default(),
+            receivers: Receivers::default(),
+        }
+    }
+}
+
 /// Where rule sets are pulled from (`--rules-url`), and how often.
 #[derive(Clone, Debug)]
 pub struct Pull {
@@ -208,9 +241,18 @@ fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Runs the application on `set` (compiled from `options.rules`) until it ends, and says how
-/// it ended. Errors are printed on stderr.
+/// Runs the application with the bundled pipeline (`run`, `serve`) on `set` (compiled from
+/// `options.rules`) until it ends, and says how it ended. Errors are printed on stderr.
 pub fn run(options: Options, set: CompiledSet) -> Outcome {
+    let job = bundled::Bundled::new(&options);
+    run_job(options, set, job)
+}
+
+/// Runs the application with `job` (any topology: [`TopologyJob`]) on `set` (compiled from
+/// `options.rules`) until it ends, and says how it ended: the same live rules, admin API,
+/// console, metrics, alerts, signals and bounded stop as `run` and `serve`. The options that
+/// only the bundled pipeline reads (`data`, `messages`, `topology`, …) are ignored.
+pub fn run_job(options: Options, set: CompiledSet, job: impl Job) -> Outcome {
     let view = options.console.view(options.messages);
     options.console.init_logging(&view, options.log_format);
     // A fleet's node checks and connects to the shared store first: the rules are published
@@ -240,6 +282,7 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
     };
     let outcome = runtime.block_on(wire(
         options,
+        Box::new(job),
         reloader,
         metrics,
         view.clone(),
@@ -263,6 +306,7 @@ type AdminTask = JoinHandle<std::io::Result<()>>;
 
 async fn wire(
     options: Options,
+    job: Box<dyn Job>,
     reloader: Arc<Reloader>,
     metrics: Arc<Metrics>,
     view: ProgressView,
@@ -345,30 +389,24 @@ async fn wire(
         });
     }
 
-    let mut pipeline_options = PipelineOptions::new(Arc::clone(reloader.handle()), &options.data);
-    pipeline_options.messages = options.messages;
-    pipeline_options.keyed = options.keyed;
-    pipeline_options.time_scale = options.time_scale;
-    pipeline_options.rate = options.rate;
-    pipeline_options.outage = options.outage;
-    pipeline_options.fresh = options.fresh;
-    pipeline_options.store_give_up = options.store_give_up;
-    pipeline_options.config = options.topology.clone();
-    pipeline_options.fleet = link;
     // Alerts go out on their own tasks: a slow receiver never holds back the topology.
     let alerts = AlertDispatcher::start(&options.receivers, AlertOptions::default());
     metrics.alerts.attach(alerts.clone());
-    pipeline_options.alerts = Some(Arc::new(alerts.clone()));
-    let pipeline = match pipeline::start(pipeline_options).await {
-        Ok(p) => p,
+    let wiring = Wiring {
+        rules: Arc::clone(reloader.handle()),
+        alerts: Arc::new(alerts.clone()),
+        fleet: link,
+    };
+    let running = match job.start(wiring).await {
+        Ok(r) => r,
         Err(e) => return trouble(&view, console.cannot_start(&e)),
     };
     // Letters past a receiver's queue are read back from the store once it answers again.
     alerts.read_back_from(Arc::new(pipeline::alert_backlog::StoreBacklog::new(
-        pipeline.handle().store(),
+        running.store(),
         Arc::clone(reloader.handle()),
     )));
-    if pipeline.already_finished() {
+    if running.already_finished() {
         view.finish();
         tracing::info!("this run already finished; its report follows");
     }
@@ -385,12 +423,12 @@ async fn wire(
         let given = options.admin.as_ref().map_or("", |a| a.addr.as_str());
         let names = crate::admin::edges::OwnNames::new(given, bound, &edges.hosts);
         console.announce(&view, bound, &reloader, &options, token.is_some());
-        let state = AdminState {
+        let mut state = AdminState {
             reloader: Arc::clone(&reloader),
             metrics,
             token,
-            dead_letters: None, // serve_admin makes the running pipeline the desk
-            fleet: None,        // and its fleet the fleet desk
+            dead_letters: None, // the running job's desk, attached below
+            fleet: None,        // and its fleet
             shared_rules: shared.clone().map(|s| {
                 Arc::new(shared_rules::SharedHistory(s))
                     as Arc<dyn crate::admin::rules::SharedRules>
@@ -398,23 +436,22 @@ async fn wire(
             edges,
             names,
         };
-        admin_task = Some(tokio::spawn(admin::serve_admin(
-            listener,
-            state,
-            pipeline.handle(),
-            async {
-                let _ = admin_stopped.await;
-            },
-        )));
+        running.attach(&mut state);
+        admin_task = Some(tokio::spawn(admin::serve_admin(listener, state, async {
+            let _ = admin_stopped.await;
+        })));
     }
-    let progress = console.shows_progress().then(|| {
-        let handle = pipeline.handle();
+    let read_progress = console
+        .shows_progress()
+        .then(|| running.progress())
+        .flatten();
+    let progress = read_progress.map(|read| {
         let bar = view.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(PROGRESS_EVERY);
             loop {
                 tick.tick().await;
-                bar.update(&handle.progress());
+                bar.update(&read());
             }
         })
     });
@@ -425,10 +462,9 @@ async fn wire(
         view.finish();
     };
 
-    let handle = pipeline.handle();
     let ending = tokio::select! {
-        () = pipeline.finished() => Ending::Finished,
-        ending = lifecycle::interrupted_or_failed(&mut signals, &handle) => ending,
+        () = running.finished() => Ending::Finished,
+        ending = lifecycle::interrupted_or_failed(&mut signals, running.as_ref()) => ending,
         served = ended(&mut admin_task) => {
             stop_progress(progress);
             let e = admin_result(served).err().unwrap_or_else(|| "it stopped".into());
@@ -462,7 +498,7 @@ async fn wire(
                 .and_then(admin_result),
         }
     };
-    let stop = lifecycle::stop(pipeline, deadline, console.prints_report());
+    let stop = lifecycle::stop(running, deadline, console.prints_report());
     let (stopped, served) = tokio::join!(stop, admin_done);
     // The last letters are committed: send what is queued, within a bound that leaves the
     // runtime its shutdown before the deadline.

@@ -19,6 +19,13 @@ pub trait GateGauges: Send + Sync {
     fn gate_snapshot(&self) -> Option<GateSnapshot>;
 }
 
+/// Any running topology's gate.
+impl GateGauges for Arc<rebound_runtime::adaptive::RetryGate> {
+    fn gate_snapshot(&self) -> Option<GateSnapshot> {
+        Some(self.snapshot(tokio::time::Instant::now()))
+    }
+}
+
 /// The budgets' and breakers' group of the registry.
 #[derive(Default)]
 pub struct GateMetrics {

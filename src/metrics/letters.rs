@@ -41,6 +41,17 @@ impl LetterMetrics {
     }
 }
 
+/// Any topology's keeper: its store's open letters and its redrives.
+impl LetterGauges for rebound_runtime::durable::labels::LetterKeeper {
+    fn letter_snapshot(&self) -> Option<LetterCounts> {
+        self.counts()
+            .inspect_err(|e| {
+                tracing::warn!(error = %e, "reading the open dead letters for the metrics failed")
+            })
+            .ok()
+    }
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LabelSet {
     label: String,

@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::fleet::FleetView;
 use super::{DataDirLock, Live, PipelineError, Progress, Report, RunBook, RunRecord};
-use crate::admin::dead_letters::{Each, StoreDesk};
+use crate::admin::dead_letters::DeadLetterDesk;
+use crate::admin::desks::{DurableDesk, StoreDesk};
 use rebound_runtime::durable::Durable;
-use rebound_runtime::fate::{DeadLetter, Label, RuleRef};
 use rebound_runtime::stats::Stats;
 use rebound_runtime::store::{
-    self, MessageId, OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter,
+    self, OperatorAction, ScheduledRetry, Store, StoreError, StoredDeadLetter,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -77,6 +77,16 @@ impl PipelineHandle {
     /// The store (dead letters, audit log, fates, scheduled retries).
     pub fn store(&self) -> Arc<dyn Store> {
         self.shared.store.clone()
+    }
+
+    /// The operators' dead-letter desk: over the durable layer while the topology runs (an
+    /// action reaches its live retry queues at once), over the store alone for a run that had
+    /// finished.
+    pub fn desk(&self) -> Arc<dyn DeadLetterDesk> {
+        match &self.shared.durable {
+            Some(d) => Arc::new(DurableDesk::new(d.clone(), self.shared.time_scale)),
+            None => Arc::new(StoreDesk(self.store())),
+        }
     }
 
     /// On a shared store: the fleet this node is part of.
@@ -232,73 +242,6 @@ impl crate::metrics::LetterGauges for PipelineHandle {
                 tracing::warn!(error = %e, "reading the open dead letters for the metrics failed");
                 None
             }
-        }
-    }
-}
-
-impl crate::admin::dead_letters::DeadLetterDesk for PipelineHandle {
-    fn store(&self) -> Arc<dyn Store> {
-        self.shared.store.clone()
-    }
-
-    fn settle(&self) -> rebound_runtime::fate::BoxFuture<'_, ()> {
-        Box::pin(async move {
-            if let Some(d) = &self.shared.durable {
-                d.journal().flush().await;
-            }
-        })
-    }
-
-    fn time_scale(&self) -> rebound_runtime::time::TimeScale {
-        self.shared.time_scale
-    }
-
-    fn replay(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<ScheduledRetry>, StoreError> {
-        match &self.shared.durable {
-            Some(d) => d.replay_many(ids, operator, reason),
-            None => StoreDesk(self.store()).replay(ids, operator, reason),
-        }
-    }
-
-    fn skip(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<StoredDeadLetter>, StoreError> {
-        match &self.shared.durable {
-            Some(d) => d.skip_many(ids, operator, reason),
-            None => StoreDesk(self.store()).skip(ids, operator, reason),
-        }
-    }
-
-    fn retry_now(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        match &self.shared.durable {
-            Some(d) => d.retry_now(id.as_str(), operator, reason),
-            None => StoreDesk(self.store()).retry_now(id, operator, reason),
-        }
-    }
-
-    fn kill(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-        label_of: &dyn Fn(&RuleRef) -> Label,
-    ) -> Result<DeadLetter, StoreError> {
-        match &self.shared.durable {
-            Some(d) => d.kill(id.as_str(), operator, reason, label_of),
-            None => StoreDesk(self.store()).kill(id, operator, reason, label_of),
         }
     }
 }

@@ -9,6 +9,7 @@ mod receiver;
 mod support;
 
 mod cli_serve;
+mod embedded;
 mod serve_alerts;
 mod serve_api;
 mod serve_dead_letters;

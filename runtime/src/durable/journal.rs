@@ -269,10 +269,16 @@ impl Journal {
     /// [`JournalOptions::give_up_after`]; never, while it is healthy.
     pub async fn failed(&self) -> Arc<JournalFailure> {
         let mut failed = self.inner.failed.clone();
-        match failed.wait_for(Option::is_some).await {
-            Ok(failure) => failure.clone().expect("waited for Some"),
+        // The borrow ends before any other await, so the future is Send.
+        let failure = failed
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .map(|f| f.clone());
+        match failure {
+            Some(failure) => failure.expect("waited for Some"),
             // The thread ended without failing (every clone was dropped): nothing to report.
-            Err(_) => std::future::pending().await,
+            None => std::future::pending().await,
         }
     }
 

@@ -36,7 +36,7 @@ const PROBE: Duration = Duration::from_millis(500);
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// What the keeper knows of the fleet, for the pipeline's handle.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FleetState {
     /// Orders of the run with a fate, fleet-wide, at or below the committed positions.
     pub settled: AtomicU64,
@@ -50,6 +50,20 @@ pub struct FleetState {
     pub nodes: AtomicU64,
     /// The fleet's retries waiting and in flight, as the store last said.
     pub queue_depth: Arc<AtomicU64>,
+}
+
+/// A node starts with the store answering: it connected to join the fleet.
+impl Default for FleetState {
+    fn default() -> FleetState {
+        FleetState {
+            settled: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            store_up: AtomicBool::new(true),
+            down_since: Mutex::new(None),
+            nodes: AtomicU64::new(0),
+            queue_depth: Arc::default(),
+        }
+    }
 }
 
 impl FleetState {
@@ -102,6 +116,21 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or(Err(StoreError::WriterClosed))
 }
 
+/// Pings the store every [`TICK`] (each ping bounded by [`PROBE`]) and says in `state`
+/// whether it answered, until aborted.
+async fn probe(store: Arc<RedisStore>, state: Arc<FleetState>) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let s = store.clone();
+        let up = tokio::task::spawn_blocking(move || s.ping(PROBE))
+            .await
+            .unwrap_or(false);
+        state.answered(up);
+    }
+}
+
 impl Keeper {
     pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut epochs: HashMap<Part, Held> = HashMap::new();
@@ -110,6 +139,10 @@ impl Keeper {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut warned = false;
+        // Whether the store answers is probed on a task of its own, every tick: a round below
+        // can wait seconds on a store that just went away (each call has its deadline), and
+        // `/readyz` must not wait with it.
+        let probing = tokio::spawn(probe(self.store.clone(), self.state.clone()));
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -119,11 +152,7 @@ impl Keeper {
             // by a loaded store): the last round below follows at once.
             let round = async {
                 let now = Instant::now();
-                let store = self.store.clone();
-                let up = tokio::task::spawn_blocking(move || store.ping(PROBE))
-                    .await
-                    .unwrap_or(false);
-                self.state.answered(up);
+                let up = self.state.store_up.load(Relaxed);
                 if !up {
                     if !warned {
                         tracing::warn!(
@@ -158,6 +187,7 @@ impl Keeper {
                 _ = stop.changed() => break,
             }
         }
+        probing.abort();
         // A graceful stop (the spout has stopped and its positions are committed): let the
         // partitions go at once rather than after their lease, and leave.
         let store = self.store.clone();

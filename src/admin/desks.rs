@@ -1,0 +1,184 @@
+//! The two [`DeadLetterDesk`]s. Over a plain store ([`StoreDesk`]) an action is written to the
+//! store, whose scheduled retry the runtime picks up. Over a running topology's durable layer
+//! ([`DurableDesk`]: any topology's, the bundled pipeline's too) an action goes through the
+//! journal and acts on the live retry queues at once, and a read waits for the journal first.
+
+use std::sync::Arc;
+
+use rebound_runtime::durable::Durable;
+use rebound_runtime::fate::{BoxFuture, DeadLetter, Label, RuleRef};
+use rebound_runtime::store::{
+    self, AuditAction, MessageId, OperatorAction, ScheduledRetry, Store, StoreError,
+    StoredDeadLetter, WriteOp,
+};
+use rebound_runtime::time::{TimeScale, Timestamp};
+
+use super::dead_letters::{DeadLetterDesk, Each};
+
+/// A desk over a store alone: every action is written to the store.
+#[derive(Clone)]
+pub struct StoreDesk(pub Arc<dyn Store>);
+
+impl std::fmt::Debug for StoreDesk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreDesk")
+    }
+}
+
+impl StoreDesk {
+    fn each<T>(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+        op: fn(OperatorAction) -> WriteOp,
+        answer: fn(store::Applied, &MessageId) -> Result<T, StoreError>,
+    ) -> Result<Each<T>, StoreError> {
+        let ops = store::bulk_actions(ids, operator, reason, Timestamp::now(), op)?;
+        let applied = self.0.apply(&ops)?;
+        Ok(ids
+            .iter()
+            .zip(applied)
+            .map(|(id, a)| answer(a, id))
+            .collect())
+    }
+}
+
+impl DeadLetterDesk for StoreDesk {
+    fn store(&self) -> Arc<dyn Store> {
+        self.0.clone()
+    }
+
+    fn replay(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<ScheduledRetry>, StoreError> {
+        self.each(ids, operator, reason, WriteOp::Replay, |a, id| {
+            a.into_replayed(id)
+        })
+    }
+
+    fn skip(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<StoredDeadLetter>, StoreError> {
+        self.each(ids, operator, reason, WriteOp::Skip, |a, id| {
+            a.into_skipped(id)
+        })
+    }
+
+    fn retry_now(
+        &self,
+        id: &MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
+        let at = action.at;
+        let mut retry = self
+            .0
+            .retries(std::slice::from_ref(id))?
+            .pop()
+            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
+        let mut applied = self.0.apply(&[WriteOp::RetryNow(action)])?;
+        applied
+            .pop()
+            .ok_or(StoreError::WriterClosed)?
+            .into_done(id)?;
+        retry.due = at;
+        Ok(retry)
+    }
+
+    fn kill(
+        &self,
+        id: &MessageId,
+        operator: &str,
+        reason: &str,
+        label_of: &dyn Fn(&RuleRef) -> Label,
+    ) -> Result<DeadLetter, StoreError> {
+        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
+        let retry = self
+            .0
+            .retries(std::slice::from_ref(id))?
+            .pop()
+            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
+        let letter = rebound_runtime::durable::killed(retry.message, label_of, action.at);
+        let applied = self.0.apply(&[
+            WriteOp::DeadLetter(Box::new(letter.clone())),
+            WriteOp::Audit(AuditAction::Kill, action),
+        ])?;
+        for a in applied {
+            a.into_done(id)?;
+        }
+        Ok(letter)
+    }
+}
+
+/// A desk over a running topology's durable layer; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct DurableDesk {
+    durable: Durable,
+    scale: TimeScale,
+}
+
+impl DurableDesk {
+    /// The desk of the topology `durable` serves, whose rules run at `scale`.
+    pub fn new(durable: Durable, scale: TimeScale) -> DurableDesk {
+        DurableDesk { durable, scale }
+    }
+}
+
+impl DeadLetterDesk for DurableDesk {
+    fn store(&self) -> Arc<dyn Store> {
+        self.durable.store().clone()
+    }
+
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.durable.journal().flush())
+    }
+
+    fn time_scale(&self) -> TimeScale {
+        self.scale
+    }
+
+    fn replay(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<ScheduledRetry>, StoreError> {
+        self.durable.replay_many(ids, operator, reason)
+    }
+
+    fn skip(
+        &self,
+        ids: &[MessageId],
+        operator: &str,
+        reason: &str,
+    ) -> Result<Each<StoredDeadLetter>, StoreError> {
+        self.durable.skip_many(ids, operator, reason)
+    }
+
+    fn retry_now(
+        &self,
+        id: &MessageId,
+        operator: &str,
+        reason: &str,
+    ) -> Result<ScheduledRetry, StoreError> {
+        self.durable.retry_now(id.as_str(), operator, reason)
+    }
+
+    fn kill(
+        &self,
+        id: &MessageId,
+        operator: &str,
+        reason: &str,
+        label_of: &dyn Fn(&RuleRef) -> Label,
+    ) -> Result<DeadLetter, StoreError> {
+        self.durable.kill(id.as_str(), operator, reason, label_of)
+    }
+}

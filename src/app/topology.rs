@@ -1,0 +1,195 @@
+//! Any topology as a [`Job`]: [`TopologyJob`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rebound_runtime::RunningTopology;
+use rebound_runtime::durable::labels::{self, KeeperLoop, LetterKeeper};
+use rebound_runtime::durable::{Durable, DurableOptions, JournalFailure};
+use rebound_runtime::fate::BoxFuture;
+use rebound_runtime::policy::{RulePolicy, TimeScale};
+use rebound_runtime::store::Store;
+use rebound_runtime::time::{TimeSource, TokioTime};
+use rebound_runtime::topology::{MessageId, Topology};
+use tokio::time::Instant;
+
+use super::job::{Job, JobError, Running, Wiring};
+use crate::admin::AdminState;
+use crate::admin::desks::DurableDesk;
+use crate::pipeline::Report;
+
+/// Builds the embedding's topology over the durable layer, told the ids of the retries it
+/// recovered from the store (a source's position must not hand them out again).
+type Build = Box<dyn FnOnce(&Durable, &[MessageId]) -> Result<Topology, JobError> + Send>;
+
+/// Any topology as a [`Job`]: an embedding builds its own spouts and bolts over the durable
+/// layer the application makes on its store, and gets what `run` and `serve` have: the live
+/// rules deciding its failures, the labels acting on its dead letters (redrive, expire,
+/// alert), the admin API and console over its store, its counters in `/metrics`, the signals
+/// and the bounded stop.
+///
+/// ```no_run
+/// use rebound::app::{self, Options, TopologyJob};
+/// use rebound_runtime::store::SqliteStore;
+/// use rebound_runtime::topology::TopologyBuilder;
+/// use std::sync::Arc;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Arc::new(SqliteStore::open("data")?);
+/// let job = TopologyJob::new(store, |durable, recovered| {
+///     let mut b = TopologyBuilder::new("mine");
+///     // … b.spout(…), b.bolt(…), the source's position from `durable` (without `recovered`) …
+///     # let _ = (durable, recovered);
+///     Ok(b.build()?)
+/// });
+/// let set = rebound_engine::load_dir("rules".as_ref())?.expect("rules that compile");
+/// let outcome = app::run_job(Options::embedded("rules"), set, job);
+/// # let _ = outcome; Ok(()) }
+/// ```
+pub struct TopologyJob {
+    store: Arc<dyn Store>,
+    build: Build,
+    scale: TimeScale,
+    durable: DurableOptions,
+    until_quiet: bool,
+}
+
+impl TopologyJob {
+    /// The topology `build` makes over the durable layer on `store` (told the ids of the
+    /// retries recovered from it). It runs until stopped (a signal); see
+    /// [`TopologyJob::until_quiet`].
+    pub fn new(
+        store: Arc<dyn Store>,
+        build: impl FnOnce(&Durable, &[MessageId]) -> Result<Topology, JobError> + Send + 'static,
+    ) -> TopologyJob {
+        TopologyJob {
+            store,
+            build: Box::new(build),
+            scale: TimeScale::REAL,
+            durable: DurableOptions::default(),
+            until_quiet: false,
+        }
+    }
+
+    /// The rules' delays (and the labels' durations) run `scale` times faster.
+    pub fn time_scale(mut self, scale: TimeScale) -> TopologyJob {
+        self.scale = scale;
+        self
+    }
+
+    /// The durable layer's settings.
+    pub fn durable_options(mut self, options: DurableOptions) -> TopologyJob {
+        self.durable = options;
+        self
+    }
+
+    /// The job ends by itself once its spouts are exhausted, no tree is in flight, no retry
+    /// is scheduled and no label still owes a redrive (a batch job; `run` ends so).
+    pub fn until_quiet(mut self) -> TopologyJob {
+        self.until_quiet = true;
+        self
+    }
+}
+
+impl Job for TopologyJob {
+    fn start(
+        self: Box<Self>,
+        wiring: Wiring,
+    ) -> BoxFuture<'static, Result<Box<dyn Running>, JobError>> {
+        Box::pin(async move {
+            let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
+            let durable = Durable::new(self.store, time, self.durable);
+            let d = durable.clone();
+            let recovered = tokio::task::spawn_blocking(move || d.recover())
+                .await
+                .map_err(|e| JobError::Task(e.to_string()))??;
+            let topology = (self.build)(&durable, &recovered)?;
+            durable.on_dead_letters(labels::alerting(wiring.rules.clone(), wiring.alerts));
+            let keeper = LetterKeeper::new(durable.clone(), wiring.rules.clone(), self.scale);
+            let seams = durable.seams(RulePolicy::new(wiring.rules, self.scale));
+            let topology = topology.start(seams);
+            let sweeping = keeper.spawn();
+            Ok(Box::new(TopologyRunning {
+                durable,
+                topology,
+                keeper,
+                sweeping,
+                scale: self.scale,
+                until_quiet: self.until_quiet,
+            }) as Box<dyn Running>)
+        })
+    }
+}
+
+struct TopologyRunning {
+    durable: Durable,
+    topology: RunningTopology,
+    keeper: LetterKeeper,
+    sweeping: KeeperLoop,
+    scale: TimeScale,
+    until_quiet: bool,
+}
+
+impl Running for TopologyRunning {
+    fn attach(&self, state: &mut AdminState) {
+        state.metrics.runtime.attach(self.topology.stats_handle());
+        state.metrics.letters.attach(self.keeper.clone());
+        state.metrics.gate.attach(self.topology.retry_gate());
+        state.dead_letters = Some(Arc::new(DurableDesk::new(self.durable.clone(), self.scale)));
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        self.durable.store().clone()
+    }
+
+    fn finished(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if !self.until_quiet {
+                return std::future::pending().await;
+            }
+            loop {
+                self.topology.wait_quiescent().await;
+                let keeper = self.keeper.clone();
+                match tokio::task::spawn_blocking(move || keeper.sweep()).await {
+                    Ok(Ok(s)) if s.redriven == 0 && s.waiting == 0 => return,
+                    Ok(Ok(s)) if s.redriven == 0 => tokio::time::sleep(labels::SWEEP_EVERY).await,
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "reading the dead letters to redrive failed");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the dead-letter sweep failed");
+                        return;
+                    }
+                }
+            }
+        })
+    }
+
+    fn store_failed(&self) -> BoxFuture<'static, Arc<JournalFailure>> {
+        let journal = self.durable.journal().clone();
+        Box::pin(async move { journal.failed().await })
+    }
+
+    fn stop(
+        self: Box<Self>,
+        by: Instant,
+        drain: Duration,
+        _report: bool,
+    ) -> BoxFuture<'static, Result<Option<Report>, JobError>> {
+        Box::pin(async move {
+            self.sweeping.stop().await;
+            let left = by.saturating_duration_since(Instant::now());
+            let report = self.topology.shutdown(drain.min(left)).await;
+            if !report.drained {
+                tracing::warn!(
+                    abandoned = report.abandoned,
+                    "trees still in flight at the stop: their messages get no fate now, and a durable source delivers them again"
+                );
+            }
+            self.durable.journal().flush().await;
+            Ok(None)
+        })
+    }
+}
