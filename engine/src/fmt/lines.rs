@@ -318,25 +318,7 @@ fn reorder_all(lines: &mut Vec<String>, kind: FileKind, original: &Value) {
 
 /// The block mappings under every key of the mapping `parent`, each put in `order`.
 fn every_child(lines: &[String], parent: &Target, order: &'static [&'static str]) -> Vec<Target> {
-    let mut out = Vec::new();
-    for i in parent.start..parent.end {
-        let Some(key) = key_of(&lines[i], parent.k) else {
-            continue;
-        };
-        if lines[i].trim_end().ends_with(&format!("{key}:"))
-            && let Some((start, end, k)) = body(lines, i, parent.k)
-            && k > parent.k
-        {
-            out.push(Target {
-                start,
-                end,
-                k,
-                item: false,
-                order,
-            });
-        }
-    }
-    out
+    block_mappings(lines, parent, |_| Some(order))
 }
 
 /// The block mapping under a top-level `key:`.
@@ -382,13 +364,27 @@ fn children(
     parent: &Target,
     which: &[(&str, &'static [&'static str])],
 ) -> Vec<Target> {
+    block_mappings(lines, parent, |key| {
+        which
+            .iter()
+            .find(|(w, _)| *w == key)
+            .map(|(_, order)| *order)
+    })
+}
+
+/// The block mappings under the keys of `parent` that `order_of` gives a key order.
+fn block_mappings(
+    lines: &[String],
+    parent: &Target,
+    order_of: impl Fn(&str) -> Option<&'static [&'static str]>,
+) -> Vec<Target> {
     let mut out = Vec::new();
     for i in parent.start..parent.end {
         let Some(key) = key_of(&lines[i], parent.k) else {
             continue;
         };
         if lines[i].trim_end().ends_with(&format!("{key}:"))
-            && let Some((_, order)) = which.iter().find(|(w, _)| *w == key)
+            && let Some(order) = order_of(key)
             && let Some((start, end, k)) = body(lines, i, parent.k)
             && k > parent.k
         {
