@@ -8,7 +8,7 @@ use crate::index::RuleIndex;
 use crate::lint;
 use crate::load::{SourceFile, parse_rule_file, version_of};
 use crate::model::{BackoffSpec, OneOrMany, RetrySpec, RuleFile, RuleSpec, Scalar};
-use crate::pattern::{NameMatcher, NamePattern, parse_attempt_cmp, parse_elapsed_cmp};
+use crate::pattern::{NameMatcher, NamePattern, parse_count_cmp, parse_elapsed_cmp};
 use crate::positions::PositionIndex;
 use crate::rule::{CompiledRule, Conditions, Outcome};
 use crate::script::{Expr, ScriptEngine};
@@ -243,7 +243,14 @@ impl Compiler<'_> {
                     attempt: m
                         .attempt
                         .as_ref()
-                        .map(|v| self.attempt(f, &format!("{mp}.attempt"), v))
+                        .map(|v| self.count(f, &format!("{mp}.attempt"), v, "an attempt number"))
+                        .unwrap_or_default(),
+                    redrives: m
+                        .redrives
+                        .as_ref()
+                        .map(|v| {
+                            self.count(f, &format!("{mp}.redrives"), v, "a number of redrives")
+                        })
                         .unwrap_or_default(),
                     elapsed: m
                         .elapsed
@@ -407,16 +414,17 @@ impl Compiler<'_> {
         NameMatcher::new(patterns)
     }
 
-    fn attempt(
+    fn count(
         &mut self,
         f: &FileCx,
         path: &str,
         value: &OneOrMany,
+        what: &str,
     ) -> Vec<crate::pattern::Cmp<u64>> {
         let mut out = Vec::new();
         for (i, item) in value.items() {
             let item_path = i.map_or(path.to_string(), |i| format!("{path}.{i}"));
-            match parse_attempt_cmp(&item.to_string()) {
+            match parse_count_cmp(&item.to_string(), what) {
                 Ok(c) => out.push(c),
                 Err(e) => {
                     let pos = f.positions.value(&item_path);

@@ -82,6 +82,9 @@ pub struct FailureContext<'a> {
     pub code: &'a str,
     /// The attempt that just failed, 1 for the first delivery.
     pub attempt: u32,
+    /// How many times the message has been redriven from a dead-letter label (0 for a
+    /// message never redriven); rules match it as `redrives`.
+    pub redrives: u32,
     /// Time since the first delivery began.
     pub elapsed: Duration,
     /// A delay the failure itself asks for (HTTP 429 `Retry-After`).
@@ -107,6 +110,7 @@ impl<'a> FailureContext<'a> {
             biz,
             code,
             attempt,
+            redrives: 0,
             elapsed: Duration::ZERO,
             retry_after: None,
             last_delay: Duration::ZERO,
@@ -133,6 +137,8 @@ pub struct OwnedFailure {
     pub code: String,
     /// The attempt that failed.
     pub attempt: u32,
+    /// Redrives of the message so far.
+    pub redrives: u32,
     /// Time since the first delivery began.
     pub elapsed: Duration,
     /// A delay the failure asks for.
@@ -156,6 +162,7 @@ impl OwnedFailure {
             biz: &self.biz,
             code: &self.code,
             attempt: self.attempt,
+            redrives: self.redrives,
             elapsed: self.elapsed,
             retry_after: self.retry_after,
             last_delay: self.last_delay,

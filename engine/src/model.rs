@@ -146,7 +146,7 @@ pub(crate) struct RuleSpec {
     /// A rhai boolean expression, evaluated only when `match` holds, e.g.
     /// `signals.fail_rate > 0.5`. In scope: biz, code, attempt, elapsed (ms), retry_after
     /// (ms or ()), last_delay (ms), attrs, headers, now (ms since the Unix epoch, UTC;
-    /// `hour_of_day(now, OFFSET_HOURS)`, `day_of_week(now, OFFSET_HOURS)`), signals.
+    /// `hour_of_day(now, OFFSET_HOURS)`, `day_of_week(now, OFFSET_HOURS)`), redrives, signals.
     #[serde(default, rename = "if")]
     pub guard: Option<String>,
     /// How to retry. Fields it does not give come from `defaults.retry`. Never together
@@ -176,6 +176,10 @@ pub(crate) struct MatchSpec {
     /// such as `">= 5"`, or a list of those (all must hold). OP: <, <=, >, >=, ==, !=.
     #[serde(default)]
     pub attempt: Option<OneOrMany>,
+    /// How many times the message has been redriven from a dead-letter label (0 for a message
+    /// never redriven): as `attempt`.
+    #[serde(default)]
+    pub redrives: Option<OneOrMany>,
     /// Time since the first delivery began: `"OP DURATION"` such as `"> 30s"`, or a list of
     /// those (all must hold).
     #[serde(default)]

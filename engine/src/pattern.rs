@@ -256,15 +256,16 @@ fn split_op(text: &str) -> Option<(Op, &str)> {
     None
 }
 
-/// Parses an attempt comparison: `">= 5"`, or a bare number meaning equality.
-pub(crate) fn parse_attempt_cmp(text: &str) -> Result<Cmp<u64>, String> {
+/// Parses a count's comparison (`attempt`, `redrives`): `">= 5"`, or a bare number meaning
+/// equality; `what` names the count in the error (`an attempt number`).
+pub(crate) fn parse_count_cmp(text: &str, what: &str) -> Result<Cmp<u64>, String> {
     let (op, rest) = match split_op(text) {
         Some(split) => split,
         None => (Op::Eq, text.trim()),
     };
     let value = rest
         .parse::<u64>()
-        .map_err(|_| format!("bad comparison '{text}': {OP_HELP} and VALUE an attempt number"))?;
+        .map_err(|_| format!("bad comparison '{text}': {OP_HELP} and VALUE {what}"))?;
     Ok(Cmp { op, value })
 }
 
@@ -309,29 +310,32 @@ mod tests {
     #[test]
     fn comparisons_parse_every_operator() {
         assert_eq!(
-            parse_attempt_cmp(">= 5").unwrap(),
+            parse_count_cmp(">= 5", "an attempt number").unwrap(),
             Cmp {
                 op: Op::Ge,
                 value: 5
             }
         );
         assert_eq!(
-            parse_attempt_cmp("<3").unwrap(),
+            parse_count_cmp("<3", "an attempt number").unwrap(),
             Cmp {
                 op: Op::Lt,
                 value: 3
             }
         );
         assert_eq!(
-            parse_attempt_cmp("7").unwrap(),
+            parse_count_cmp("7", "an attempt number").unwrap(),
             Cmp {
                 op: Op::Eq,
                 value: 7
             }
         );
-        assert_eq!(parse_attempt_cmp("!= 2").unwrap().op, Op::Ne);
-        assert!(parse_attempt_cmp("=> 5").is_err());
-        assert!(parse_attempt_cmp(">= five").is_err());
+        assert_eq!(
+            parse_count_cmp("!= 2", "an attempt number").unwrap().op,
+            Op::Ne
+        );
+        assert!(parse_count_cmp("=> 5", "an attempt number").is_err());
+        assert!(parse_count_cmp(">= five", "an attempt number").is_err());
         let e = parse_elapsed_cmp("> 30s").unwrap();
         assert!(e.holds(Duration::from_secs(31)) && !e.holds(Duration::from_secs(30)));
         assert!(parse_elapsed_cmp("30s").is_err());

@@ -30,6 +30,8 @@ pub(crate) struct Conditions {
     /// All must hold.
     pub attempt: Vec<Cmp<u64>>,
     /// All must hold.
+    pub redrives: Vec<Cmp<u64>>,
+    /// All must hold.
     pub elapsed: Vec<Cmp<Duration>>,
     /// Each named attribute must be present and match.
     pub attrs: Vec<(String, NameMatcher)>,
@@ -46,6 +48,8 @@ pub(crate) enum Miss {
     Code,
     /// The `attempt` comparison at this index did not hold.
     Attempt(usize),
+    /// The `redrives` comparison at this index did not hold.
+    Redrives(usize),
     /// The `elapsed` comparison at this index did not hold.
     Elapsed(usize),
     /// The attribute condition at this index did not hold (absent or different).
@@ -76,6 +80,10 @@ impl Conditions {
         let attempt = u64::from(ctx.attempt);
         if let Some(i) = self.attempt.iter().position(|c| !c.holds(attempt)) {
             return Some(Miss::Attempt(i));
+        }
+        let redrives = u64::from(ctx.redrives);
+        if let Some(i) = self.redrives.iter().position(|c| !c.holds(redrives)) {
+            return Some(Miss::Redrives(i));
         }
         if let Some(i) = self.elapsed.iter().position(|c| !c.holds(ctx.elapsed)) {
             return Some(Miss::Elapsed(i));
@@ -117,6 +125,9 @@ impl Conditions {
                     .unwrap_or_default()
             ),
             Miss::Attempt(i) => format!("attempt {} is not {}", ctx.attempt, self.attempt[i]),
+            Miss::Redrives(i) => {
+                format!("redrives {} is not {}", ctx.redrives, self.redrives[i])
+            }
             Miss::Elapsed(i) => format!(
                 "elapsed {} is not {}",
                 DurationDisplay(ctx.elapsed),

@@ -167,7 +167,7 @@ fn constrain_rules(schema: &mut Value) {
         ("BreakerSpec", &["open_at"], "Share"),
         ("BreakerSpec", &["window", "cool_down", "ramp"], "Duration"),
         ("ScopeSpec", &["biz", "code", "attrs"], "Names"),
-        ("MatchSpec", &["attempt"], "AttemptCondition"),
+        ("MatchSpec", &["attempt", "redrives"], "AttemptCondition"),
         ("MatchSpec", &["elapsed"], "ElapsedCondition"),
         ("MatchSpec", &["biz", "code", "attrs", "headers"], "Names"),
     ] {

@@ -154,6 +154,7 @@ rules:
             biz: &m.biz,
             code: &f.code,
             attempt: m.retry.attempt,
+            redrives: m.retry.redrives,
             elapsed,
             retry_after: f.retry_after,
             last_delay: m.retry.last_delay(),

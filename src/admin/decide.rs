@@ -23,6 +23,9 @@ pub struct DecideBody {
     pub code: String,
     /// The attempt that just failed, 1 for the first delivery.
     pub attempt: u32,
+    /// How many times the message has been redriven from a dead-letter label (0 when absent).
+    #[serde(default)]
+    pub redrives: Option<u32>,
     /// Time since the first delivery began, in ms (0 when absent).
     #[serde(default)]
     pub elapsed_ms: Option<u64>,
@@ -71,6 +74,7 @@ pub async fn decide(
         biz: &body.biz,
         code: &body.code,
         attempt: body.attempt,
+        redrives: body.redrives.unwrap_or(0),
         elapsed: Duration::from_millis(body.elapsed_ms.unwrap_or(0)),
         retry_after: body.retry_after_ms.map(Duration::from_millis),
         last_delay: Duration::from_millis(body.last_delay_ms.unwrap_or(0)),

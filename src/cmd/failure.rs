@@ -23,6 +23,9 @@ pub struct FailureArgs {
     /// The attempt that just failed (1 for the first delivery).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub attempt: u32,
+    /// How many times the message has been redriven from a dead-letter label.
+    #[arg(long, default_value = "0")]
+    pub redrives: u32,
     /// Time since the first delivery began (e.g. 1.5s, 2m, 250ms; a bare number is ms).
     #[arg(long, value_parser = duration, default_value = "0")]
     pub elapsed: Duration,
@@ -88,6 +91,7 @@ impl FailureArgs {
             biz: self.biz.clone(),
             code: self.code.clone(),
             attempt: self.attempt,
+            redrives: self.redrives,
             elapsed: self.elapsed,
             retry_after: self.retry_after,
             last_delay: self.last_delay,

@@ -19,6 +19,7 @@ mod paths_lints;
 mod paths_shipped;
 mod paths_svg;
 mod readme_examples;
+mod redrives;
 mod ruletest_cli;
 mod ruletest_seed_search;
 mod schema_drift;

@@ -31,7 +31,9 @@ const RETRY: &[&str] = &[
 const LABEL: &[&str] = &["description", "redrive", "alert", "sla", "expire"];
 const REDRIVE: &[&str] = &["after", "max"];
 const HEAT: &[&str] = &["half_life", "weights"];
-const MATCH: &[&str] = &["biz", "code", "attempt", "elapsed", "attrs", "headers"];
+const MATCH: &[&str] = &[
+    "biz", "code", "attempt", "redrives", "elapsed", "attrs", "headers",
+];
 const TESTS_TOP: &[&str] = &["version", "cases", "paths"];
 const CASE: &[&str] = &["name", "given", "expect"];
 const PATH: &[&str] = &["name", "given", "processing", "expect"];

@@ -79,6 +79,9 @@ pub(crate) struct GivenSpec {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub attempt: Option<u32>,
+    /// How many times the message has been redriven from a dead-letter label (default 0).
+    #[serde(default)]
+    pub redrives: Option<u32>,
     /// Time since the first delivery began, e.g. `30s` (default 0).
     #[serde(default)]
     pub elapsed: Option<Scalar>,

@@ -344,6 +344,7 @@ impl Loader<'_> {
             biz: spec.biz.clone().unwrap_or_default(),
             code: spec.code.clone().unwrap_or_default(),
             attempt: attempt.max(1),
+            redrives: spec.redrives.unwrap_or(0),
             elapsed: dur("elapsed", &spec.elapsed).unwrap_or_default(),
             retry_after: dur("retry_after", &spec.retry_after),
             last_delay: dur("last_delay", &spec.last_delay).unwrap_or_default(),

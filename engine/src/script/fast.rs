@@ -8,7 +8,8 @@
 //! evaluates instead, in a few dozen instructions and with no allocation:
 //!
 //! - literals: integers, floats, strings, booleans, `()`;
-//! - the variables `biz`, `code`, `attempt`, `elapsed`, `retry_after`, `last_delay`, `now`;
+//! - the variables `biz`, `code`, `attempt`, `elapsed`, `retry_after`, `last_delay`, `now`,
+//!   `redrives`;
 //! - `signals.NAME`, `signals["NAME"]`, `attrs.NAME`, `attrs["NAME"]`, `headers.NAME`,
 //!   `headers["NAME"]`;
 //! - `==`, `!=`, `<`, `<=`, `>`, `>=` between those, and `&&`, `||`, `!` over booleans.
@@ -55,6 +56,7 @@ enum Var {
     RetryAfter,
     LastDelay,
     Now,
+    Redrives,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +120,7 @@ fn node(e: &Expr) -> Option<Node> {
             "retry_after" => Var::RetryAfter,
             "last_delay" => Var::LastDelay,
             "now" => Var::Now,
+            "redrives" => Var::Redrives,
             _ => return None,
         }),
         Expr::Dot(x, flags, _) if !flags.intersects(ASTFlags::NEGATED) => match &x.rhs {
@@ -190,6 +193,7 @@ fn eval<'a>(n: &'a Node, ctx: &FailureContext<'a>) -> Option<Value<'a>> {
                 .map_or(Value::Unit, |d| Value::Int(millis(d))),
             Var::LastDelay => Value::Int(millis(ctx.last_delay)),
             Var::Now => Value::Int(epoch_millis(ctx.now)),
+            Var::Redrives => Value::Int(i64::from(ctx.redrives)),
         },
         // The scope's `signals`: a missing one reads as 0.0.
         Node::Signal(name) => Value::Float(ctx.signals.get(name).unwrap_or(0.0)),

@@ -132,7 +132,8 @@ fn operand() -> impl Strategy<Value = String> {
                 "elapsed",
                 "retry_after",
                 "last_delay",
-                "now"
+                "now",
+                "redrives"
             ][..]
         )
         .prop_map(str::to_string),
@@ -188,6 +189,7 @@ struct Failure {
     retry_after: Option<u64>,
     last_delay: u64,
     now: u64,
+    redrives: u32,
     attrs: Attrs,
     headers: HeaderMap,
     signals: Signals,
@@ -212,7 +214,7 @@ fn failure() -> impl Strategy<Value = Failure> {
             proptest::sample::select(&SIGNAL_VALUES[..]),
             0..=2,
         ),
-        any::<bool>(),
+        (any::<bool>(), prop_oneof![0..4u32, Just(u32::MAX)]),
     )
         .prop_map(
             |(
@@ -220,7 +222,7 @@ fn failure() -> impl Strategy<Value = Failure> {
                 attrs,
                 headers,
                 signals,
-                as_pairs,
+                (as_pairs, redrives),
             )| {
                 Failure {
                     biz,
@@ -230,6 +232,7 @@ fn failure() -> impl Strategy<Value = Failure> {
                     retry_after,
                     last_delay,
                     now,
+                    redrives,
                     attrs,
                     headers,
                     signals,
@@ -265,6 +268,7 @@ proptest! {
                 attrs: &f.attrs,
                 headers: &f.headers,
                 now: f.now,
+                redrives: f.redrives,
                 signals: if f.as_pairs { SignalView::Pairs(&pairs) } else { SignalView::Map(&f.signals) },
                 ..FailureContext::new(f.biz, f.code, f.attempt)
             };

@@ -1,13 +1,13 @@
 //! The variables an expression runs with, kept in one rhai [`Scope`] per thread.
 //!
-//! rules.md gives every expression the same ten variables. Building a fresh scope for each
+//! rules.md gives every expression the same eleven variables. Building a fresh scope for each
 //! evaluation cost more than the guard itself: every name and string is a new allocation,
 //! attrs and headers become rhai maps, and all of it is freed again afterwards. So each
-//! thread keeps one scope holding all ten names, and an evaluation refreshes, in place, only
+//! thread keeps one scope holding all eleven names, and an evaluation refreshes, in place, only
 //! the variables its expression reads ([`Reads`], found by walking the AST once at load).
 //! A variable the expression does not read may hold another failure's value; nothing in an
 //! expression can see it (there is no `eval`, and `is_def_var` only asks whether a name
-//! exists, which all ten always do).
+//! exists, which all eleven always do).
 //!
 //! A refresh never trusts what the scope holds: an expression may have changed a variable
 //! through a method (`attrs.remove("x")`, `biz.make_upper()`) or shared it with a closure,
@@ -23,7 +23,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 /// The variables of rules.md, in the order of the scope.
-const NAMES: [&str; 10] = [
+const NAMES: [&str; 11] = [
     "biz",
     "code",
     "attempt",
@@ -33,6 +33,7 @@ const NAMES: [&str; 10] = [
     "attrs",
     "headers",
     "now",
+    "redrives",
     "signals",
 ];
 
@@ -86,7 +87,7 @@ impl ScopeSignals {
     }
 }
 
-/// Which of the ten variables an expression reads: one bit per entry of [`NAMES`].
+/// Which of the eleven variables an expression reads: one bit per entry of [`NAMES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Reads(u16);
 
@@ -146,7 +147,7 @@ pub(super) fn with_scope<R>(
         Ok(mut kept) => {
             let scope = kept.get_or_insert_with(empty);
             // An expression cannot declare variables, but a scope that is not exactly the
-            // ten (whatever left it so) is rebuilt rather than trusted.
+            // eleven (whatever left it so) is rebuilt rather than trusted.
             if scope.len() != NAMES.len() {
                 *scope = empty();
             }
@@ -161,7 +162,7 @@ pub(super) fn with_scope<R>(
     })
 }
 
-/// A scope of the ten variables of `ctx`, built anew (what `compile` checks names against).
+/// A scope of the eleven variables of `ctx`, built anew (what `compile` checks names against).
 pub(super) fn fresh(ctx: &FailureContext<'_>) -> Scope<'static> {
     let mut scope = empty();
     // A scope just made holds every name, writable.
@@ -169,7 +170,7 @@ pub(super) fn fresh(ctx: &FailureContext<'_>) -> Scope<'static> {
     scope
 }
 
-/// The ten names, each holding `()`.
+/// The eleven names, each holding `()`.
 fn empty() -> Scope<'static> {
     let mut scope = Scope::with_capacity(NAMES.len());
     for name in NAMES {
@@ -200,6 +201,7 @@ fn refresh(scope: &mut Scope<'static>, ctx: &FailureContext<'_>, reads: Reads) -
             6 => set_map(slot, ctx.attrs),
             7 => set_map(slot, ctx.headers),
             8 => set(slot, epoch_millis(ctx.now)),
+            9 => set(slot, i64::from(ctx.redrives)),
             _ => set_signals(slot, ctx.signals),
         }
     }

@@ -4,7 +4,7 @@
 //! or `**` between them (an error at run time), so such a guard silently never matches.
 //!
 //! Only what is certain is inferred: literals, the known variables (`biz`, `code` strings;
-//! `attempt`, `elapsed`, `last_delay`, `now` integers; `signals.*` floats; `attrs.*`,
+//! `attempt`, `elapsed`, `last_delay`, `now`, `redrives` integers; `signals.*` floats; `attrs.*`,
 //! `headers.*` strings; `hour_of_day(..)` and `day_of_week(..)` integers) and operators over those. Anything else is unknown and never warned
 //! about. `+` between a string and a number concatenates in rhai, so it is fine.
 
@@ -132,7 +132,7 @@ fn infer(e: &rhai::Expr) -> Ty {
         rhai::Expr::FloatConstant(..) => Ty::Float,
         rhai::Expr::Variable(..) => match variable(e) {
             Some("biz" | "code") => Ty::Str,
-            Some("attempt" | "elapsed" | "last_delay" | "now") => Ty::Int,
+            Some("attempt" | "elapsed" | "last_delay" | "now" | "redrives") => Ty::Int,
             _ => Ty::Unknown,
         },
         rhai::Expr::Dot(..) | rhai::Expr::Index(..) => match member(e) {

@@ -183,6 +183,7 @@ pub fn failures(set: &CompiledSet) -> BoxedStrategy<Failure> {
                 biz,
                 code,
                 attempt: 1,
+                redrives: 0,
                 elapsed: Duration::ZERO,
                 retry_after,
                 last_delay: Duration::ZERO,
@@ -202,11 +203,13 @@ pub fn failure_contexts(set: &CompiledSet) -> BoxedStrategy<Failure> {
     (
         failures(set),
         1..=top,
+        0..=3u32,
         millis(0..=86_400_000),
         millis(0..=600_000),
     )
-        .prop_map(|(f, attempt, elapsed, last_delay)| Failure {
+        .prop_map(|(f, attempt, redrives, elapsed, last_delay)| Failure {
             attempt,
+            redrives,
             elapsed,
             last_delay,
             ..f

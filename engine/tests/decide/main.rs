@@ -5,3 +5,4 @@ mod allocations;
 mod counting;
 mod decide_props;
 mod guards;
+mod redrives;

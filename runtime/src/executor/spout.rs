@@ -475,6 +475,7 @@ impl<S: Spout> SpoutTask<S> {
             biz: &msg.biz,
             code: &failure.code,
             attempt: msg.retry.attempt,
+            redrives: msg.retry.redrives,
             elapsed,
             retry_after: failure.retry_after,
             last_delay: msg.retry.last_delay(),
