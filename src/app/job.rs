@@ -44,6 +44,12 @@ pub enum JobError {
     /// The store refused every write for its whole bound.
     #[error("{0}")]
     StoreFailed(Arc<JournalFailure>),
+    /// The options name a fleet (`Options::fleet`), which only the bundled pipeline joins: a
+    /// topology of one's own runs on the store it is given.
+    #[error(
+        "a fleet (--store redis://…) is joined only by the bundled pipeline; a TopologyJob runs on the store it is given"
+    )]
+    FleetUnsupported,
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),

@@ -104,8 +104,8 @@ pub struct Options {
     /// them).
     pub topology: rebound_runtime::topology::Config,
     /// Where `alert:` labels send their dead letters (`receivers:` of the configuration
-    /// file); empty without one. Not yet wired into the pipeline: a
-    /// [`crate::alerts::AlertDispatcher`] started on them is the sender.
+    /// file); empty without one. An [`crate::alerts::AlertDispatcher`] started on them is the
+    /// job's alert sink.
     pub receivers: Receivers,
 }
 
@@ -115,24 +115,11 @@ impl Options {
     /// watched is only a warning.
     pub fn run(rules: impl Into<PathBuf>, data: impl Into<PathBuf>) -> Options {
         Options {
-            rules: rules.into(),
             data: data.into(),
             messages: Some(50_000),
-            keyed: false,
-            rate: None,
             time_scale: TimeScale::new(100.0).expect("100 is a valid time scale"),
-            outage: None,
-            fresh: false,
-            store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
-            admin: None,
-            pull: None,
-            watch_required: false,
             console: Console::Progress,
-            json: false,
-            log_format: LogFormat::Text,
-            fleet: None,
-            topology: rebound_runtime::topology::Config::default(),
-            receivers: Receivers::default(),
+            ..Options::embedded(rules)
         }
     }
 
@@ -145,32 +132,18 @@ impl Options {
         admin: AdminListen,
     ) -> Options {
         Options {
-            rules: rules.into(),
             data: data.into(),
-            messages: None,
-            keyed: false,
             rate: Some(20.0),
-            time_scale: TimeScale::REAL,
-            outage: None,
-            fresh: false,
-            store_give_up: rebound_runtime::durable::JournalOptions::default().give_up_after,
             admin: Some(admin),
-            pull: None,
             watch_required: true,
-            console: Console::Server,
-            json: false,
-            log_format: LogFormat::Text,
-            fleet: None,
-            topology: rebound_runtime::topology::Config::default(),
-            receivers: Receivers::default(),
+            ..Options::embedded(rules)
         }
     }
-}
 
-impl Options {
-    /// An embedding's defaults for [`run_job`]: the rules in `rules` (watched if it can be,
-    /// else a warning), logs on stderr and no progress bar, no admin API (set `admin`), real
-    /// time. The bundled pipeline's fields are left at `serve`'s and unused.
+    /// An embedding's defaults for [`run_job`] (and the base of the two above): the rules in
+    /// `rules` (watched if it can be, else a warning), logs on stderr and no progress bar, no
+    /// admin API (set `admin`), real time. The bundled pipeline's fields (`data`, `messages`,
+    /// `rate`, …) are unused by any other job.
     pub fn embedded(rules: impl Into<PathBuf>) -> Options {
         Options {
             rules: rules.into(),

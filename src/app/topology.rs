@@ -97,6 +97,9 @@ impl Job for TopologyJob {
         wiring: Wiring,
     ) -> BoxFuture<'static, Result<Box<dyn Running>, JobError>> {
         Box::pin(async move {
+            if wiring.fleet.is_some() {
+                return Err(JobError::FleetUnsupported);
+            }
             let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
             let durable = Durable::new(self.store, time, self.durable);
             let d = durable.clone();
@@ -147,23 +150,7 @@ impl Running for TopologyRunning {
             if !self.until_quiet {
                 return std::future::pending().await;
             }
-            loop {
-                self.topology.wait_quiescent().await;
-                let keeper = self.keeper.clone();
-                match tokio::task::spawn_blocking(move || keeper.sweep()).await {
-                    Ok(Ok(s)) if s.redriven == 0 && s.waiting == 0 => return,
-                    Ok(Ok(s)) if s.redriven == 0 => tokio::time::sleep(labels::SWEEP_EVERY).await,
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "reading the dead letters to redrive failed");
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the dead-letter sweep failed");
-                        return;
-                    }
-                }
-            }
+            self.keeper.until_settled(&self.topology).await;
         })
     }
 

@@ -133,25 +133,9 @@ impl RunningPipeline {
                 let fleet = self.handle.shared.fleet.as_ref().expect("checked");
                 fleet.finished().await;
             }
-            Some(t) => loop {
-                t.wait_quiescent().await;
-                let Some(letters) = self.handle.shared.letters.clone() else {
-                    return;
-                };
-                // Quiet now; done unless a label is still to redrive a letter.
-                let sweep = match blocking(move || Ok(letters.sweep()?)).await {
-                    Ok(sweep) => sweep,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reading the dead letters to redrive failed");
-                        return;
-                    }
-                };
-                if sweep.redriven == 0 && sweep.waiting == 0 {
-                    return;
-                }
-                if sweep.redriven == 0 {
-                    tokio::time::sleep(rebound_runtime::durable::labels::SWEEP_EVERY).await;
-                }
+            Some(t) => match &self.handle.shared.letters {
+                Some(letters) => letters.until_settled(t).await,
+                None => t.wait_quiescent().await,
             },
         }
     }

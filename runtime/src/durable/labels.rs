@@ -33,6 +33,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Durable;
+use crate::RunningTopology;
 use crate::fate::DeadLetter;
 use crate::store::{DeadLetterFilter, DeadLetterStatus, MAX_PAGE, OpenLetters, StoreError};
 use crate::time::{TimeScale, Timestamp};
@@ -160,6 +161,34 @@ impl LetterKeeper {
             }
         });
         KeeperLoop { stop, task }
+    }
+
+    /// Completes once `topology` is quiet (see [`RunningTopology::wait_quiescent`]) and no
+    /// label still owes a redrive: each time it is quiet a sweep runs; a redrive made starts
+    /// the wait again, and one still to come is swept for every [`SWEEP_EVERY`]. A store that
+    /// cannot be read ends the wait (logged): a batch job does not hang on it.
+    pub async fn until_settled(&self, topology: &RunningTopology) {
+        loop {
+            topology.wait_quiescent().await;
+            let keeper = self.clone();
+            let sweep = match tokio::task::spawn_blocking(move || keeper.sweep()).await {
+                Ok(Ok(sweep)) => sweep,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "reading the dead letters to redrive failed");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the dead-letter sweep failed");
+                    return;
+                }
+            };
+            if sweep.redriven == 0 && sweep.waiting == 0 {
+                return;
+            }
+            if sweep.redriven == 0 {
+                tokio::time::sleep(SWEEP_EVERY).await;
+            }
+        }
     }
 
     /// Redrives and expires what is due now. Blocking.
