@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::app::shared_rules::{RulesChanged, RulesErrors};
 use rebound_engine::PolicyHandle;
-use rebound_runtime::store::redis::{Member, RedisStore};
+use rebound_store_redis::{Member, RedisStore};
 
 pub(crate) struct RulesReport {
     pub(crate) store: Arc<RedisStore>,
