@@ -63,7 +63,7 @@ if [ "$CEILING" = 1 ]; then
   redis-benchmark -p "$port" -q -n 200000 -t set,lpush,zadd -P 16 2>/dev/null | tr '\r' '\n' | grep -v '^ *$' | grep -v 'rps=' || true
   redis-benchmark -p "$port" -q -n 200000 -t set -P 1 -c 50 2>/dev/null | tr '\r' '\n' | grep -v 'rps=' | sed 's/^/(50 clients, no pipelining) /' | grep -v '^(50 clients, no pipelining) *$' || true
   # The shared store's apply.lua with 500 acked fates a call (as the journal sends them).
-  sha=$(cli script load "$(cat "$root/runtime/src/store/redis/scripts/apply.lua")")
+  sha=$(cli script load "$(cat "$root/store-redis/src/scripts/apply.lua")")
   args=()
   for i in $(seq 500); do args+=(A "m$i-__rand_int__" '' ''); done
   cli config resetstat >/dev/null

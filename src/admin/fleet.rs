@@ -8,8 +8,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rebound_runtime::store::StoreError;
-use rebound_runtime::store::redis::NodeReport;
 use rebound_runtime::time::Timestamp;
+use rebound_store_redis::NodeReport;
 use serde_json::{Value, json};
 
 /// What the fleet's routes need of a node on a shared store.

@@ -42,7 +42,7 @@ use rebound_engine::CompiledSet;
 use rebound_engine::reload::pull::{PullOptions, Puller};
 use rebound_engine::reload::{ReloadOptions, Reloader, WatchOptions, Watcher};
 use rebound_runtime::policy::TimeScale;
-use rebound_runtime::store::redis::RedisStore;
+use rebound_store_redis::RedisStore;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

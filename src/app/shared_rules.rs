@@ -18,8 +18,8 @@ use std::time::Duration;
 use rebound_engine::Version;
 use rebound_engine::reload::{Publication, PublishError, PushError, Reloader, SetRecord, Source};
 use rebound_runtime::store::StoreError;
-use rebound_runtime::store::redis::{Pushed, RedisOptions, RedisStore, RuleRecord, RulesHint};
 use rebound_runtime::time::Timestamp;
+use rebound_store_redis::{Pushed, RedisOptions, RedisStore, RuleRecord, RulesHint};
 use tokio::sync::watch;
 
 use crate::pipeline::fleet::{RulesChanged, RulesErrors};
@@ -126,7 +126,8 @@ pub fn join(
                 .map(|f| (f.name.as_str(), f.bytes.as_slice())),
             "seed",
         )
-        .map_err(|e| rebound_runtime::store::StoreError::Redis {
+        .map_err(|e| rebound_runtime::store::StoreError::Backend {
+            backend: "redis",
             op: "seed rules",
             location: String::new(),
             detail: e.to_string(),

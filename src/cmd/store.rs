@@ -6,7 +6,7 @@ use super::duration;
 use crate::Outcome;
 use rebound::config::{ConfigFile, StoreCheckSetting};
 use rebound::pipeline::{FleetOptions, StoreCheck};
-use rebound_runtime::store::redis::RedisOptions;
+use rebound_store_redis::RedisOptions;
 use std::time::Duration;
 
 /// What `--store-check` accepts.
@@ -133,7 +133,7 @@ pub fn store_password(
         (None, Some(path)) => Some(read_password_file(path)?),
         (None, None) => None,
     };
-    let in_url = rebound_runtime::store::redis::url_has_password(url);
+    let in_url = rebound_store_redis::url_has_password(url);
     if in_url && password.is_some() {
         eprintln!(
             "error: the store URL holds a password and {PASSWORD_ENV} or store.password_file gives one too; give it once, outside the URL"
@@ -170,7 +170,7 @@ fn read_password_file(path: &std::path::Path) -> Result<String, Outcome> {
 
 /// Checks that the URL parses, without ever printing it (it may hold a password).
 fn redis_url_ok(url: &str) -> Result<(), String> {
-    rebound_runtime::store::redis::check_url(url)
+    rebound_store_redis::check_url(url)
 }
 
 /// The machine's name, for the default node name.

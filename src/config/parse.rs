@@ -256,7 +256,7 @@ fn store_url(url: &str) -> Result<String, String> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
         return Err(STORE_EXPECTED.to_owned());
     }
-    rebound_runtime::store::redis::check_url(url)?;
+    rebound_store_redis::check_url(url)?;
     Ok(url.to_owned())
 }
 

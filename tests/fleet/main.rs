@@ -31,9 +31,9 @@ use std::process::{Command, Output};
 
 use crate::support::*;
 use rebound::pipeline::orders::order_id;
-use rebound_runtime::store::redis::fleet::partition_source;
-use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 use rebound_runtime::store::{Fate, MessageId, Store};
+use rebound_store_redis::fleet::partition_source;
+use rebound_store_redis::{RedisOptions, RedisStore, TestServer};
 
 /// The partitions of the bundled order source (`rebound::pipeline::fleet`).
 const PARTITIONS: u64 = 16;

@@ -4,7 +4,7 @@
 
 use super::{one_at_a_time, stderr};
 use crate::support::*;
-use rebound_runtime::store::redis::TestServer;
+use rebound_store_redis::TestServer;
 use std::process::{Command, Output};
 
 const PASSWORD: &str = "s3cr3t-pw";

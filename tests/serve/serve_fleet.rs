@@ -8,10 +8,10 @@ use crate::support::*;
 use rebound::pipeline::faults::{Fault, Faults};
 use rebound::pipeline::orders::{OrderGen, Shape, order_id};
 use rebound_runtime::fate::{DeadLetter, GiveUpReason, Label, RuleRef, Version};
-use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 use rebound_runtime::store::{Fate, MessageId, Store, WriteOp};
 use rebound_runtime::time::Timestamp;
 use rebound_runtime::topology::Failure;
+use rebound_store_redis::{RedisOptions, RedisStore, TestServer};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -364,7 +364,7 @@ fn a_letter_replayed_through_another_node_is_delivered_by_the_fleet_and_acked() 
 
 #[test]
 fn a_set_of_record_that_does_not_compile_here_is_not_run_and_is_reported() {
-    use rebound_runtime::store::redis::RuleRecord;
+    use rebound_store_redis::RuleRecord;
     let server = TestServer::start();
     let ns = "broken";
     let (a, _da) = node(&server, ns, "a", "fast");

@@ -7,10 +7,10 @@
 
 use crate::support::*;
 use rebound_runtime::fate::{GiveUpReason, Label, RuleRef, Version};
-use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
 use rebound_runtime::store::{DeadLetter, Message, OperatorAction, Store, WriteOp};
 use rebound_runtime::time::Timestamp;
 use rebound_runtime::topology::{Failure, FailureRecord, MessageId};
+use rebound_store_redis::{RedisOptions, RedisStore, TestServer};
 use std::time::Duration;
 
 const LETTERS: u64 = 11_000;

@@ -3,7 +3,7 @@
 //! position covers are pruned), however long it runs. Each test starts its own `redis-server`.
 
 use crate::support::*;
-use rebound_runtime::store::redis::TestServer;
+use rebound_store_redis::TestServer;
 use std::time::{Duration, Instant};
 
 /// A node of namespace `ns` on `server`, making `rate` new orders a second, its rules' time

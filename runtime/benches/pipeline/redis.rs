@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use rebound_runtime::durable::{ClaimStats, SharedOptions};
 use rebound_runtime::store::ClaimQueue;
-use rebound_runtime::store::redis::{RedisOptions, RedisStore, TestServer};
+use rebound_store_redis::{RedisOptions, RedisStore, TestServer};
 
 use super::*;
 

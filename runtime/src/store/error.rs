@@ -103,13 +103,16 @@ pub enum StoreError {
     /// The journal that writes to the store has stopped (its thread ended, or it gave up).
     #[error("the store's journal has stopped")]
     WriterClosed,
-    /// A shared store's command failed. Its outcome may be unknown (the reply was lost), so
-    /// it is safe to run again: every write is.
-    #[error("redis {op} on {location}: {detail}")]
-    Redis {
+    /// A store kept elsewhere (a server several nodes share) could not do a command. Its
+    /// outcome may be unknown (the reply was lost), so it is safe to run again: every write is.
+    #[error("{backend} {op} on {location}: {detail}")]
+    Backend {
+        /// Which kind of store (`redis`): the first word of the message and the error's
+        /// [`kind`](StoreError::kind) when the server was reached.
+        backend: &'static str,
         /// What was being done (`apply`, `claim`, `connect`…).
         op: &'static str,
-        /// `redis://HOST:PORT/DB namespace NS` (never the password).
+        /// Where the store is, e.g. `redis://HOST:PORT/DB namespace NS` (never a password).
         location: String,
         /// The server's or the connection's message.
         detail: String,
@@ -119,27 +122,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    #[cfg(feature = "redis")]
-    pub(crate) fn redis(op: &'static str, location: &str, e: &redis::RedisError) -> StoreError {
-        StoreError::Redis {
-            op,
-            location: location.to_owned(),
-            detail: e.to_string(),
-            unreachable: e.is_io_error()
-                || e.is_timeout()
-                || e.is_connection_dropped()
-                || e.is_connection_refusal(),
-        }
-    }
-
-    /// A short name of the failure's kind, for metrics: `unreachable`, `redis`, `sqlite`,
-    /// `corrupt`, `closed` or `other`.
+    /// A short name of the failure's kind, for metrics: `unreachable`, the backend's name
+    /// (`redis`), `sqlite`, `corrupt`, `closed` or `other`.
     pub fn kind(&self) -> &'static str {
         match self {
-            StoreError::Redis {
+            StoreError::Backend {
                 unreachable: true, ..
             } => "unreachable",
-            StoreError::Redis { .. } => "redis",
+            StoreError::Backend { backend, .. } => backend,
             StoreError::Sqlite(_) | StoreError::Open { .. } | StoreError::Migrate { .. } => {
                 "sqlite"
             }
@@ -153,7 +143,7 @@ impl StoreError {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            StoreError::Redis {
+            StoreError::Backend {
                 unreachable: true,
                 ..
             }

@@ -2,8 +2,9 @@
 //! log, message fates and source positions.
 //!
 //! - [`sqlite`]: the embedded default, one SQLite file (`rebound.db`) in the data directory.
-//! - `redis` (feature `redis`): the shared store, several nodes on one Redis 7, with the same
-//!   contract and the claims of due retries ([`ClaimQueue`]).
+//! - The shared store, several nodes on one Redis 7, is crate `rebound-store-redis`: the same
+//!   contract and the claims of due retries ([`ClaimQueue`]); [`fields`] gives it the records
+//!   as named fields, encoded as SQLite's columns.
 //! - [`schema`]: the schema, its version, and the migrations run on open.
 //!
 //! The store persists the runtime's own records, encoded once (`rows.rs`): a
@@ -14,8 +15,8 @@
 //!
 //! Writes go through [`Store::apply`] only, as [`WriteOp`]s, in order, all in one transaction;
 //! the journal (`durable::Journal`) is the one writer. Reads are the few production needs.
-//! Every implementation must pass the conformance suite in `runtime/tests/` (it takes any
-//! `&dyn Store`). What it asks:
+//! Every implementation must pass the conformance suite (feature `conformance`:
+//! `store::conformance` and `conformance_suite!`; it takes any `&dyn Store`). What it asks:
 //!
 //! - A retry the rules schedule is a row (upsert by message id) that stays while the retry is
 //!   pending *and while the redelivery is in flight*; it goes away in the same transaction that
@@ -39,11 +40,13 @@ use crate::time::Timestamp;
 pub use crate::topology::{Message, MessageId};
 
 mod claims;
+#[cfg(feature = "conformance")]
+#[path = "../../conformance/mod.rs"]
+pub mod conformance;
 mod error;
 mod failures;
+pub mod fields;
 mod records;
-#[cfg(feature = "redis")]
-pub mod redis;
 mod rows;
 pub mod schema;
 pub mod sqlite;

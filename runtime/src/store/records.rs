@@ -191,7 +191,7 @@ pub struct Page<T, C> {
 impl<T, C> Page<T, C> {
     /// A page from up to `limit + 1` items read newest first: if there is one more than
     /// `limit`, it is dropped and the last kept item's cursor (`cursor_of`) is `next`.
-    pub(crate) fn from_one_more(
+    pub fn from_one_more(
         mut items: Vec<T>,
         limit: usize,
         cursor_of: impl Fn(&T) -> C,

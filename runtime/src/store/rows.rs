@@ -1,8 +1,7 @@
 //! The runtime's records as rows, encoded and decoded in this one place: a retry row holds a
 //! [`Message`] with its retry metadata, a dead-letter row a [`DeadLetter`]. SQLite binds a
-//! row's values as columns; the shared store (feature `redis`) keeps the same values as hash
-//! fields named like the columns (integers in decimal, text as UTF-8, the payload as it is), so
-//! both stores read back exactly what the other would. Decoding validates (a corrupt value is
+//! row's values as columns; a store of named fields (`fields.rs`) keeps the same values under the
+//! columns' names, so every store reads back exactly what another would. Decoding validates (a corrupt value is
 //! an error, never a panic).
 
 use std::collections::BTreeMap;
@@ -34,69 +33,9 @@ pub(super) const DEAD_LETTER_COLUMNS: &str = "id, status, message_id, biz, paylo
      label, reason, last_code, last_message, attempts, first_ms, last_ms, rule, \
      rule_set_version, attrs, failures, redrives, ordering_key";
 
-/// The fields of a retry row in a shared store: [`retry_columns`], one hash field each (a
-/// retry without an offset has no `offset` field, one without a key no `ordering_key`).
-#[cfg(feature = "redis")]
-pub(super) const RETRY_FIELDS: [&str; 16] = [
-    "message_id",
-    "biz",
-    "payload",
-    "headers",
-    "due_ms",
-    "attempt",
-    "first_seen_ms",
-    "last_code",
-    "last_message",
-    "last_delay_ms",
-    "rule",
-    "rule_set_version",
-    "offset",
-    "failures",
-    "redrives",
-    "ordering_key",
-];
-
-/// The fields of a dead letter in a shared store: [`DEAD_LETTER_COLUMNS`] but the row id (the
-/// letter's key holds it) and the status (the store's to set); a message without a key has no
-/// `ordering_key`.
-#[cfg(feature = "redis")]
-pub(super) const DEAD_LETTER_FIELDS: [&str; 17] = [
-    "message_id",
-    "biz",
-    "payload",
-    "headers",
-    "label",
-    "reason",
-    "last_code",
-    "last_message",
-    "attempts",
-    "first_ms",
-    "last_ms",
-    "rule",
-    "rule_set_version",
-    "attrs",
-    "failures",
-    "redrives",
-    "ordering_key",
-];
-
-/// The message's content, encoded alike in a retry row and a dead letter: a replay on a shared
-/// store copies these fields from the letter into the new retry row.
-#[cfg(feature = "redis")]
-pub(super) const MESSAGE_FIELDS: [&str; 3] = ["biz", "payload", "headers"];
-
-/// The message's fields a replay copies when the letter has them (a message without a key
-/// has no `ordering_key`).
-#[cfg(feature = "redis")]
-pub(super) const OPTIONAL_MESSAGE_FIELDS: [&str; 1] = ["ordering_key"];
-
 /// The fresh delivery a replay of `message`'s dead letter schedules: due at `at`, attempt 0,
 /// no failures, first delivered at `at`; its redrives kept, one more for a `redrive`.
-pub(super) fn replayed_delivery(
-    mut message: Message,
-    at: Timestamp,
-    redrive: bool,
-) -> ScheduledRetry {
+pub fn replayed_delivery(mut message: Message, at: Timestamp, redrive: bool) -> ScheduledRetry {
     message.retry = RetryMeta {
         first_delivery: Some(at),
         redrives: message.retry.redrives + u32::from(redrive),
@@ -150,49 +89,6 @@ impl<'a> RetryRow<'a> {
             key: m.key.as_ref().map(Key::as_str),
         })
     }
-
-    /// The row as hash fields ([`RETRY_FIELDS`]), each handed to `put` with its value.
-    #[cfg(feature = "redis")]
-    pub(super) fn for_each_field(&self, mut put: impl FnMut(&'static str, &[u8])) {
-        let [
-            id,
-            biz,
-            payload,
-            headers,
-            due,
-            attempt,
-            first_seen,
-            code,
-            message,
-            delay,
-            rule,
-            version,
-            offset,
-            failures,
-            redrives,
-            key,
-        ] = RETRY_FIELDS;
-        put(id, self.id.as_bytes());
-        put(biz, self.biz.as_bytes());
-        put(payload, self.payload);
-        put(headers, self.headers.as_bytes());
-        put(due, self.due.to_string().as_bytes());
-        put(attempt, self.attempt.to_string().as_bytes());
-        put(first_seen, self.first_seen.to_string().as_bytes());
-        put(code, self.last_code.as_bytes());
-        put(message, self.last_message.as_bytes());
-        put(delay, self.last_delay.to_string().as_bytes());
-        put(rule, self.rule.as_bytes());
-        put(version, self.version.as_bytes());
-        if let Some(o) = self.offset {
-            put(offset, o.to_string().as_bytes());
-        }
-        put(failures, self.failures.as_bytes());
-        put(redrives, self.redrives.to_string().as_bytes());
-        if let Some(k) = self.key {
-            put(key, k.as_bytes());
-        }
-    }
 }
 
 /// A dead letter's values, ready to bind (SQLite) or to write as hash fields (a shared store).
@@ -241,69 +137,26 @@ impl<'a> DeadLetterRow<'a> {
             key: m.key.as_ref().map(Key::as_str),
         })
     }
-
-    /// The row as hash fields ([`DEAD_LETTER_FIELDS`]), each handed to `put` with its value.
-    #[cfg(feature = "redis")]
-    pub(super) fn for_each_field(&self, mut put: impl FnMut(&'static str, &[u8])) {
-        let [
-            id,
-            biz,
-            payload,
-            headers,
-            label,
-            reason,
-            code,
-            message,
-            attempts,
-            first,
-            last,
-            rule,
-            version,
-            attrs,
-            failures,
-            redrives,
-            key,
-        ] = DEAD_LETTER_FIELDS;
-        put(id, self.id.as_bytes());
-        put(biz, self.biz.as_bytes());
-        put(payload, self.payload);
-        put(headers, self.headers.as_bytes());
-        put(label, self.label.as_bytes());
-        put(reason, self.reason.as_bytes());
-        put(code, self.last_code.as_bytes());
-        put(message, self.last_message.as_bytes());
-        put(attempts, self.attempts.to_string().as_bytes());
-        put(first, self.first.to_string().as_bytes());
-        put(last, self.last.to_string().as_bytes());
-        put(rule, self.rule.as_bytes());
-        put(version, self.version.as_bytes());
-        put(attrs, self.attrs.as_bytes());
-        put(failures, self.failures.as_bytes());
-        put(redrives, self.redrives.to_string().as_bytes());
-        if let Some(k) = self.key {
-            put(key, k.as_bytes());
-        }
-    }
 }
 
 /// A retry row as SQLite returns it, before validation.
 pub(super) struct RawRetry {
-    id: String,
-    biz: String,
-    payload: Vec<u8>,
-    headers: String,
-    due: i64,
-    attempt: i64,
-    first_seen: i64,
-    last_code: String,
-    last_message: String,
-    last_delay: i64,
-    rule: String,
-    version: String,
-    offset: Option<i64>,
-    failures: String,
-    redrives: i64,
-    key: Option<String>,
+    pub(super) id: String,
+    pub(super) biz: String,
+    pub(super) payload: Vec<u8>,
+    pub(super) headers: String,
+    pub(super) due: i64,
+    pub(super) attempt: i64,
+    pub(super) first_seen: i64,
+    pub(super) last_code: String,
+    pub(super) last_message: String,
+    pub(super) last_delay: i64,
+    pub(super) rule: String,
+    pub(super) version: String,
+    pub(super) offset: Option<i64>,
+    pub(super) failures: String,
+    pub(super) redrives: i64,
+    pub(super) key: Option<String>,
 }
 
 impl RawRetry {
@@ -325,59 +178,6 @@ impl RawRetry {
             failures: r.get(13)?,
             redrives: r.get(14)?,
             key: r.get(15)?,
-        })
-    }
-
-    /// A retry row from a shared store's hash fields ([`RETRY_FIELDS`]; `get` looks one up).
-    #[cfg(feature = "redis")]
-    pub(super) fn from_fields<'f>(get: impl Fn(&str) -> Option<&'f [u8]>) -> Result<Self> {
-        const T: &str = "retries";
-        let text = |name| field_text(T, name, get(name));
-        let int = |name| field_int(T, name, get(name));
-        let [
-            id,
-            biz,
-            payload,
-            headers,
-            due,
-            attempt,
-            first_seen,
-            code,
-            message,
-            delay,
-            rule,
-            version,
-            offset,
-            failures,
-            redrives,
-            key,
-        ] = RETRY_FIELDS;
-        Ok(RawRetry {
-            id: text(id)?,
-            biz: text(biz)?,
-            payload: get(payload)
-                .ok_or_else(|| corrupt(T, payload, "missing"))?
-                .to_vec(),
-            headers: text(headers)?,
-            due: int(due)?,
-            attempt: int(attempt)?,
-            first_seen: int(first_seen)?,
-            last_code: text(code)?,
-            last_message: text(message)?,
-            last_delay: int(delay)?,
-            rule: text(rule)?,
-            version: text(version)?,
-            offset: get(offset).map(|_| int(offset)).transpose()?,
-            // Rows written before the failures were kept have neither field.
-            failures: get(failures)
-                .map(|_| text(failures))
-                .transpose()?
-                .unwrap_or_default(),
-            redrives: get(redrives)
-                .map(|_| int(redrives))
-                .transpose()?
-                .unwrap_or(0),
-            key: get(key).map(|_| text(key)).transpose()?,
         })
     }
 
@@ -429,25 +229,25 @@ impl RawRetry {
 
 /// A dead-letter row as SQLite returns it, before validation.
 pub(super) struct RawDeadLetter {
-    id: i64,
-    status: String,
-    message_id: String,
-    biz: String,
-    payload: Vec<u8>,
-    headers: String,
-    label: String,
-    reason: String,
-    last_code: String,
-    last_message: String,
-    attempts: i64,
-    first: i64,
-    last: i64,
-    rule: String,
-    version: String,
-    attrs: String,
-    failures: String,
-    redrives: i64,
-    key: Option<String>,
+    pub(super) id: i64,
+    pub(super) status: String,
+    pub(super) message_id: String,
+    pub(super) biz: String,
+    pub(super) payload: Vec<u8>,
+    pub(super) headers: String,
+    pub(super) label: String,
+    pub(super) reason: String,
+    pub(super) last_code: String,
+    pub(super) last_message: String,
+    pub(super) attempts: i64,
+    pub(super) first: i64,
+    pub(super) last: i64,
+    pub(super) rule: String,
+    pub(super) version: String,
+    pub(super) attrs: String,
+    pub(super) failures: String,
+    pub(super) redrives: i64,
+    pub(super) key: Option<String>,
 }
 
 impl RawDeadLetter {
@@ -472,63 +272,6 @@ impl RawDeadLetter {
             failures: r.get(16)?,
             redrives: r.get(17)?,
             key: r.get(18)?,
-        })
-    }
-
-    /// Dead letter `id` from a shared store's hash fields ([`DEAD_LETTER_FIELDS`] and
-    /// `status`; `get` looks one up).
-    #[cfg(feature = "redis")]
-    pub(super) fn from_fields<'f>(id: i64, get: impl Fn(&str) -> Option<&'f [u8]>) -> Result<Self> {
-        const T: &str = "dead_letters";
-        let text = |name| field_text(T, name, get(name));
-        let int = |name| field_int(T, name, get(name));
-        let [
-            message_id,
-            biz,
-            payload,
-            headers,
-            label,
-            reason,
-            code,
-            message,
-            attempts,
-            first,
-            last,
-            rule,
-            version,
-            attrs,
-            failures,
-            redrives,
-            key,
-        ] = DEAD_LETTER_FIELDS;
-        Ok(RawDeadLetter {
-            id,
-            status: text("status")?,
-            message_id: text(message_id)?,
-            biz: text(biz)?,
-            payload: get(payload)
-                .ok_or_else(|| corrupt(T, payload, "missing"))?
-                .to_vec(),
-            headers: text(headers)?,
-            label: text(label)?,
-            reason: text(reason)?,
-            last_code: text(code)?,
-            last_message: text(message)?,
-            attempts: int(attempts)?,
-            first: int(first)?,
-            last: int(last)?,
-            rule: text(rule)?,
-            version: text(version)?,
-            attrs: text(attrs)?,
-            failures: get(failures)
-                .map(|_| text(failures))
-                .transpose()?
-                .unwrap_or_default(),
-            redrives: get(redrives)
-                .map(|_| int(redrives))
-                .transpose()?
-                .unwrap_or(0),
-            key: get(key).map(|_| text(key)).transpose()?,
         })
     }
 
@@ -571,23 +314,5 @@ impl RawDeadLetter {
                 at: ts_from_sql(T, "last_ms", self.last)?,
             },
         })
-    }
-}
-
-#[cfg(all(test, feature = "redis"))]
-mod tests {
-    use super::*;
-
-    /// The shared store's fields are the SQLite columns, by name and order.
-    #[test]
-    fn hash_fields_are_named_like_the_columns() {
-        let columns: Vec<&str> = retry_columns!().split(", ").collect();
-        assert_eq!(columns, RETRY_FIELDS);
-        let columns: Vec<&str> = DEAD_LETTER_COLUMNS.split(", ").collect();
-        assert_eq!(columns[..2], ["id", "status"]);
-        assert_eq!(columns[2..], DEAD_LETTER_FIELDS);
-        for field in MESSAGE_FIELDS.iter().chain(&OPTIONAL_MESSAGE_FIELDS) {
-            assert!(RETRY_FIELDS.contains(field) && DEAD_LETTER_FIELDS.contains(field));
-        }
     }
 }

@@ -12,27 +12,6 @@ use super::{Result, StoreError};
 use crate::time::Timestamp;
 use crate::topology::Headers;
 
-/// A text field of a shared store's hash: present and UTF-8.
-#[cfg(feature = "redis")]
-pub(super) fn field_text(
-    table: &'static str,
-    name: &'static str,
-    v: Option<&[u8]>,
-) -> Result<String> {
-    let v = v.ok_or_else(|| corrupt(table, name, "missing"))?;
-    String::from_utf8(v.to_vec()).map_err(|e| corrupt(table, name, e))
-}
-
-/// An integer field of a shared store's hash: present and in decimal.
-#[cfg(feature = "redis")]
-pub(super) fn field_int(table: &'static str, name: &'static str, v: Option<&[u8]>) -> Result<i64> {
-    let v = v.ok_or_else(|| corrupt(table, name, "missing"))?;
-    std::str::from_utf8(v)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| corrupt(table, name, String::from_utf8_lossy(v)))
-}
-
 pub(super) fn corrupt(
     table: &'static str,
     what: &'static str,

@@ -1,4 +1,4 @@
-//! The durable layer over SQLite (and, in `shared_store`, over a shared Redis): the seams on their own and in a live topology
+//! The durable layer over SQLite (over a shared Redis: `store-redis/tests/fleet/shared_store.rs`): the seams on their own and in a live topology
 //! (`durable_seams`), the journal as a writer (`journal_writes`) and giving up on a store that
 //! refuses every commit (`journal_gives_up`), a durable source's position (`durable_source`), the rule engine deciding through the durable seams
 //! (`durable_policy`), overdue retries spread after a restart (`restart_spread`), ordered keys
@@ -15,4 +15,3 @@ mod journal_gives_up;
 mod journal_writes;
 mod labels;
 mod restart_spread;
-mod shared_store;

@@ -4,7 +4,7 @@
 use rebound_runtime::store::schema::CURRENT_VERSION;
 use rebound_runtime::store::*;
 
-use crate::conformance::records::{all_dead_letters, seed_dead_letters};
+use rebound_runtime::store::conformance::records::{all_dead_letters, seed_dead_letters};
 
 struct Fixture {
     dir: tempfile::TempDir,

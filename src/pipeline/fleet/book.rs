@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::pipeline::book::{BookError, OrderSink, RunBook};
 use crate::pipeline::db::{OrderRow, RunRecord, SessionRow, SessionStats};
-use rebound_runtime::store::redis::RedisStore;
 use rebound_runtime::time::Timestamp;
+use rebound_store_redis::RedisStore;
 
 /// The effect set the store bolt writes orders into.
 const ORDERS: &str = "orders";

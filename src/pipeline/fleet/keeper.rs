@@ -22,9 +22,9 @@ use crate::pipeline::orders::{SOURCE, message_id};
 use crate::pipeline::spout::Live;
 use rebound_engine::PolicyHandle;
 use rebound_runtime::durable::Durable;
-use rebound_runtime::store::redis::{Held, Member, NodeStatus, RedisStore};
 use rebound_runtime::store::{ClaimQueue, MessageId, Store, StoreError};
 use rebound_runtime::time::Timestamp;
+use rebound_store_redis::{Held, Member, NodeStatus, RedisStore};
 
 /// How often the keeper looks for fates written elsewhere.
 const TICK: Duration = Duration::from_millis(100);

@@ -31,10 +31,10 @@ use super::{PipelineError, PipelineOptions, Prepared, Resume, RunRecord, now_ms}
 use book::{FleetBook, FleetOrders, run_params};
 use rebound_runtime::durable::{Durable, DurableOptions, Journal, SharedOptions};
 use rebound_runtime::stats::Stats;
-use rebound_runtime::store::redis::{Join, Member, RedisOptions, RedisStore};
 use rebound_runtime::store::{Offset, SourceName};
 use rebound_runtime::time::TimeSource;
 use rebound_runtime::topology::Message;
+use rebound_store_redis::{Join, Member, RedisOptions, RedisStore};
 use spout::{Desk, FleetSpout};
 
 /// The order source's partitions.
@@ -70,7 +70,7 @@ pub(crate) fn partition_len(part: Part, n: u64) -> u64 {
 
 /// The source name partition `part` commits its position under: `order-spout/7`.
 pub(crate) fn partition_source(part: Part) -> String {
-    rebound_runtime::store::redis::fleet::partition_source(SOURCE, part)
+    rebound_store_redis::fleet::partition_source(SOURCE, part)
 }
 
 /// A message's partition and its position in it: its [`Offset`], for the journal and the
@@ -399,8 +399,7 @@ impl crate::admin::fleet::FleetDesk for FleetView {
 
     fn nodes(
         &self,
-    ) -> Result<Vec<rebound_runtime::store::redis::NodeReport>, rebound_runtime::store::StoreError>
-    {
+    ) -> Result<Vec<rebound_store_redis::NodeReport>, rebound_runtime::store::StoreError> {
         self.store.nodes(self.lease)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
 
 use rebound_engine::PolicyHandle;
-use rebound_runtime::store::redis::{Member, RedisStore};
+use rebound_store_redis::{Member, RedisStore};
 
 /// Why this node does not run the set of record, if it does not (shown on `/v1/nodes`).
 pub type RulesErrors = Arc<Mutex<Option<Vec<String>>>>;

@@ -3,7 +3,7 @@
 //! and recorded as a rollback; in a process of its own and on a shared Redis store.
 
 use crate::support::*;
-use rebound_runtime::store::redis::TestServer;
+use rebound_store_redis::TestServer;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;

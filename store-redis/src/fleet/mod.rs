@@ -1,0 +1,100 @@
+//! The fleet's records on the shared store: what several `rebound` processes (nodes) on one
+//! namespace must agree on besides the retries and fates.
+//!
+//! - `nodes.rs`: who is in the fleet. A node joins under its name with an id of this process
+//!   (its [`Member`]), is refused while another live process holds the name, heartbeats what
+//!   `/v1/nodes` shows, and leaves.
+//! - `partitions.rs`: the bundled order source in partitions, each owned by one live node by
+//!   lease, with a fencing epoch that changes whenever a partition changes hands.
+//! - `run.rs`: the bundled run's parameters (first node wins) and its end.
+//! - `rules.rs`: the rule set of record, compare-and-set on its version, its history (never
+//!   trimmed) and what each node runs; `notify.rs`: the hints that a new set was pushed.
+//! - `effects.rs`: an idempotent set of effects shared by the fleet (the bundled order sink),
+//!   counting the duplicates it absorbed.
+//!
+//! Every write is one Lua script (`scripts/fleet_*.lua`), atomic on the server: it reads and
+//! checks first, then writes, and is safe to run again after a lost reply. Every lease and
+//! liveness decision uses the server's clock (`TIME`), never the node's, so clock skew between
+//! nodes cannot make one look dead to another. Scripts get the namespace's `{NS}:` prefix and
+//! build per-name keys from it: one hash tag, one cluster slot.
+
+mod effects;
+mod nodes;
+mod notify;
+mod partitions;
+mod rules;
+mod run;
+
+pub use nodes::{Join, Member, NodeReport, NodeStatus};
+pub use notify::{RulesHint, RulesNotifications};
+pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
+pub use rules::{FILES_KEPT, Pushed, RuleEntry, RuleRecord, RulesApplied};
+pub use run::{Difference, RunRecord};
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, Script, ToRedisArgs};
+
+use super::RedisStore;
+use rebound_runtime::store::{Result, StoreError};
+
+/// One script call's keys and arguments, built before the round trip (the future it runs in
+/// must own them).
+struct Call {
+    script: &'static Script,
+    keys: Vec<String>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call {
+    fn new(script: &'static Script) -> Call {
+        Call {
+            script,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    fn key(mut self, key: String) -> Call {
+        self.keys.push(key);
+        self
+    }
+
+    fn arg(mut self, arg: impl ToRedisArgs) -> Call {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+}
+
+impl RedisStore {
+    /// Runs one script: one round trip, on the store's connection.
+    fn eval<T>(&self, op: &'static str, call: Call) -> Result<T>
+    where
+        T: FromRedisValue + Send + 'static,
+    {
+        self.io.run(op, move |mut c| async move {
+            let mut invocation = call.script.prepare_invoke();
+            for k in &call.keys {
+                invocation.key(k);
+            }
+            for a in &call.args {
+                invocation.arg(a.as_slice());
+            }
+            invocation.invoke_async(&mut c).await
+        })
+    }
+}
+
+/// A lease as the scripts take it: whole milliseconds, at least one.
+fn lease_ms(lease: Duration) -> u64 {
+    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// A value the store holds that does not decode.
+fn corrupt(what: &'static str, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        table: "redis",
+        what,
+        detail: detail.to_string(),
+    }
+}

@@ -1,0 +1,146 @@
+//! The bundled run across nodes: `rebound run --messages N` on several nodes of one namespace
+//! is one run. The first node records the run's parameters; a node started later reads them
+//! back and refuses to start (exit 2) if it was asked for different ones, naming each
+//! [`Difference`]. The first node to see every message settled records when the run finished;
+//! a node started after that prints the final report and exits.
+
+use std::sync::LazyLock;
+
+use redis::{AsyncCommands, Script};
+
+use super::{Call, corrupt};
+use crate::RedisStore;
+use rebound_runtime::store::Result;
+use rebound_runtime::time::Timestamp;
+
+static RECORD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fleet_run.lua")));
+static FINISH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fleet_finish.lua")));
+
+/// The run's parameters as recorded by the first node, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// Each parameter and its value, sorted by name.
+    pub params: Vec<(String, String)>,
+    /// True if this call recorded them (this node was first). A call run again after a lost
+    /// reply answers false even if its first run recorded them.
+    pub recorded_now: bool,
+}
+
+/// A parameter the recorded run and a node's command disagree on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The parameter (`messages`, `time_scale`, `seed`…).
+    pub name: String,
+    /// Its recorded value, if the run recorded it.
+    pub recorded: Option<String>,
+    /// The value the node was asked for, if it was asked for one.
+    pub asked: Option<String>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "nothing".to_owned());
+        write!(
+            f,
+            "{}: the run was recorded with {}, this node was asked for {}",
+            self.name,
+            show(&self.recorded),
+            show(&self.asked)
+        )
+    }
+}
+
+impl RunRecord {
+    /// The recorded value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every parameter on which `asked` differs from the record (a parameter only one side
+    /// names differs too), by name. Empty if the node may join the run.
+    ///
+    /// ```
+    /// use rebound_store_redis::fleet::RunRecord;
+    /// let run = RunRecord {
+    ///     params: vec![("messages".into(), "1000".into()), ("seed".into(), "7".into())],
+    ///     recorded_now: false,
+    /// };
+    /// let asked = [("messages".to_owned(), "2000".to_owned()), ("seed".to_owned(), "7".to_owned())];
+    /// let d = run.differences(&asked);
+    /// assert_eq!(d.len(), 1);
+    /// assert_eq!(d[0].name, "messages");
+    /// ```
+    pub fn differences(&self, asked: &[(String, String)]) -> Vec<Difference> {
+        let mut names: Vec<&str> = self
+            .params
+            .iter()
+            .chain(asked)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let recorded = self.get(name);
+                let wanted = asked
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.as_str());
+                (recorded != wanted).then(|| Difference {
+                    name: name.to_owned(),
+                    recorded: recorded.map(str::to_owned),
+                    asked: wanted.map(str::to_owned),
+                })
+            })
+            .collect()
+    }
+}
+
+impl RedisStore {
+    /// Records the run's parameters if no run is recorded yet, and answers the recorded ones
+    /// (these, or the first node's).
+    pub fn record_run(&self, params: &[(String, String)]) -> Result<RunRecord> {
+        let mut call = Call::new(&RECORD).key(self.keys.run());
+        for (name, value) in params {
+            call = call.arg(name).arg(value);
+        }
+        let (recorded_now, mut params): (u8, Vec<(String, String)>) =
+            self.eval("record run", call)?;
+        params.sort();
+        Ok(RunRecord {
+            params,
+            recorded_now: recorded_now == 1,
+        })
+    }
+
+    /// Records that the run finished at `at`, unless a node recorded it already, and answers
+    /// the recorded time (first wins).
+    pub fn finish_run(&self, at: Timestamp) -> Result<Timestamp> {
+        let call = Call::new(&FINISH)
+            .key(self.keys.run_finished())
+            .arg(at.as_millis());
+        let recorded: String = self.eval("finish run", call)?;
+        parse_ms(&recorded)
+    }
+
+    /// When the run finished, if a node recorded it.
+    pub fn run_finished(&self) -> Result<Option<Timestamp>> {
+        let key = self.keys.run_finished();
+        let recorded: Option<String> = self
+            .io
+            .run("run finished", move |mut c| async move { c.get(key).await })?;
+        recorded.as_deref().map(parse_ms).transpose()
+    }
+}
+
+fn parse_ms(text: &str) -> Result<Timestamp> {
+    text.parse::<u64>()
+        .map(Timestamp::from_millis)
+        .map_err(|e| corrupt("run finished", format!("{text:?}: {e}")))
+}

@@ -1,0 +1,125 @@
+//! rebound-store-redis: the shared store. Several `rebound` processes (nodes) on one Redis 7
+//! share every scheduled retry, fate, dead letter, audit line and source position through
+//! [`RedisStore`], with the same contract as the runtime's embedded SQLite store (the runtime's
+//! conformance suite runs on both), and more that only a shared store needs: claims of due
+//! retries with leases and fencing tokens ([`ClaimQueue`](rebound_runtime::store::ClaimQueue)),
+//! source partitions owned by lease, the fleet's nodes, the run's parameters and the rule set
+//! of record.
+//!
+//! # Module map
+//!
+//! - `keys.rs`: every key, each beginning with `{NS}:` (one hash tag: a namespace is one
+//!   Redis Cluster slot, so every script is cluster-legal).
+//! - `scripts/*.lua`: every write is one Lua script, atomic on the server. Each script reads
+//!   and checks first, then writes what cannot fail (Lua does not roll back), and is safe to
+//!   run twice (a reply lost to a dropped connection leaves its outcome unknown, and the caller
+//!   runs it again): first fate wins, upserts, fencing tokens. `apply.lua` takes the journal's
+//!   batches; `claim.lua`, `extend.lua` and `reap.lua` are the claims.
+//! - `store.rs`: the [`Store`](rebound_runtime::store::Store) trait (writes through
+//!   `apply.lua`, reads as pipelined commands); `claims.rs`: the
+//!   [`ClaimQueue`](rebound_runtime::store::ClaimQueue) trait.
+//! - `wire.rs`: the ops as the scripts' arguments, and their answers back as records (the
+//!   records' fields are the runtime's, [`rebound_runtime::store::fields`], shared with SQLite).
+//! - [`fleet`]: nodes, partitions, the run's parameters, the rule set of record, its hints,
+//!   the shared effect set; `docs.rs`: small documents by kind.
+//! - `conn.rs`: the connection. The `Store` trait is blocking (the journal thread and blocking
+//!   tasks call it); the store drives a tokio
+//!   [`ConnectionManager`](::redis::aio::ConnectionManager) (reconnects with backoff) on a
+//!   small runtime of its own, so it can be called from any thread. Its errors are the
+//!   runtime's [`StoreError::Backend`](rebound_runtime::store::StoreError::Backend), backend
+//!   `redis`.
+//! - `server.rs` (feature `test-server`): `TestServer`, a redis-server of a test's own.
+//!
+//! The URL's password never leaves this crate:
+//! [`Store::location`](rebound_runtime::store::Store::location) and every error name the host,
+//! port, database and namespace only.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod claims;
+mod conn;
+mod docs;
+pub mod fleet;
+mod keys;
+#[cfg(feature = "test-server")]
+mod server;
+mod store;
+mod wire;
+
+pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url, url_has_password};
+pub use fleet::{
+    Held, Join, Member, NodeReport, NodeStatus, Owned, Pushed, RuleEntry, RuleRecord, RulesHint,
+    RulesNotifications,
+};
+pub use keys::Keys;
+#[cfg(feature = "test-server")]
+pub use server::TestServer;
+
+use std::sync::{Arc, OnceLock};
+
+use conn::Io;
+use rebound_runtime::store::{Message, Offset, OffsetOf};
+
+/// The shared store on one Redis. Cheap to clone (one connection, shared).
+#[derive(Clone)]
+pub struct RedisStore {
+    io: Io,
+    keys: Keys,
+    /// How a message's offset names its source (set by [`RedisStore::name_offsets`]).
+    offsets: Arc<OnceLock<OffsetOf>>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("location", &self.io.location())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the Redis at `options.url` (waits for the first connection, up to the
+    /// options' connect timeout) and uses the namespace `options.namespace`.
+    pub fn connect(options: &RedisOptions) -> rebound_runtime::store::Result<RedisStore> {
+        let io = Io::connect(options)?;
+        Ok(RedisStore {
+            keys: Keys::new(&options.namespace),
+            io,
+            offsets: Arc::default(),
+        })
+    }
+
+    /// Names the source and position of a message's [`offset`](rebound_runtime::store::Message::offset)
+    /// for the writes that carry a message (a schedule, a dead letter), as
+    /// [`Durable::name_offsets`](rebound_runtime::durable::Durable::name_offsets) does for acked fates:
+    /// such a write of a message its source's committed position covers is refused as
+    /// [`Applied::FateAlreadyKnown`](rebound_runtime::store::Applied::FateAlreadyKnown) (acked), so the
+    /// acked fates a position prunes still win over a late write from another node. Without
+    /// it, only kept fates do. Only the first call counts; every clone shares it.
+    pub fn name_offsets(&self, f: impl Fn(&Message) -> Option<Offset> + Send + Sync + 'static) {
+        let _ = self.offsets.set(Box::new(f));
+    }
+
+    /// The namespace's keys.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// What the server is and how it is configured, for the start-up checks
+    /// ([`ServerCheck::problems`]).
+    pub fn check_server(&self) -> rebound_runtime::store::Result<ServerCheck> {
+        self.io.check_server()
+    }
+
+    /// Round trips to the server so far (each script call, command or pipeline is one), for
+    /// `rebound_store_round_trips_total`.
+    pub fn round_trips(&self) -> u64 {
+        self.io.round_trips()
+    }
+
+    /// True if the server answers a `PING` within `within` (readiness: no reconnection is
+    /// waited for beyond it).
+    pub fn ping(&self, within: std::time::Duration) -> bool {
+        self.io.ping(within)
+    }
+}

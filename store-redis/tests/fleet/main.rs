@@ -1,0 +1,83 @@
+//! The fleet on the shared store, through the public API of
+//! [`RedisStore`](rebound_store_redis::RedisStore): nodes joining, heartbeating and
+//! taken over; source partitions balanced by lease with fencing epochs; the bundled run's
+//! parameters; the rule set of record, its history and its hints; the shared effect set; and
+//! the runtime's durable layer on it (`shared_store`: a retry one node schedules is claimed and
+//! fired by another). Each test starts a `redis-server` of its own (never the machine's) and
+//! uses short leases.
+
+mod effects;
+mod nodes;
+mod partitions;
+mod rules;
+mod run;
+mod shared_store;
+
+use std::time::{Duration, Instant};
+
+use rebound_store_redis::{RedisOptions, RedisStore, TestServer};
+
+/// A store on `server`, namespace `ns`.
+fn store(server: &TestServer, ns: &str) -> RedisStore {
+    RedisStore::connect(&RedisOptions::new(server.url(), ns)).expect("connect to the test server")
+}
+
+/// Polls `f` every 20 ms until it is true or `within` has passed; true if it became true.
+fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every key on the server: each must begin with one of the namespaces' hash tags.
+fn all_keys(server: &TestServer) -> Vec<String> {
+    let mut c = server.client();
+    redis::cmd("KEYS").arg("*").query(&mut c).expect("KEYS")
+}
+
+#[test]
+fn every_fleet_key_begins_with_its_namespace() {
+    use rebound_runtime::time::Timestamp;
+    use rebound_store_redis::fleet::{Member, NodeStatus, RuleRecord};
+
+    let server = TestServer::start();
+    for ns in ["ns-a", "ns-b"] {
+        let s = store(&server, ns);
+        let m = Member::new("n");
+        let lease = Duration::from_secs(5);
+        s.join(&m, lease).unwrap();
+        s.heartbeat(&m, &NodeStatus::default()).unwrap();
+        let owned = s.balance_partitions("orders", 4, &m, lease, &[]).unwrap();
+        assert_eq!(owned.held.len(), 4);
+        s.record_run(&[("messages".into(), "10".into())]).unwrap();
+        s.finish_run(Timestamp::from_millis(5)).unwrap();
+        let rules = RuleRecord {
+            version: "v1".into(),
+            files: vec![("a.yaml".into(), "rules: []".into())],
+            source: "seed".into(),
+            at: Timestamp::from_millis(1),
+        };
+        s.seed_rules(&rules).unwrap();
+        s.set_applied("n", "v1", Some(&["e".to_owned()])).unwrap();
+        s.put_effects("orders", &["o-1", "o-1"]).unwrap();
+    }
+    let keys = all_keys(&server);
+    assert!(keys.len() >= 2 * 15, "{keys:?}");
+    for k in &keys {
+        assert!(
+            k.starts_with("{ns-a}:") || k.starts_with("{ns-b}:"),
+            "a key outside the namespaces: {k}"
+        );
+    }
+    assert_eq!(
+        keys.iter().filter(|k| k.starts_with("{ns-a}:")).count(),
+        keys.len() / 2
+    );
+}
