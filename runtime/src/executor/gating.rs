@@ -126,20 +126,6 @@ impl Gating {
         );
     }
 
-    /// Whether a retry the rules decided for `ctx` may be scheduled (false: its budget is
-    /// exhausted and says `dead_letter`).
-    pub(crate) fn retry_allowed(
-        &self,
-        policy: &dyn FailurePolicy,
-        ctx: &FailureContext<'_>,
-        now: Instant,
-    ) -> bool {
-        match rules(policy) {
-            Some((set, scale)) => self.gate.retry_allowed(&set, scale, ctx, now),
-            None => true,
-        }
-    }
-
     /// Whether a breaker of `ctx`'s scope is open or half-open.
     pub(crate) fn breaker_open(
         &self,
@@ -151,19 +137,5 @@ impl Gating {
             Some((set, _)) => self.gate.breaker_open(&set, ctx, now),
             None => false,
         }
-    }
-
-    /// The label of `rule` in the policy's set (for a retry its budget dead-letters).
-    pub(crate) fn label_of(
-        policy: &dyn FailurePolicy,
-        rule: &rebound_engine::RuleRef,
-    ) -> Option<rebound_engine::Label> {
-        let (set, _) = policy.adaptive()?;
-        Some(match rule {
-            rebound_engine::RuleRef::Rule(id) => set
-                .rule(*id)
-                .map_or(set.defaults().dead_letter, |r| r.dead_letter()),
-            rebound_engine::RuleRef::Defaults => set.defaults().dead_letter,
-        })
     }
 }

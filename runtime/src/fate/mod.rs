@@ -19,6 +19,7 @@
 //! The in-memory implementations in [`memory`] make the whole loop run and testable; the rule
 //! engine, the durable scheduler and the SQLite store plug into the same traits.
 
+pub(crate) mod judge;
 pub mod memory;
 
 use std::future::Future;
