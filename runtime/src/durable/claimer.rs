@@ -20,7 +20,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rebound_engine::{GiveUpReason, Label, RuleRef, Version};
 
@@ -169,14 +171,14 @@ impl Claimer {
         let mut worker = Worker {
             claims,
             journal,
-            time,
             inboxes,
             held: held.clone(),
             counters: counters.clone(),
             paused: false,
             errors_in_row: 0,
-            jitter: Jitter::new(&options.node),
+            jitter: Jitter::new(&options.node, time.wall()),
             options,
+            time,
         };
         std::thread::Builder::new()
             .name("rebound-claimer".into())
@@ -213,15 +215,12 @@ impl Claimer {
     }
 }
 
-/// A small xorshift, seeded by the node's name and the time: jitter needs no crate.
+/// A small xorshift, seeded by the node's name and the wall time: jitter needs no crate.
 struct Jitter(u64);
 
 impl Jitter {
-    fn new(node: &str) -> Jitter {
-        let seed = super::fnv1a(node)
-            ^ (std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64));
+    fn new(node: &str, wall: crate::time::Timestamp) -> Jitter {
+        let seed = super::fnv1a(node) ^ wall.as_millis().wrapping_mul(0x9e37_79b9_7f4a_7c15);
         Jitter(seed | 1)
     }
 
@@ -258,17 +257,17 @@ struct Worker {
 impl Worker {
     fn run(&mut self, rx: &mpsc::Receiver<Nudge>) {
         let lease = self.options.lease;
-        let now = Instant::now();
+        let now = self.time.now();
         let mut next_claim = now;
         let mut next_extend = now + lease / 3;
         let mut next_reap = now + self.jitter.spread(lease / 4);
         loop {
-            let now = Instant::now();
+            let now = self.time.now();
             let wake = next_claim.min(next_extend).min(next_reap);
             if wake > now {
                 match rx.recv_timeout(wake - now) {
                     Ok(Nudge::Due(due)) => {
-                        next_claim = next_claim.min(due.max(Instant::now() + WRITTEN_AFTER));
+                        next_claim = next_claim.min(due.max(self.time.now() + WRITTEN_AFTER));
                         continue;
                     }
                     Ok(Nudge::Pause) => {
@@ -279,7 +278,7 @@ impl Worker {
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
             }
-            let now = Instant::now();
+            let now = self.time.now();
             if now >= next_claim {
                 next_claim = self.claim(now);
             }
@@ -356,13 +355,13 @@ impl Worker {
             inboxes[i].push(message);
         }
         if n == limit {
-            return Instant::now(); // more may be due
+            return self.time.now(); // more may be due
         }
         let wait = match claimed.next_due {
             Some(due) => (due - claimed.now).min(self.options.poll),
             None => self.options.poll,
         };
-        Instant::now() + self.jitter.spread(wait).max(Duration::from_millis(1))
+        self.time.now() + self.jitter.spread(wait).max(Duration::from_millis(1))
     }
 
     fn extend(&mut self) {

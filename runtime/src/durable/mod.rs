@@ -396,6 +396,7 @@ impl Durable {
                         claimer.clone(),
                         inbox,
                         s.local_hold.get().copied().unwrap_or_default(),
+                        s.time.clone(),
                     ));
                 }
                 Box::new(DurableRetryQueue::new(

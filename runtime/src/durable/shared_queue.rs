@@ -21,7 +21,7 @@ use super::claimer::Claimer;
 use super::queue::Inbox;
 use crate::fate::{BoxFuture, KeyNotice, RetryQueue};
 use crate::store::{ScheduledRetry, WriteOp};
-use crate::time::TimeMap;
+use crate::time::{TimeMap, TimeSource};
 use crate::topology::Message;
 
 /// A [`RetryQueue`] over a shared store's claims: a retry it schedules is written to the
@@ -40,6 +40,8 @@ pub struct SharedRetryQueue {
     local: BTreeMap<(Instant, u64), Message>,
     hold: Duration,
     seq: u64,
+    /// The topology's time (the claimer reads the same).
+    time: Arc<dyn TimeSource>,
 }
 
 impl std::fmt::Debug for SharedRetryQueue {
@@ -58,6 +60,7 @@ impl SharedRetryQueue {
         claimer: Claimer,
         inbox: Arc<Inbox>,
         hold: Duration,
+        time: Arc<dyn TimeSource>,
     ) -> SharedRetryQueue {
         SharedRetryQueue {
             journal,
@@ -69,13 +72,14 @@ impl SharedRetryQueue {
             local: BTreeMap::new(),
             hold,
             seq: 0,
+            time,
         }
     }
 }
 
 impl RetryQueue for SharedRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
-        if due.saturating_duration_since(Instant::now()) <= self.hold {
+        if due.saturating_duration_since(self.time.now()) <= self.hold {
             // Fired from here, never written (see the module docs); a claim it came from
             // stays held, its lease renewed.
             self.seq += 1;
@@ -91,8 +95,7 @@ impl RetryQueue for SharedRetryQueue {
             due: ts,
             claim,
         }));
-        let wait = due.saturating_duration_since(Instant::now());
-        self.claimer.nudge(std::time::Instant::now() + wait);
+        self.claimer.nudge(due.max(self.time.now()));
     }
 
     /// Kept in memory whatever its delay, and never written: until the message has a fate, a
