@@ -73,7 +73,7 @@ use tokio::time::Instant;
 use claimer::{Claimer, Inboxes};
 
 use crate::fate::{
-    AckedFates, DeadLetter, FailurePolicy, KeyNotice, NoticeKind, RetryQueue, Seams,
+    AckedFates, DeadLetter, FailurePolicy, KeyNotice, KeyNotices, NoticeKind, RetryQueue, Seams,
 };
 use crate::store::{
     Applied, ClaimQueue, DeadLetterFilter, DeadLetterStatus, MAX_PAGE, Offset, OperatorAction,
@@ -356,11 +356,18 @@ impl Durable {
         let s = self.shared.clone();
         let held = s.claimer.as_ref().map(|c| c.held().clone());
         let sink = DurableDeadLetters::new(s.journal.clone(), held, s.observer.clone());
+        let inboxes = s.inboxes.clone();
         Seams::in_memory()
             .with_policy(policy)
             .with_dead_letters(sink)
             .with_acked_fates(DurableFates { shared: s.clone() })
             .with_time(TimeShare(s.time.clone()))
+            // The task's inbox, made with its retry queue just before.
+            .with_key_notices(move |info: &TaskInfo| {
+                let inboxes = inboxes.lock().unwrap_or_else(PoisonError::into_inner);
+                let inbox = inboxes.get(info.index)?.clone()?;
+                Some(inbox as Arc<dyn KeyNotices>)
+            })
             .with_retry_queues(move |info: &TaskInfo| -> Box<dyn RetryQueue> {
                 let mine: Vec<(Timestamp, Message)> = {
                     let mut restored = s.restored.lock().unwrap_or_else(PoisonError::into_inner);

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Journal;
-use crate::fate::{BoxFuture, KeyNotice, NoticeKind, RetryQueue};
+use crate::fate::{BoxFuture, KeyNotice, KeyNotices, NoticeKind, RetryQueue};
 use crate::scheduler::RetryScheduler;
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, Timestamp};
@@ -75,14 +75,12 @@ impl Inbox {
         self.notify.notify_one();
     }
 
-    /// Moves the notices into `into` (no lock when there are none).
-    pub(crate) fn take_notices(&self, into: &mut Vec<KeyNotice>) {
-        if self.notices_len.load(Relaxed) == 0 {
-            return;
-        }
+    /// Adds a notice from the spout task itself (its queue's): the task takes it on its next
+    /// pass, so nothing is woken.
+    fn note(&self, notice: KeyNotice) {
         let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
-        self.notices_len.fetch_sub(notices.len(), Relaxed);
-        into.append(&mut notices);
+        notices.push(notice);
+        self.notices_len.fetch_add(1, Relaxed);
     }
 
     pub(crate) fn notifier(&self) -> Arc<Notify> {
@@ -104,6 +102,20 @@ impl Inbox {
     }
 }
 
+/// The task's key notices: the queue's own (recovered retries and letters, operators' kills)
+/// and the operators' skips, in the order they came.
+impl KeyNotices for Inbox {
+    /// Moves the notices into `into` (no lock when there are none).
+    fn take(&self, into: &mut Vec<KeyNotice>) {
+        if self.notices_len.load(Relaxed) == 0 {
+            return;
+        }
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        self.notices_len.fetch_sub(notices.len(), Relaxed);
+        into.append(&mut notices);
+    }
+}
+
 /// A durable [`RetryQueue`]. The due order lives in memory (a [`RetryScheduler`] keyed by the
 /// wall-clock due time, and the messages by id); every `schedule` is also queued to the
 /// journal as a [`WriteOp::Schedule`], so nothing here waits on the disk. `flush` waits for the
@@ -117,10 +129,9 @@ pub struct DurableRetryQueue {
     messages: HashMap<MessageId, Message>,
     journal: Journal,
     map: TimeMap,
+    /// Also where the queue tells the task's ordered keys of the recovered retries and letters
+    /// with a key, and of the retries an operator killed.
     inbox: Arc<Inbox>,
-    /// For the task's ordered keys: the recovered retries and letters with a key, and the
-    /// retries an operator killed.
-    notices: Vec<KeyNotice>,
 }
 
 impl std::fmt::Debug for DurableRetryQueue {
@@ -148,12 +159,14 @@ impl DurableRetryQueue {
             journal,
             map,
             inbox,
-            notices: letters,
         };
+        for letter in letters {
+            queue.inbox.note(letter);
+        }
         for (due, message) in restored {
-            queue
-                .notices
-                .extend(KeyNotice::of(NoticeKind::Waiting, &message));
+            if let Some(notice) = KeyNotice::of(NoticeKind::Waiting, &message) {
+                queue.inbox.note(notice);
+            }
             queue.insert(due, message);
         }
         queue
@@ -185,8 +198,9 @@ impl DurableRetryQueue {
                 Command::Take if self.scheduler.cancel(&id).is_some() => {
                     self.messages.remove(&id).inspect(|m| {
                         // A dead letter for its key's line.
-                        self.notices
-                            .extend(KeyNotice::of(NoticeKind::DeadLettered, m));
+                        if let Some(notice) = KeyNotice::of(NoticeKind::DeadLettered, m) {
+                            self.inbox.note(notice);
+                        }
                     })
                 }
                 Command::Now | Command::Take => None,
@@ -236,10 +250,5 @@ impl RetryQueue for DurableRetryQueue {
 
     fn notifier(&self) -> Option<Arc<Notify>> {
         Some(self.inbox.notify.clone())
-    }
-
-    fn take_key_notices(&mut self, into: &mut Vec<KeyNotice>) {
-        into.append(&mut self.notices);
-        self.inbox.take_notices(into);
     }
 }

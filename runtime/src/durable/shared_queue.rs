@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::Journal;
 use super::claimer::Claimer;
 use super::queue::Inbox;
-use crate::fate::{BoxFuture, KeyNotice, RetryQueue};
+use crate::fate::{BoxFuture, RetryQueue};
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, TimeSource};
 use crate::topology::Message;
@@ -154,9 +154,5 @@ impl RetryQueue for SharedRetryQueue {
 
     fn notifier(&self) -> Option<Arc<Notify>> {
         Some(self.inbox.notifier())
-    }
-
-    fn take_key_notices(&mut self, into: &mut Vec<KeyNotice>) {
-        self.inbox.take_notices(into);
     }
 }

@@ -170,6 +170,7 @@ impl Topology {
             policy,
             dead_letters,
             retry_queues,
+            key_notices,
             acked,
             time,
         } = seams;
@@ -291,6 +292,7 @@ impl Topology {
                 let (status, status_rx) = watch::channel(SpoutStatus::default());
                 statuses.push(status_rx);
                 let queue: Box<dyn RetryQueue> = retry_queues(&info);
+                let notices = key_notices(&info);
                 let policy: Arc<dyn FailurePolicy> = policy.clone();
                 let parts = SpoutParts {
                     global,
@@ -299,6 +301,7 @@ impl Topology {
                     fates: fate_rx.next().expect("one fate channel per spout task"),
                     policy,
                     queue,
+                    notices,
                     dead_letters: dead_letters.clone(),
                     acked: acked.clone(),
                     time: time.clone(),

@@ -23,8 +23,8 @@ use crate::adaptive::{self, Heat};
 use crate::fairness::Mixer;
 use crate::fate::judge::{Case, Verdict, judge};
 use crate::fate::{
-    AckedFates, DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, KeyNotice, RetryQueue,
-    Signals,
+    AckedFates, DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, KeyNotice, KeyNotices,
+    RetryQueue, Signals,
 };
 use crate::stats::{ACKED_ATTEMPTS, Histogram, Stats};
 use crate::time::{TimeSource, Timestamp};
@@ -51,6 +51,8 @@ pub(crate) struct SpoutParts {
     pub(crate) fates: mpsc::Receiver<Vec<Terminal>>,
     pub(crate) policy: Arc<dyn FailurePolicy>,
     pub(crate) queue: Box<dyn RetryQueue>,
+    /// What the ordered keys hear from outside the task, if anything.
+    pub(crate) notices: Option<Arc<dyn KeyNotices>>,
     pub(crate) dead_letters: Arc<dyn DeadLetterSink>,
     pub(crate) acked: Arc<dyn AckedFates>,
     pub(crate) time: Arc<dyn TimeSource>,
@@ -165,7 +167,9 @@ impl<S: Spout> SpoutTask<S> {
                 self.on_stored(ids, now);
             }
             if let Some(lines) = &mut self.lines {
-                self.p.queue.take_key_notices(&mut self.notices);
+                if let Some(notices) = &self.p.notices {
+                    notices.take(&mut self.notices);
+                }
                 for n in self.notices.drain(..) {
                     progressed = true;
                     lines.notice(n, now);

@@ -160,16 +160,19 @@ pub trait RetryQueue: Send + 'static {
     fn notifier(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
         None
     }
-    /// Moves into `into` what happened outside the task to messages with a key since the
-    /// last call (see [`KeyNotice`]); asked only by a task that orders keys. The default
-    /// has none.
-    fn take_key_notices(&mut self, into: &mut Vec<KeyNotice>) {
-        let _ = into;
-    }
+}
+
+/// Where a spout task's ordered keys hear what happened outside the task to messages with a
+/// key (see [`KeyNotice`]): retries recovered after a restart, letters found open at the
+/// start, an operator's kill or skip. One per spout task, made by [`Seams::key_notices`]
+/// right after the task's retry queue; asked once per pass, only by a task that orders keys.
+pub trait KeyNotices: Send + Sync + 'static {
+    /// Moves into `into` what happened since the last call, in order.
+    fn take(&self, into: &mut Vec<KeyNotice>);
 }
 
 /// What a spout task's ordered keys must hear of a message with a key that something outside
-/// the task handled: a retry queue hands these over in [`RetryQueue::take_key_notices`].
+/// the task handled: handed over by [`KeyNotices::take`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyNotice {
     /// What happened.
@@ -283,6 +286,12 @@ pub trait AckedFates: Send + Sync + 'static {
 pub type RetryQueueFactory =
     std::sync::Arc<dyn Fn(&crate::topology::TaskInfo) -> Box<dyn RetryQueue> + Send + Sync>;
 
+/// Makes the key notices of one spout task (asked right after its retry queue); `None`: no
+/// notices ever come from outside the task.
+pub type KeyNoticesFactory = std::sync::Arc<
+    dyn Fn(&crate::topology::TaskInfo) -> Option<std::sync::Arc<dyn KeyNotices>> + Send + Sync,
+>;
+
 /// The parts a running topology plugs in for failures and time. [`Seams::in_memory`] gives
 /// working in-memory defaults; replace any part with its `with_*` method.
 #[derive(Clone)]
@@ -293,6 +302,8 @@ pub struct Seams {
     pub dead_letters: std::sync::Arc<dyn DeadLetterSink>,
     /// Makes the retry queue of each spout task.
     pub retry_queues: RetryQueueFactory,
+    /// Makes the key notices of each spout task (none, in memory).
+    pub key_notices: KeyNoticesFactory,
     /// Records acked fates (nothing, in memory).
     pub acked: std::sync::Arc<dyn AckedFates>,
     /// Monotonic and wall-clock time.
@@ -301,13 +312,14 @@ pub struct Seams {
 
 impl Seams {
     /// [`memory::FixedPolicy::default`], [`memory::MemoryDeadLetters`],
-    /// [`memory::MemoryRetryQueue`], no record of acked fates, and
+    /// [`memory::MemoryRetryQueue`], no key notices, no record of acked fates, and
     /// [`TokioTime`](crate::time::TokioTime).
     pub fn in_memory() -> Seams {
         Seams {
             policy: std::sync::Arc::new(memory::FixedPolicy::default()),
             dead_letters: std::sync::Arc::new(memory::MemoryDeadLetters::new()),
             retry_queues: std::sync::Arc::new(|_| Box::new(memory::MemoryRetryQueue::new())),
+            key_notices: std::sync::Arc::new(|_| None),
             acked: std::sync::Arc::new(memory::Unrecorded),
             time: std::sync::Arc::new(crate::time::TokioTime::new()),
         }
@@ -331,6 +343,19 @@ impl Seams {
         make: impl Fn(&crate::topology::TaskInfo) -> Box<dyn RetryQueue> + Send + Sync + 'static,
     ) -> Seams {
         self.retry_queues = std::sync::Arc::new(make);
+        self
+    }
+
+    /// The same seams with another key-notices factory (asked right after each task's retry
+    /// queue is made).
+    pub fn with_key_notices(
+        mut self,
+        make: impl Fn(&crate::topology::TaskInfo) -> Option<std::sync::Arc<dyn KeyNotices>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Seams {
+        self.key_notices = std::sync::Arc::new(make);
         self
     }
 
