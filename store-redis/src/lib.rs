@@ -91,7 +91,7 @@ impl RedisStore {
 
     /// Names the source and position of a message's [`offset`](rebound_runtime::store::Message::offset)
     /// for the writes that carry a message (a schedule, a dead letter), as
-    /// [`Durable::name_offsets`](rebound_runtime::durable::Durable::name_offsets) does for acked fates:
+    /// [`DurableBuilder::offsets`](rebound_runtime::durable::DurableBuilder::offsets) does for acked fates:
     /// such a write of a message its source's committed position covers is refused as
     /// [`Applied::FateAlreadyKnown`](rebound_runtime::store::Applied::FateAlreadyKnown) (acked), so the
     /// acked fates a position prunes still win over a late write from another node. Without

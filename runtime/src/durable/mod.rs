@@ -14,7 +14,8 @@
 //!   must not be delivered again after a restart ("one fate per message"). Acked fates at or
 //!   below the committed position are not kept: the position is their record.
 //!
-//! [`Durable`] ties them together and makes the [`Seams`] a topology starts with:
+//! [`Durable`] ties them together and makes the [`Seams`] a topology starts with; it is built
+//! by a [`DurableBuilder`] (or [`Durable::new`] and [`Durable::shared`], its shorthands):
 //!
 //! ```no_run
 //! # async fn demo(policy: rebound_runtime::fate::memory::FixedPolicy) -> Result<(), rebound_runtime::store::StoreError> {
@@ -44,6 +45,7 @@
 //! One spout component per `Durable` (any parallelism): recovered retries and replays are
 //! routed to its tasks by a hash of the message id.
 
+mod builder;
 mod claimer;
 mod dead_letters;
 mod give_up;
@@ -57,6 +59,7 @@ mod queue;
 mod shared_queue;
 mod source;
 
+pub use builder::DurableBuilder;
 pub use claimer::{ClaimStats, HeldClaims, SharedOptions};
 pub use dead_letters::DurableDeadLetters;
 pub use give_up::JournalFailure;
@@ -102,8 +105,8 @@ struct Shared {
     /// [`Durable::source_position`]).
     source: OnceLock<SourceName>,
     /// How a message's offset names its source, when there are several positioned sources
-    /// (set by [`Durable::name_offsets`]).
-    offsets: OnceLock<OffsetOf>,
+    /// ([`DurableBuilder::offsets`]).
+    offsets: Option<OffsetOf>,
     /// What [`Durable::recover`] loaded, with the due times the queues start with.
     restored: Mutex<Vec<(Timestamp, Message)>>,
     /// The open dead letters with a key [`Durable::recover`] found (`ordered_letters`).
@@ -113,7 +116,7 @@ struct Shared {
     /// On a shared store: the node's claimer (see `claimer.rs`).
     claimer: Option<Claimer>,
     /// On a shared store: how soon a retry must be due to be fired from memory, unwritten.
-    local_hold: OnceLock<std::time::Duration>,
+    local_hold: std::time::Duration,
     /// Told of every dead letter once it is stored (see [`Durable::on_dead_letters`]).
     observer: Arc<OnceLock<DeadLetterObserver>>,
 }
@@ -150,19 +153,26 @@ fn partition(id: &str, tasks: usize) -> usize {
 }
 
 impl Durable {
+    /// A builder of durable seams over `store`, with `time` (use the topology's time source):
+    /// every setting is given before the seams exist.
+    pub fn builder(store: Arc<dyn Store>, time: Arc<dyn TimeSource>) -> DurableBuilder {
+        DurableBuilder::new(store, time)
+    }
+
     /// Durable seams over `store`, with `time` (use the topology's time source). Starts the
-    /// journal thread.
+    /// journal thread. Short for [`Durable::builder`] with `options`.
     pub fn new(
         store: Arc<dyn Store>,
         time: Arc<dyn TimeSource>,
         options: DurableOptions,
     ) -> Durable {
-        Durable::make(store, None, time, options)
+        Durable::builder(store, time).options(options).build()
     }
 
     /// Durable seams over a shared store: several nodes share its retries, which this node's
     /// claimer claims when due (`claims`: the same store's claims). Starts the journal and
-    /// the claimer threads. See `claimer.rs`.
+    /// the claimer threads. See `claimer.rs`. Short for [`Durable::builder`] with `options`
+    /// and [`DurableBuilder::shared`].
     ///
     /// The journal's `hold` moves into the retry queues here: a retry due within it is fired
     /// from memory and never written (`shared_queue.rs`), and every other retry is written at
@@ -172,21 +182,28 @@ impl Durable {
         store: Arc<dyn Store>,
         claims: Arc<dyn ClaimQueue>,
         time: Arc<dyn TimeSource>,
-        mut options: DurableOptions,
+        options: DurableOptions,
         shared: SharedOptions,
     ) -> Durable {
-        let hold = std::mem::take(&mut options.journal.hold);
-        let durable = Durable::make(store, Some((claims, shared)), time, options);
-        let _ = durable.shared.local_hold.set(hold);
-        durable
+        Durable::builder(store, time)
+            .options(options)
+            .shared(claims, shared)
+            .build()
     }
 
-    fn make(
-        store: Arc<dyn Store>,
-        claims: Option<(Arc<dyn ClaimQueue>, SharedOptions)>,
-        time: Arc<dyn TimeSource>,
-        options: DurableOptions,
-    ) -> Durable {
+    fn make(b: DurableBuilder) -> Durable {
+        let DurableBuilder {
+            store,
+            time,
+            mut options,
+            claims,
+            offsets,
+        } = b;
+        // On a shared store the journal's hold is the queues' (see `Durable::shared`).
+        let local_hold = match claims {
+            Some(_) => std::mem::take(&mut options.journal.hold),
+            None => std::time::Duration::ZERO,
+        };
         let ordered_letters = options.ordered_letters;
         let journal = Journal::spawn(store.clone(), options.journal);
         let map = TimeMap::new(time.as_ref());
@@ -207,13 +224,13 @@ impl Durable {
                 time,
                 map,
                 source: OnceLock::new(),
-                offsets: OnceLock::new(),
+                offsets,
                 restored: Mutex::new(Vec::new()),
                 letters: Mutex::new(Vec::new()),
                 ordered_letters,
                 inboxes,
                 claimer,
-                local_hold: OnceLock::new(),
+                local_hold,
                 observer: Arc::default(),
             }),
         }
@@ -235,14 +252,6 @@ impl Durable {
         if let Some(c) = &self.shared.claimer {
             c.pause();
         }
-    }
-
-    /// Names the source of each message's offset, for a topology whose spout reads several
-    /// positioned sources (partitions): `f` gives a message's [`Offset`]. Without it, offsets
-    /// belong to the one source [`Durable::source_position`] loaded. Call before the topology
-    /// starts; only the first call counts.
-    pub fn name_offsets(&self, f: impl Fn(&Message) -> Option<Offset> + Send + Sync + 'static) {
-        let _ = self.shared.offsets.set(Box::new(f));
     }
 
     /// Loads every scheduled retry from the store, with its due time and metadata, for the
@@ -339,8 +348,7 @@ impl Durable {
             s.claimer.is_some(),
         )?;
         let name = SourceName::from(source);
-        if s.source.set(name).is_err() && s.source.get() != Some(&name) && s.offsets.get().is_none()
-        {
+        if s.source.set(name).is_err() && s.source.get() != Some(&name) && s.offsets.is_none() {
             tracing::warn!(
                 source,
                 "a second positioned source on one store: its acked fates are kept whole"
@@ -402,7 +410,7 @@ impl Durable {
                         s.map,
                         claimer.clone(),
                         inbox,
-                        s.local_hold.get().copied().unwrap_or_default(),
+                        s.local_hold,
                         s.time.clone(),
                     ));
                 }
@@ -525,7 +533,7 @@ impl AckedFates for DurableFates {
         if let Some(c) = &s.claimer {
             c.held().settle(&message.id);
         }
-        let offset = match s.offsets.get() {
+        let offset = match &s.offsets {
             Some(offset_of) => offset_of(message),
             None => message.offset.and_then(|n| {
                 s.source.get().map(|&source| Offset {

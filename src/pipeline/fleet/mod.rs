@@ -236,20 +236,20 @@ pub(super) fn prepare(
     // message (an earlier delivery's, scheduled after this node took the partition), which
     // this node's journal does not know of. The store prunes it once the position covers it.
     durable_options.journal.write_every_ack = true;
-    let durable = Durable::shared(
-        store.clone(),
-        store.clone(),
-        time,
-        durable_options,
-        SharedOptions::new(fleet.node.clone(), fleet.lease),
-    );
     // Each message's offset names its partition, so that the acked fates a partition's
     // position covers are pruned (fates stay bounded), as on a store of one's own. In
     // a fleet a message below a partition's mark can still be in flight on another node (a
     // stalled owner's duplicate, a claim reaped and fired again): the store names the offsets
     // of its schedules and dead letters too, and refuses those its position covers, so a late
     // dead letter loses to the pruned acked fate as it would to a kept one.
-    durable.name_offsets(partition_offset());
+    let durable = Durable::builder(store.clone(), time)
+        .options(durable_options)
+        .shared(
+            store.clone(),
+            SharedOptions::new(fleet.node.clone(), fleet.lease),
+        )
+        .offsets(partition_offset())
+        .build();
     store.name_offsets(partition_offset());
     let session = {
         use super::book::RunBook;
