@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
-use super::claimer::SharedOptions;
-use super::{Durable, DurableOptions};
+use std::sync::{Mutex, OnceLock};
+
+use super::claimer::{Claimer, Inboxes, SharedOptions};
+use super::{Durable, DurableOptions, Journal, Shared};
 use crate::store::{ClaimQueue, Offset, OffsetOf, Store};
-use crate::time::TimeSource;
+use crate::time::{TimeMap, TimeSource};
 use crate::topology::Message;
 
 /// Builds a [`Durable`]: [`Durable::builder`], the settings, then [`DurableBuilder::build`].
@@ -81,6 +83,47 @@ impl DurableBuilder {
 
     /// The durable seams: starts the journal thread (and, on a shared store, the claimer).
     pub fn build(self) -> Durable {
-        Durable::make(self)
+        let DurableBuilder {
+            store,
+            time,
+            mut options,
+            claims,
+            offsets,
+        } = self;
+        // On a shared store the journal's hold is the queues' (see `Durable::shared`).
+        let local_hold = match claims {
+            Some(_) => std::mem::take(&mut options.journal.hold),
+            None => std::time::Duration::ZERO,
+        };
+        let ordered_letters = options.ordered_letters;
+        let journal = Journal::spawn(store.clone(), options.journal);
+        let map = TimeMap::new(time.as_ref());
+        let inboxes: Inboxes = Arc::default();
+        let claimer = claims.map(|(claims, shared)| {
+            Claimer::spawn(
+                claims,
+                journal.clone(),
+                time.clone(),
+                inboxes.clone(),
+                shared,
+            )
+        });
+        Durable {
+            shared: Arc::new(Shared {
+                store,
+                journal,
+                time,
+                map,
+                source: OnceLock::new(),
+                offsets,
+                restored: Mutex::new(Vec::new()),
+                letters: Mutex::new(Vec::new()),
+                ordered_letters,
+                inboxes,
+                claimer,
+                local_hold,
+                observer: Arc::default(),
+            }),
+        }
     }
 }

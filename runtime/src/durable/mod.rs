@@ -191,51 +191,6 @@ impl Durable {
             .build()
     }
 
-    fn make(b: DurableBuilder) -> Durable {
-        let DurableBuilder {
-            store,
-            time,
-            mut options,
-            claims,
-            offsets,
-        } = b;
-        // On a shared store the journal's hold is the queues' (see `Durable::shared`).
-        let local_hold = match claims {
-            Some(_) => std::mem::take(&mut options.journal.hold),
-            None => std::time::Duration::ZERO,
-        };
-        let ordered_letters = options.ordered_letters;
-        let journal = Journal::spawn(store.clone(), options.journal);
-        let map = TimeMap::new(time.as_ref());
-        let inboxes: Inboxes = Arc::default();
-        let claimer = claims.map(|(claims, shared)| {
-            Claimer::spawn(
-                claims,
-                journal.clone(),
-                time.clone(),
-                inboxes.clone(),
-                shared,
-            )
-        });
-        Durable {
-            shared: Arc::new(Shared {
-                store,
-                journal,
-                time,
-                map,
-                source: OnceLock::new(),
-                offsets,
-                restored: Mutex::new(Vec::new()),
-                letters: Mutex::new(Vec::new()),
-                ordered_letters,
-                inboxes,
-                claimer,
-                local_hold,
-                observer: Arc::default(),
-            }),
-        }
-    }
-
     /// True on a shared store (retries are claimed, not recovered).
     pub fn is_shared(&self) -> bool {
         self.shared.claimer.is_some()
