@@ -17,7 +17,10 @@ use rand::{Rng, RngExt};
 use std::fmt;
 use std::time::Duration;
 
+mod doubling;
 mod pacing;
+
+pub use doubling::Doubling;
 
 pub(crate) use pacing::PaceRecorder;
 pub use pacing::Pacing;

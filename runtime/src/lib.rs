@@ -41,6 +41,7 @@
 
 mod acker;
 pub mod adaptive;
+mod delays;
 pub mod durable;
 mod executor;
 mod fairness;

@@ -6,6 +6,7 @@ use super::backlog::{AlertBacklog, BacklogCursor, Deferral};
 use super::webhook::{Attempt, Client, Request};
 use super::{AlertCounts, AlertOptions};
 use crate::config::Receiver;
+use rebound_engine::backoff::Doubling;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use tokio::sync::{Notify, mpsc, watch};
@@ -118,7 +119,8 @@ impl Lane {
         };
         // After a catch-up that failed, the next is not tried before this.
         let mut catch_up_at: Option<Instant> = None;
-        let mut backoff = self.options.retry_first;
+        let backoff = Doubling::new(self.options.retry_first, self.options.retry_max);
+        let mut failed_catch_ups = 0;
         loop {
             let due = catch_up_at.is_none_or(|at| Instant::now() >= at);
             if let Some(request) = &request
@@ -130,11 +132,11 @@ impl Lane {
                     None => {}
                     Some(true) => {
                         catch_up_at = None;
-                        backoff = self.options.retry_first;
+                        failed_catch_ups = 0;
                     }
                     Some(false) => {
-                        catch_up_at = Some(Instant::now() + backoff);
-                        backoff = (backoff * 2).min(self.options.retry_max);
+                        failed_catch_ups += 1;
+                        catch_up_at = Some(Instant::now() + backoff.after(failed_catch_ups));
                     }
                 }
             }
@@ -257,7 +259,8 @@ impl Lane {
         let n = batch.len() as u64;
         let body = Request::body(batch);
         let give_up_at = Instant::now() + self.options.give_up_after;
-        let mut backoff = self.options.retry_first;
+        let backoff = Doubling::new(self.options.retry_first, self.options.retry_max);
+        let mut failures = 0;
         loop {
             let end = self.stopping().map_or(give_up_at, |d| d.min(give_up_at));
             let now = Instant::now();
@@ -280,11 +283,12 @@ impl Lane {
                 }
                 Attempt::Failed(why) => {
                     self.state.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(receiver = %self.receiver.name, letters = n, error = %why, retry_in = ?backoff, "an alert delivery failed");
+                    failures += 1;
+                    let retry_in = backoff.after(failures);
+                    tracing::warn!(receiver = %self.receiver.name, letters = n, error = %why, ?retry_in, "an alert delivery failed");
                 }
             }
-            let wake = Instant::now() + backoff;
-            backoff = (backoff * 2).min(self.options.retry_max);
+            let wake = Instant::now() + backoff.after(failures);
             self.wait_until(wake.min(end)).await;
         }
         if on_give_up == OnGiveUp::Keep {

@@ -17,6 +17,7 @@
 //! config center, or reach it over a trusted network.
 
 use super::reloader::{PushError, Reloader};
+use crate::backoff::Doubling;
 use crate::handle::Source;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -261,11 +262,7 @@ fn next_poll(started: Instant, interval: Duration) -> Duration {
 
 /// `min_backoff · 2^(failures−1)`, capped at `max_backoff`.
 fn backoff(failures: u32, options: PullOptions) -> Duration {
-    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(30));
-    options
-        .min_backoff
-        .saturating_mul(factor)
-        .min(options.max_backoff)
+    Doubling::new(options.min_backoff, options.max_backoff).after(failures.max(1))
 }
 
 /// Sleeps for `wait` unless told to stop first; true when stopped.

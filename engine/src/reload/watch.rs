@@ -19,6 +19,7 @@
 //! once the resource is back, never silently lost.
 
 use super::reloader::{Reloaded, Reloader};
+use crate::backoff::Doubling;
 use crate::load::is_rule_file_name;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode};
@@ -136,18 +137,20 @@ fn watch_loop(reloader: &Reloader, rx: &mpsc::Receiver<Message>, options: WatchO
                 Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        let mut pause = RETRY_FIRST;
+        let pauses = Doubling::new(RETRY_FIRST, RETRY_MAX);
+        let mut failures = 0;
         loop {
             match reloader.reload_dir() {
                 Ok(Reloaded::Accepted(_)) | Ok(Reloaded::Unchanged(_)) => break,
                 // Out of file descriptors, say: recorded as rejected, and read again until
                 // it can be read, so that the edit is not lost.
                 Err(e) if e.is_passing() => {
+                    failures += 1;
+                    let pause = pauses.after(failures);
                     tracing::warn!("{e}; the rules directory is read again in {pause:?}");
                     if !wait(rx, pause) {
                         return;
                     }
-                    pause = (pause * 2).min(RETRY_MAX);
                 }
                 // The pipeline has logged and recorded it; the current set stays.
                 Err(_) => break,

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use rebound_engine::backoff::Doubling;
 use rebound_engine::{GiveUpReason, Label, RuleRef, Version};
 
 use super::Journal;
@@ -299,8 +300,7 @@ impl Worker {
         if self.errors_in_row == 1 || self.errors_in_row.is_power_of_two() {
             tracing::warn!(error = %e, failures = self.errors_in_row, "{what} failed; retrying");
         }
-        let backoff = Duration::from_millis(50) * 2u32.saturating_pow(self.errors_in_row.min(6));
-        backoff.min(MAX_BACKOFF)
+        Doubling::new(Duration::from_millis(100), MAX_BACKOFF).after(self.errors_in_row)
     }
 
     /// Claims what is due, up to the free capacity; returns when to claim next.

@@ -9,6 +9,7 @@
 //! fates they cover). Nothing it dropped is lost: a write that never committed leaves its
 //! message uncommitted at the source, and the next run delivers it again.
 
+use rebound_engine::backoff::Doubling;
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -81,7 +82,8 @@ impl Retrying {
 
 /// 10 ms, doubling, at most 5 s.
 fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(10u64 << attempt.min(9)).min(Duration::from_secs(5))
+    Doubling::new(Duration::from_millis(10), Duration::from_secs(5))
+        .after(attempt.saturating_add(1))
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! [`DurableRetryQueue`]: a spout task's retry queue, kept in a [`RetryScheduler`] in memory and
 //! written behind to the store through the [`Journal`].
 
-use hashbrown::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -9,8 +8,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Journal;
+use crate::delays::Delays;
 use crate::fate::{BoxFuture, KeyNotice, KeyNotices, NoticeKind, RetryQueue};
-use crate::scheduler::RetryScheduler;
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, Timestamp};
 use crate::topology::{Message, MessageId};
@@ -116,8 +115,8 @@ impl KeyNotices for Inbox {
     }
 }
 
-/// A durable [`RetryQueue`]. The due order lives in memory (a [`RetryScheduler`] keyed by the
-/// wall-clock due time, and the messages by id); every `schedule` is also queued to the
+/// A durable [`RetryQueue`]. The due order lives in memory (the runtime's delay queue, keyed by
+/// the wall-clock due time, and the messages by id); every `schedule` is also queued to the
 /// journal as a [`WriteOp::Schedule`], so nothing here waits on the disk. `flush` waits for the
 /// journal.
 ///
@@ -125,10 +124,8 @@ impl KeyNotices for Inbox {
 /// leaves it scheduled; after a restart, [`Durable::recover`](super::Durable::recover) hands the
 /// rows back to the new queues with their due times and metadata.
 pub struct DurableRetryQueue {
-    scheduler: RetryScheduler<MessageId>,
-    messages: HashMap<MessageId, Message>,
+    delays: Delays,
     journal: Journal,
-    map: TimeMap,
     /// Also where the queue tells the task's ordered keys of the recovered retries and letters
     /// with a key, and of the retries an operator killed.
     inbox: Arc<Inbox>,
@@ -154,10 +151,8 @@ impl DurableRetryQueue {
         letters: Vec<KeyNotice>,
     ) -> DurableRetryQueue {
         let mut queue = DurableRetryQueue {
-            scheduler: RetryScheduler::new(),
-            messages: HashMap::new(),
+            delays: Delays::new(map),
             journal,
-            map,
             inbox,
         };
         for letter in letters {
@@ -167,14 +162,9 @@ impl DurableRetryQueue {
             if let Some(notice) = KeyNotice::of(NoticeKind::Waiting, &message) {
                 queue.inbox.note(notice);
             }
-            queue.insert(due, message);
+            queue.delays.schedule_at(due, message);
         }
         queue
-    }
-
-    fn insert(&mut self, due: Timestamp, message: Message) {
-        self.scheduler.schedule(message.id.clone(), due);
-        self.messages.insert(message.id.clone(), message);
     }
 
     fn take_inbox(&mut self, now: Instant) {
@@ -182,28 +172,27 @@ impl DurableRetryQueue {
             return;
         }
         // Due now, rounded down: the same `pop_due` hands them out.
-        let now = self.map.now_timestamp(now);
+        let now = self.delays.map().now_timestamp(now);
         for message in self.inbox.take() {
-            self.insert(now, message);
+            self.delays.schedule_at(now, message);
         }
         for (id, command, reply) in self.inbox.take_commands() {
             let answer = match command {
-                Command::Now if self.scheduler.reschedule(&id, now) => {
-                    self.messages.get(&id).cloned().inspect(|m| {
+                Command::Now => {
+                    self.delays.reschedule(&id, now).cloned().inspect(|m| {
                         // The store's row is due now too, so a crash does not undo it.
                         self.journal
                             .write_behind(WriteOp::Schedule(ScheduledRetry::new(m.clone(), now)));
                     })
                 }
-                Command::Take if self.scheduler.cancel(&id).is_some() => {
-                    self.messages.remove(&id).inspect(|m| {
+                Command::Take => {
+                    self.delays.cancel(&id).inspect(|m| {
                         // A dead letter for its key's line.
                         if let Some(notice) = KeyNotice::of(NoticeKind::DeadLettered, m) {
                             self.inbox.note(notice);
                         }
                     })
                 }
-                Command::Now | Command::Take => None,
             };
             // The asker may have given up waiting; the answer is then moot.
             let _ = reply.try_send(answer);
@@ -213,35 +202,26 @@ impl DurableRetryQueue {
 
 impl RetryQueue for DurableRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
-        let ts = self.map.due_timestamp(due);
+        let ts = self.delays.map().due_timestamp(due);
         self.journal
             .write_behind(WriteOp::Schedule(ScheduledRetry::new(message.clone(), ts)));
-        self.scheduler.schedule(message.id.clone(), ts);
-        self.messages.insert(message.id.clone(), message);
+        self.delays.schedule_at(ts, message);
     }
 
     fn pop_due(&mut self, now: Instant) -> Option<Message> {
         self.take_inbox(now);
-        let now = self.map.now_timestamp(now);
-        // Checked first: the scheduler's pop allocates, and this is asked once per delivery.
-        if self.scheduler.next_due_time()? > now {
-            return None;
-        }
-        let expired = self.scheduler.pop_due(now)?;
-        self.messages.remove(&expired.id)
+        self.delays.pop_due(now)
     }
 
     fn next_due(&self) -> Option<Instant> {
         if self.inbox.len() > 0 {
-            return Some(self.map.instant(Timestamp::ZERO));
+            return Some(self.delays.map().instant(Timestamp::ZERO));
         }
-        self.scheduler
-            .next_due_time()
-            .map(|ts| self.map.instant(ts))
+        self.delays.next_due()
     }
 
     fn len(&self) -> usize {
-        self.scheduler.len() + self.inbox.len()
+        self.delays.len() + self.inbox.len()
     }
 
     fn flush(&mut self) -> BoxFuture<'_, ()> {

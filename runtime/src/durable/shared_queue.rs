@@ -9,7 +9,7 @@
 //! from a claim, to the claim's row in the store, still in flight under this node's lease,
 //! which the claimer keeps renewing), and nothing is written that could be claimed twice.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::Journal;
 use super::claimer::Claimer;
 use super::queue::Inbox;
+use crate::delays::Delays;
 use crate::fate::{BoxFuture, RetryQueue};
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, TimeSource};
@@ -33,13 +34,12 @@ pub struct SharedRetryQueue {
     claimer: Claimer,
     inbox: Arc<Inbox>,
     ready: VecDeque<Message>,
-    /// Retries due within the hold, fired from here (by due instant, then scheduling order).
-    held: BTreeMap<(Instant, u64), Message>,
+    /// Retries due within the hold, fired from here (by due time, then scheduling order).
+    held: Delays,
     /// Retries of ordered keys, fired from here whenever due and never written (see
     /// [`RetryQueue::schedule_local`]): the key's later messages wait on this node.
-    local: BTreeMap<(Instant, u64), Message>,
+    local: Delays,
     hold: Duration,
-    seq: u64,
     /// The topology's time (the claimer reads the same).
     time: Arc<dyn TimeSource>,
 }
@@ -68,10 +68,9 @@ impl SharedRetryQueue {
             claimer,
             inbox,
             ready: VecDeque::new(),
-            held: BTreeMap::new(),
-            local: BTreeMap::new(),
+            held: Delays::new(map),
+            local: Delays::new(map),
             hold,
-            seq: 0,
             time,
         }
     }
@@ -82,8 +81,7 @@ impl RetryQueue for SharedRetryQueue {
         if due.saturating_duration_since(self.time.now()) <= self.hold {
             // Fired from here, never written (see the module docs); a claim it came from
             // stays held, its lease renewed.
-            self.seq += 1;
-            self.held.insert((due, self.seq), message);
+            self.held.schedule(due, message);
             return;
         }
         // The retry is written under the claim its delivery came from (if any): the store
@@ -102,16 +100,13 @@ impl RetryQueue for SharedRetryQueue {
     /// crash (or a stop) leaves it to its source (its partition's position stays below it),
     /// whose next owner hands it out again before the key's later messages.
     fn schedule_local(&mut self, due: Instant, message: Message) {
-        self.seq += 1;
-        self.local.insert((due, self.seq), message);
+        self.local.schedule(due, message);
     }
 
     fn pop_due(&mut self, now: Instant) -> Option<Message> {
         for fired in [&mut self.held, &mut self.local] {
-            if let Some(entry) = fired.first_entry()
-                && entry.key().0 <= now
-            {
-                return Some(entry.remove());
+            if let Some(message) = fired.pop_due(now) {
+                return Some(message);
             }
         }
         if self.ready.is_empty() && self.inbox.len() > 0 {
@@ -122,8 +117,7 @@ impl RetryQueue for SharedRetryQueue {
 
     fn next_due(&self) -> Option<Instant> {
         if self.ready.is_empty() && self.inbox.len() == 0 {
-            let first = |m: &BTreeMap<(Instant, u64), Message>| m.keys().next().map(|k| k.0);
-            match (first(&self.held), first(&self.local)) {
+            match (self.held.next_due(), self.local.next_due()) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             }
@@ -140,9 +134,8 @@ impl RetryQueue for SharedRetryQueue {
     /// writes its held retries at a flush), then everything is committed. Retries of ordered
     /// keys are not: they are left to their source, as at a crash.
     fn flush(&mut self) -> BoxFuture<'_, ()> {
-        for ((due, _), message) in std::mem::take(&mut self.held) {
+        for (due, message) in self.held.drain() {
             let claim = self.claimer.held().take(&message.id);
-            let due = self.map.due_timestamp(due);
             self.journal.write_behind(WriteOp::Schedule(ScheduledRetry {
                 message,
                 due,

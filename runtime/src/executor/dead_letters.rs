@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebound_engine::backoff::Doubling;
 use tokio::sync::mpsc;
 
 use crate::fate::{DeadLetter, DeadLetterSink, Label};
@@ -44,7 +45,8 @@ impl DeadLetterBatcher {
                 let Ok(dl) = self.rx.try_recv() else { break };
                 batch.push(dl);
             }
-            let mut backoff = Duration::from_millis(10);
+            let backoff = Doubling::new(Duration::from_millis(10), Duration::from_secs(5));
+            let mut failures = 0;
             loop {
                 match self.sink.store(&batch).await {
                     Ok(()) => break,
@@ -53,8 +55,8 @@ impl DeadLetterBatcher {
                             return; // the spout task stopped; the source will redeliver
                         }
                         tracing::warn!(error = %e, letters = batch.len(), "storing dead letters failed; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        failures += 1;
+                        tokio::time::sleep(backoff.after(failures)).await;
                     }
                 }
             }

@@ -1,18 +1,20 @@
-//! In-memory implementations of the failure seam: a fixed retry policy, a `BTreeMap` delay
+//! In-memory implementations of the failure seam: a fixed retry policy, a delay
 //! queue, and a dead-letter list. Good for tests, examples and benchmarks; nothing survives a
 //! restart.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rebound_engine::backoff::Doubling;
 use tokio::time::Instant;
 
 use super::{
     AckedFates, BoxFuture, DeadLetter, DeadLetterSink, Decided, Decision, FailureContext,
     FailurePolicy, GiveUpReason, Label, RetryQueue, RuleRef, SinkError, Version,
 };
-use crate::time::Timestamp;
+use crate::delays::Delays;
+use crate::time::{TimeMap, Timestamp, TokioTime};
 use crate::topology::Message;
 
 /// A fixed policy: exponential backoff (`base_delay * 2^(attempt-1)`, capped at `max_delay`,
@@ -69,11 +71,7 @@ impl FailurePolicy for FixedPolicy {
         } else if ctx.attempt >= self.max_attempts {
             give_up(GiveUpReason::MaxRetries)
         } else {
-            let exp = ctx.attempt.saturating_sub(1).min(31);
-            let backoff = self
-                .base_delay
-                .saturating_mul(1u32 << exp)
-                .min(self.max_delay);
+            let backoff = Doubling::new(self.base_delay, self.max_delay).after(ctx.attempt.max(1));
             Decision::Retry {
                 delay: backoff.max(ctx.retry_after.unwrap_or_default()),
                 rule,
@@ -94,41 +92,44 @@ impl AckedFates for Unrecorded {
     fn acked(&self, _: &Message, _: Timestamp) {}
 }
 
-/// A delay queue in a `BTreeMap` keyed by (due time, sequence number): equal due times keep
-/// their insertion order, and nothing is ever dropped or returned twice.
-#[derive(Debug, Default)]
+/// A delay queue in memory (the runtime's one, [`RetryScheduler`](crate::scheduler::RetryScheduler)):
+/// earliest due first, equal due times (to the millisecond) in insertion order, a message
+/// scheduled again under its id moved, and nothing ever dropped or returned twice.
+#[derive(Debug)]
 pub struct MemoryRetryQueue {
-    entries: BTreeMap<(Instant, u64), Message>,
-    seq: u64,
+    delays: Delays,
 }
 
 impl MemoryRetryQueue {
-    /// An empty queue.
+    /// An empty queue on tokio's clock (a paused one too).
     pub fn new() -> Self {
-        Self::default()
+        MemoryRetryQueue {
+            delays: Delays::new(TimeMap::new(&TokioTime::new())),
+        }
+    }
+}
+
+impl Default for MemoryRetryQueue {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl RetryQueue for MemoryRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
-        self.seq += 1;
-        self.entries.insert((due, self.seq), message);
+        self.delays.schedule(due, message);
     }
 
     fn pop_due(&mut self, now: Instant) -> Option<Message> {
-        let entry = self.entries.first_entry()?;
-        if entry.key().0 > now {
-            return None;
-        }
-        Some(entry.remove())
+        self.delays.pop_due(now)
     }
 
     fn next_due(&self) -> Option<Instant> {
-        self.entries.keys().next().map(|(due, _)| *due)
+        self.delays.next_due()
     }
 
     fn len(&self) -> usize {
-        self.entries.len()
+        self.delays.len()
     }
 }
 
@@ -226,12 +227,25 @@ mod tests {
         q.schedule(later, Message::new("b", "X", ""));
         q.schedule(now, Message::new("a1", "X", ""));
         q.schedule(now, Message::new("a2", "X", ""));
-        assert_eq!(q.next_due(), Some(now));
-        assert_eq!(q.pop_due(now).map(|m| m.id.to_string()), Some("a1".into()));
-        assert_eq!(q.pop_due(now).map(|m| m.id.to_string()), Some("a2".into()));
-        assert_eq!(q.pop_due(now), None);
+        // Due times are kept to the millisecond, rounded up: never earlier than asked.
+        let first = q.next_due().unwrap();
+        assert!(first >= now && first - now <= Duration::from_millis(1));
+        assert_eq!(
+            q.pop_due(first).map(|m| m.id.to_string()),
+            Some("a1".into())
+        );
+        assert_eq!(
+            q.pop_due(first).map(|m| m.id.to_string()),
+            Some("a2".into())
+        );
+        assert_eq!(q.pop_due(first), None);
         assert_eq!(q.len(), 1);
-        assert_eq!(q.pop_due(later).map(|m| m.id.to_string()), Some("b".into()));
+        assert_eq!(q.pop_due(later - Duration::from_millis(1)), None);
+        let ms = Duration::from_millis(1);
+        assert_eq!(
+            q.pop_due(later + ms).map(|m| m.id.to_string()),
+            Some("b".into())
+        );
         assert!(q.is_empty());
     }
 }
