@@ -12,69 +12,52 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+/// Histogram bounds, written as multiples of `unit_us` microseconds.
+const fn bounds(unit_us: u64, values: [u64; 16]) -> [Duration; 16] {
+    let mut bounds = [Duration::ZERO; 16];
+    let mut i = 0;
+    while i < bounds.len() {
+        bounds[i] = Duration::from_micros(values[i] * unit_us);
+        i += 1;
+    }
+    bounds
+}
+
+/// [`bounds`] in microseconds.
+const US: u64 = 1;
+/// [`bounds`] in milliseconds.
+const MS: u64 = 1_000;
+
 /// Upper bounds (inclusive) of the complete-latency histogram buckets; the last bucket is
 /// everything above.
-pub const LATENCY_BOUNDS: [Duration; 16] = [
-    Duration::from_micros(100),
-    Duration::from_micros(250),
-    Duration::from_micros(500),
-    Duration::from_millis(1),
-    Duration::from_micros(2500),
-    Duration::from_millis(5),
-    Duration::from_millis(10),
-    Duration::from_millis(25),
-    Duration::from_millis(50),
-    Duration::from_millis(100),
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_millis(2500),
-    Duration::from_secs(10),
-    Duration::from_secs(30),
-];
+pub const LATENCY_BOUNDS: [Duration; 16] = bounds(
+    US,
+    [
+        100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+        1_000_000, 2_500_000, 10_000_000, 30_000_000,
+    ],
+);
 
 /// Upper bounds (inclusive) of the retry-delay histogram buckets (the real time a retry waits,
 /// from 10 ms to an hour); the last bucket is everything above. As many bounds as
 /// [`LATENCY_BOUNDS`], so both histograms share the [`Histogram`] type.
-pub const RETRY_DELAY_BOUNDS: [Duration; 16] = [
-    Duration::from_millis(10),
-    Duration::from_millis(50),
-    Duration::from_millis(100),
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_millis(2500),
-    Duration::from_secs(5),
-    Duration::from_secs(10),
-    Duration::from_secs(30),
-    Duration::from_secs(60),
-    Duration::from_secs(120),
-    Duration::from_secs(300),
-    Duration::from_secs(600),
-    Duration::from_secs(1800),
-    Duration::from_secs(3600),
-];
+pub const RETRY_DELAY_BOUNDS: [Duration; 16] = bounds(
+    MS,
+    [
+        10, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000,
+        600_000, 1_800_000, 3_600_000,
+    ],
+);
 
 /// Upper bounds (inclusive) of the bolt-latency histogram buckets (the time a bolt task spends
 /// on one tuple, from 10 µs to 10 s); the last bucket is everything above.
-pub const BOLT_LATENCY_BOUNDS: [Duration; 16] = [
-    Duration::from_micros(10),
-    Duration::from_micros(25),
-    Duration::from_micros(50),
-    Duration::from_micros(100),
-    Duration::from_micros(250),
-    Duration::from_micros(500),
-    Duration::from_millis(1),
-    Duration::from_micros(2500),
-    Duration::from_millis(5),
-    Duration::from_millis(10),
-    Duration::from_millis(25),
-    Duration::from_millis(50),
-    Duration::from_millis(100),
-    Duration::from_millis(250),
-    Duration::from_secs(1),
-    Duration::from_secs(10),
-];
+pub const BOLT_LATENCY_BOUNDS: [Duration; 16] = bounds(
+    US,
+    [
+        10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+        1_000_000, 10_000_000,
+    ],
+);
 
 /// The attempts `acked_by_attempt` tells apart: 1 to 5, then everything from 6 on.
 pub const ACKED_ATTEMPTS: usize = 6;

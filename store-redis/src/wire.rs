@@ -251,16 +251,13 @@ impl Fields {
 // ---- values --------------------------------------------------------------------------------
 
 /// A value the store holds that does not decode: `what` in `table`.
+/// [`StoreError::corrupt`], as the decoders here write it.
 pub(crate) fn corrupt(
     table: &'static str,
     what: &'static str,
     detail: impl std::fmt::Display,
 ) -> StoreError {
-    StoreError::Corrupt {
-        table,
-        what,
-        detail: detail.to_string(),
-    }
+    StoreError::corrupt(table, what, detail)
 }
 
 /// A reply the scripts or commands cannot have given.

@@ -83,28 +83,28 @@ impl Durable {
         Ok(letter)
     }
 
-    /// Redrives `id`'s open dead letter for its label (`reason`, e.g. `redrive 1/3 (label
-    /// L1)`): replayed as a fresh delivery that counts one more redrive, audited with operator
-    /// [`RUNTIME_OPERATOR`]. Refused if the letter is no longer open. Blocking.
-    pub fn redrive(&self, id: &MessageId, reason: &str) -> Result<ScheduledRetry> {
-        let action = OperatorAction::new(
+    /// An action of the runtime's own on `id` (operator [`RUNTIME_OPERATOR`]), now.
+    fn runtime_action(&self, id: &MessageId, reason: &str) -> Result<OperatorAction> {
+        OperatorAction::new(
             id.clone(),
             RUNTIME_OPERATOR,
             reason,
             self.shared.time.wall(),
-        )?;
+        )
+    }
+
+    /// Redrives `id`'s open dead letter for its label (`reason`, e.g. `redrive 1/3 (label
+    /// L1)`): replayed as a fresh delivery that counts one more redrive, audited with operator
+    /// [`RUNTIME_OPERATOR`]. Refused if the letter is no longer open. Blocking.
+    pub fn redrive(&self, id: &MessageId, reason: &str) -> Result<ScheduledRetry> {
+        let action = self.runtime_action(id, reason)?;
         self.replay_op(WriteOp::Redrive(action), id.clone())
     }
 
     /// Marks `id`'s open dead letter `expired` (`reason`, e.g. `expired after 30d (label
     /// L4)`), audited with operator [`RUNTIME_OPERATOR`]. Blocking.
     pub fn expire(&self, id: &MessageId, reason: &str) -> Result<()> {
-        let action = OperatorAction::new(
-            id.clone(),
-            RUNTIME_OPERATOR,
-            reason,
-            self.shared.time.wall(),
-        )?;
+        let action = self.runtime_action(id, reason)?;
         self.act(WriteOp::Expire(action))?.into_done(id)
     }
 

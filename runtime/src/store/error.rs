@@ -122,6 +122,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A value the store holds that does not decode: `what` in `table`, and why.
+    pub fn corrupt(
+        table: &'static str,
+        what: &'static str,
+        detail: impl std::fmt::Display,
+    ) -> Self {
+        StoreError::Corrupt {
+            table,
+            what,
+            detail: detail.to_string(),
+        }
+    }
+
     /// A short name of the failure's kind, for metrics: `unreachable`, the backend's name
     /// (`redis`), `sqlite`, `corrupt`, `closed` or `other`.
     pub fn kind(&self) -> &'static str {

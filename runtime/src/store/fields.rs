@@ -9,57 +9,116 @@ use super::{DeadLetter, Result, ScheduledRetry, StoredDeadLetter};
 
 pub use super::rows::replayed_delivery;
 
+/// The names of the fields, each once (a retry row and a dead letter share most of them).
+pub mod name {
+    #![allow(missing_docs)]
+    pub const MESSAGE_ID: &str = "message_id";
+    pub const BIZ: &str = "biz";
+    pub const PAYLOAD: &str = "payload";
+    pub const HEADERS: &str = "headers";
+    pub const DUE_MS: &str = "due_ms";
+    pub const ATTEMPT: &str = "attempt";
+    pub const FIRST_SEEN_MS: &str = "first_seen_ms";
+    pub const LAST_CODE: &str = "last_code";
+    pub const LAST_MESSAGE: &str = "last_message";
+    pub const LAST_DELAY_MS: &str = "last_delay_ms";
+    pub const RULE: &str = "rule";
+    pub const RULE_SET_VERSION: &str = "rule_set_version";
+    pub const OFFSET: &str = "offset";
+    pub const FAILURES: &str = "failures";
+    pub const REDRIVES: &str = "redrives";
+    pub const ORDERING_KEY: &str = "ordering_key";
+    pub const LABEL: &str = "label";
+    pub const REASON: &str = "reason";
+    pub const ATTEMPTS: &str = "attempts";
+    pub const FIRST_MS: &str = "first_ms";
+    pub const LAST_MS: &str = "last_ms";
+    pub const ATTRS: &str = "attrs";
+}
+
+use name::*;
+
 /// The fields of a retry row: the SQLite table's columns, in their order, one field each (a
 /// retry without an offset has no `offset` field, one without a key no `ordering_key`).
 pub const RETRY_FIELDS: [&str; 16] = [
-    "message_id",
-    "biz",
-    "payload",
-    "headers",
-    "due_ms",
-    "attempt",
-    "first_seen_ms",
-    "last_code",
-    "last_message",
-    "last_delay_ms",
-    "rule",
-    "rule_set_version",
-    "offset",
-    "failures",
-    "redrives",
-    "ordering_key",
+    MESSAGE_ID,
+    BIZ,
+    PAYLOAD,
+    HEADERS,
+    DUE_MS,
+    ATTEMPT,
+    FIRST_SEEN_MS,
+    LAST_CODE,
+    LAST_MESSAGE,
+    LAST_DELAY_MS,
+    RULE,
+    RULE_SET_VERSION,
+    OFFSET,
+    FAILURES,
+    REDRIVES,
+    ORDERING_KEY,
 ];
 
 /// The fields of a dead letter: the SQLite table's columns but the row id (the store names the
 /// letter by it) and the status (the store's to set); a message without a key has no
 /// `ordering_key`.
 pub const DEAD_LETTER_FIELDS: [&str; 17] = [
-    "message_id",
-    "biz",
-    "payload",
-    "headers",
-    "label",
-    "reason",
-    "last_code",
-    "last_message",
-    "attempts",
-    "first_ms",
-    "last_ms",
-    "rule",
-    "rule_set_version",
-    "attrs",
-    "failures",
-    "redrives",
-    "ordering_key",
+    MESSAGE_ID,
+    BIZ,
+    PAYLOAD,
+    HEADERS,
+    LABEL,
+    REASON,
+    LAST_CODE,
+    LAST_MESSAGE,
+    ATTEMPTS,
+    FIRST_MS,
+    LAST_MS,
+    RULE,
+    RULE_SET_VERSION,
+    ATTRS,
+    FAILURES,
+    REDRIVES,
+    ORDERING_KEY,
 ];
 
 /// The message's content, encoded alike in a retry row and a dead letter: a replay on a shared
 /// store copies these fields from the letter into the new retry row.
-pub const MESSAGE_FIELDS: [&str; 3] = ["biz", "payload", "headers"];
+pub const MESSAGE_FIELDS: [&str; 3] = [BIZ, PAYLOAD, HEADERS];
 
 /// The message's fields a replay copies when the letter has them (a message without a key
 /// has no `ordering_key`).
-pub const OPTIONAL_MESSAGE_FIELDS: [&str; 1] = ["ordering_key"];
+pub const OPTIONAL_MESSAGE_FIELDS: [&str; 1] = [ORDERING_KEY];
+
+/// The fields a retry row and a dead letter begin with, as written: the message's id and
+/// content.
+fn put_message(
+    put: &mut impl FnMut(&'static str, &[u8]),
+    id: &str,
+    biz: &str,
+    payload: &[u8],
+    headers: &str,
+) {
+    put(MESSAGE_ID, id.as_bytes());
+    put(BIZ, biz.as_bytes());
+    put(PAYLOAD, payload);
+    put(HEADERS, headers.as_bytes());
+}
+
+/// The fields a retry row and a dead letter end with, as written: the failures so far, the
+/// redrives, and the ordering key if the message has one.
+fn put_history(
+    put: &mut impl FnMut(&'static str, &[u8]),
+    failures: &str,
+    redrives: u32,
+    key: Option<&str>,
+) {
+    put(FAILURES, failures.as_bytes());
+    put(REDRIVES, redrives.to_string().as_bytes());
+    if let Some(k) = key {
+        put(ORDERING_KEY, k.as_bytes());
+    }
+}
 
 /// A retry row, encoded: its fields and their values, ready to write.
 pub struct RetryFields<'a>(RetryRow<'a>);
@@ -72,44 +131,20 @@ impl<'a> RetryFields<'a> {
 
     /// The row as hash fields ([`RETRY_FIELDS`]), each handed to `put` with its value.
     pub fn for_each(&self, mut put: impl FnMut(&'static str, &[u8])) {
-        let [
-            id,
-            biz,
-            payload,
-            headers,
-            due,
-            attempt,
-            first_seen,
-            code,
-            message,
-            delay,
-            rule,
-            version,
-            offset,
-            failures,
-            redrives,
-            key,
-        ] = RETRY_FIELDS;
-        put(id, self.0.id.as_bytes());
-        put(biz, self.0.biz.as_bytes());
-        put(payload, self.0.payload);
-        put(headers, self.0.headers.as_bytes());
-        put(due, self.0.due.to_string().as_bytes());
-        put(attempt, self.0.attempt.to_string().as_bytes());
-        put(first_seen, self.0.first_seen.to_string().as_bytes());
-        put(code, self.0.last_code.as_bytes());
-        put(message, self.0.last_message.as_bytes());
-        put(delay, self.0.last_delay.to_string().as_bytes());
-        put(rule, self.0.rule.as_bytes());
-        put(version, self.0.version.as_bytes());
-        if let Some(o) = self.0.offset {
-            put(offset, o.to_string().as_bytes());
+        let r = &self.0;
+        put_message(&mut put, r.id, r.biz, r.payload, &r.headers);
+        put(DUE_MS, r.due.to_string().as_bytes());
+        put(ATTEMPT, r.attempt.to_string().as_bytes());
+        put(FIRST_SEEN_MS, r.first_seen.to_string().as_bytes());
+        put(LAST_CODE, r.last_code.as_bytes());
+        put(LAST_MESSAGE, r.last_message.as_bytes());
+        put(LAST_DELAY_MS, r.last_delay.to_string().as_bytes());
+        put(RULE, r.rule.as_bytes());
+        put(RULE_SET_VERSION, r.version.as_bytes());
+        if let Some(o) = r.offset {
+            put(OFFSET, o.to_string().as_bytes());
         }
-        put(failures, self.0.failures.as_bytes());
-        put(redrives, self.0.redrives.to_string().as_bytes());
-        if let Some(k) = self.0.key {
-            put(key, k.as_bytes());
-        }
+        put_history(&mut put, &r.failures, r.redrives, r.key);
     }
 }
 
@@ -124,44 +159,19 @@ impl<'a> DeadLetterFields<'a> {
 
     /// The row as hash fields ([`DEAD_LETTER_FIELDS`]), each handed to `put` with its value.
     pub fn for_each(&self, mut put: impl FnMut(&'static str, &[u8])) {
-        let [
-            id,
-            biz,
-            payload,
-            headers,
-            label,
-            reason,
-            code,
-            message,
-            attempts,
-            first,
-            last,
-            rule,
-            version,
-            attrs,
-            failures,
-            redrives,
-            key,
-        ] = DEAD_LETTER_FIELDS;
-        put(id, self.0.id.as_bytes());
-        put(biz, self.0.biz.as_bytes());
-        put(payload, self.0.payload);
-        put(headers, self.0.headers.as_bytes());
-        put(label, self.0.label.as_bytes());
-        put(reason, self.0.reason.as_bytes());
-        put(code, self.0.last_code.as_bytes());
-        put(message, self.0.last_message.as_bytes());
-        put(attempts, self.0.attempts.to_string().as_bytes());
-        put(first, self.0.first.to_string().as_bytes());
-        put(last, self.0.last.to_string().as_bytes());
-        put(rule, self.0.rule.as_bytes());
-        put(version, self.0.version.as_bytes());
-        put(attrs, self.0.attrs.as_bytes());
-        put(failures, self.0.failures.as_bytes());
-        put(redrives, self.0.redrives.to_string().as_bytes());
-        if let Some(k) = self.0.key {
-            put(key, k.as_bytes());
-        }
+        let d = &self.0;
+        put_message(&mut put, d.id, d.biz, d.payload, &d.headers);
+        put(LABEL, d.label.as_bytes());
+        put(REASON, d.reason.as_bytes());
+        put(LAST_CODE, d.last_code.as_bytes());
+        put(LAST_MESSAGE, d.last_message.as_bytes());
+        put(ATTEMPTS, d.attempts.to_string().as_bytes());
+        put(FIRST_MS, d.first.to_string().as_bytes());
+        put(LAST_MS, d.last.to_string().as_bytes());
+        put(RULE, d.rule.as_bytes());
+        put(RULE_SET_VERSION, d.version.as_bytes());
+        put(ATTRS, d.attrs.as_bytes());
+        put_history(&mut put, &d.failures, d.redrives, d.key);
     }
 }
 
@@ -195,56 +205,74 @@ pub fn int_field(table: &'static str, name: &'static str, v: Option<&[u8]>) -> R
         .ok_or_else(|| corrupt(table, name, String::from_utf8_lossy(v)))
 }
 
+/// The fields a retry row and a dead letter end with, read back (see [`put_history`]).
+struct History {
+    failures: String,
+    redrives: i64,
+    key: Option<String>,
+}
+
+impl History {
+    /// Reads them from `table`'s fields; rows written before the failures and redrives were
+    /// kept have neither field.
+    fn read<'f>(table: &'static str, get: &impl Fn(&str) -> Option<&'f [u8]>) -> Result<History> {
+        let text = |name| text_field(table, name, get(name));
+        let present = |name| get(name).is_some();
+        Ok(History {
+            failures: if present(FAILURES) {
+                text(FAILURES)?
+            } else {
+                String::new()
+            },
+            redrives: if present(REDRIVES) {
+                int_field(table, REDRIVES, get(REDRIVES))?
+            } else {
+                0
+            },
+            key: if present(ORDERING_KEY) {
+                Some(text(ORDERING_KEY)?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// The payload, present and taken as it is.
+fn payload<'f>(table: &'static str, get: &impl Fn(&str) -> Option<&'f [u8]>) -> Result<Vec<u8>> {
+    get(PAYLOAD)
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| corrupt(table, PAYLOAD, "missing"))
+}
+
 impl RawRetry {
     /// A retry row from a shared store's hash fields ([`RETRY_FIELDS`]; `get` looks one up).
     pub(super) fn from_fields<'f>(get: impl Fn(&str) -> Option<&'f [u8]>) -> Result<Self> {
         const T: &str = "retries";
         let text = |name| text_field(T, name, get(name));
         let int = |name| int_field(T, name, get(name));
-        let [
-            id,
-            biz,
-            payload,
-            headers,
-            due,
-            attempt,
-            first_seen,
-            code,
-            message,
-            delay,
-            rule,
-            version,
-            offset,
+        let History {
             failures,
             redrives,
             key,
-        ] = RETRY_FIELDS;
+        } = History::read(T, &get)?;
         Ok(RawRetry {
-            id: text(id)?,
-            biz: text(biz)?,
-            payload: get(payload)
-                .ok_or_else(|| corrupt(T, payload, "missing"))?
-                .to_vec(),
-            headers: text(headers)?,
-            due: int(due)?,
-            attempt: int(attempt)?,
-            first_seen: int(first_seen)?,
-            last_code: text(code)?,
-            last_message: text(message)?,
-            last_delay: int(delay)?,
-            rule: text(rule)?,
-            version: text(version)?,
-            offset: get(offset).map(|_| int(offset)).transpose()?,
-            // Rows written before the failures were kept have neither field.
-            failures: get(failures)
-                .map(|_| text(failures))
-                .transpose()?
-                .unwrap_or_default(),
-            redrives: get(redrives)
-                .map(|_| int(redrives))
-                .transpose()?
-                .unwrap_or(0),
-            key: get(key).map(|_| text(key)).transpose()?,
+            id: text(MESSAGE_ID)?,
+            biz: text(BIZ)?,
+            payload: payload(T, &get)?,
+            headers: text(HEADERS)?,
+            due: int(DUE_MS)?,
+            attempt: int(ATTEMPT)?,
+            first_seen: int(FIRST_SEEN_MS)?,
+            last_code: text(LAST_CODE)?,
+            last_message: text(LAST_MESSAGE)?,
+            last_delay: int(LAST_DELAY_MS)?,
+            rule: text(RULE)?,
+            version: text(RULE_SET_VERSION)?,
+            offset: get(OFFSET).map(|_| int(OFFSET)).transpose()?,
+            failures,
+            redrives,
+            key,
         })
     }
 }
@@ -256,53 +284,31 @@ impl RawDeadLetter {
         const T: &str = "dead_letters";
         let text = |name| text_field(T, name, get(name));
         let int = |name| int_field(T, name, get(name));
-        let [
-            message_id,
-            biz,
-            payload,
-            headers,
-            label,
-            reason,
-            code,
-            message,
-            attempts,
-            first,
-            last,
-            rule,
-            version,
-            attrs,
+        let History {
             failures,
             redrives,
             key,
-        ] = DEAD_LETTER_FIELDS;
+        } = History::read(T, &get)?;
         Ok(RawDeadLetter {
             id,
             status: text("status")?,
-            message_id: text(message_id)?,
-            biz: text(biz)?,
-            payload: get(payload)
-                .ok_or_else(|| corrupt(T, payload, "missing"))?
-                .to_vec(),
-            headers: text(headers)?,
-            label: text(label)?,
-            reason: text(reason)?,
-            last_code: text(code)?,
-            last_message: text(message)?,
-            attempts: int(attempts)?,
-            first: int(first)?,
-            last: int(last)?,
-            rule: text(rule)?,
-            version: text(version)?,
-            attrs: text(attrs)?,
-            failures: get(failures)
-                .map(|_| text(failures))
-                .transpose()?
-                .unwrap_or_default(),
-            redrives: get(redrives)
-                .map(|_| int(redrives))
-                .transpose()?
-                .unwrap_or(0),
-            key: get(key).map(|_| text(key)).transpose()?,
+            message_id: text(MESSAGE_ID)?,
+            biz: text(BIZ)?,
+            payload: payload(T, &get)?,
+            headers: text(HEADERS)?,
+            label: text(LABEL)?,
+            reason: text(REASON)?,
+            last_code: text(LAST_CODE)?,
+            last_message: text(LAST_MESSAGE)?,
+            attempts: int(ATTEMPTS)?,
+            first: int(FIRST_MS)?,
+            last: int(LAST_MS)?,
+            rule: text(RULE)?,
+            version: text(RULE_SET_VERSION)?,
+            attrs: text(ATTRS)?,
+            failures,
+            redrives,
+            key,
         })
     }
 }

@@ -12,16 +12,13 @@ use super::{Result, StoreError};
 use crate::time::Timestamp;
 use crate::topology::Headers;
 
+/// [`StoreError::corrupt`], as the decoders here write it.
 pub(super) fn corrupt(
     table: &'static str,
     what: &'static str,
     detail: impl std::fmt::Display,
 ) -> StoreError {
-    StoreError::Corrupt {
-        table,
-        what,
-        detail: detail.to_string(),
-    }
+    StoreError::corrupt(table, what, detail)
 }
 
 pub(super) fn count_from_sql(table: &'static str, what: &'static str, n: i64) -> Result<u32> {
