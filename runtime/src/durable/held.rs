@@ -11,23 +11,39 @@
 //! held retry released, a retry written for a waiting caller, a replay, a row recovered at
 //! start), until a later write drops the row: an acked fate with no row to drop may then be
 //! moot (see the journal's module docs).
+//!
+//! A held retry may name who hears of its commit (custody: the spout task's inbox); a held
+//! retry replaced by the message's next one hands that on if the next one names nobody.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::time::Instant;
 
+use std::sync::Arc;
+
 use hashbrown::{HashMap, HashSet};
 
+use super::queue::Inbox;
 use crate::store::{MessageId, ScheduledRetry};
+
+/// Who hears that a retry was committed: the spout task whose message it is (its inbox).
+pub(super) type CustodyTo = Arc<Inbox>;
+
+/// A retry leaving the hold, to be written, with who hears of its commit.
+#[derive(Debug)]
+pub(super) struct Released {
+    pub(super) retry: ScheduledRetry,
+    pub(super) custody: Option<CustodyTo>,
+}
 
 /// Queued retries in arrival order, with the live one per message.
 #[derive(Debug, Default)]
 pub(super) struct Held {
     /// Arrival order; an entry whose sequence number is no longer live is skipped.
     queue: VecDeque<(u64, Instant, ScheduledRetry)>,
-    /// The live entry per message.
-    live: HashMap<MessageId, u64>,
+    /// The live entry per message, and who hears of its commit.
+    live: HashMap<MessageId, (u64, Option<CustodyTo>)>,
     next: u64,
     /// Messages whose retry row the store holds (no later write has dropped it).
     rows: HashSet<MessageId>,
@@ -44,12 +60,28 @@ pub(super) struct Settled {
 
 impl Held {
     /// Holds `retry`, received at `at`. Returns true if it replaced a held one (now moot).
+    #[cfg(test)]
     pub(super) fn hold(&mut self, retry: ScheduledRetry, at: Instant) -> bool {
+        self.hold_for(retry, at, None)
+    }
+
+    /// Holds `retry`, received at `at`, for `custody` to hear of its commit (or, when the
+    /// retry that replaces it names nobody, of that one's). Returns true if it replaced a
+    /// held one (now moot).
+    pub(super) fn hold_for(
+        &mut self,
+        retry: ScheduledRetry,
+        at: Instant,
+        custody: Option<CustodyTo>,
+    ) -> bool {
         let seq = self.next;
         self.next += 1;
-        let replaced = self.live.insert(retry.message.id.clone(), seq).is_some();
+        let replaced = self.live.remove(&retry.message.id);
+        let was_held = replaced.is_some();
+        let custody = custody.or(replaced.and_then(|(_, c)| c));
+        self.live.insert(retry.message.id.clone(), (seq, custody));
         self.queue.push_back((seq, at, retry));
-        replaced
+        was_held
     }
 
     /// A later write of `id` that replaces or drops its retry row arrived: drops its held
@@ -87,7 +119,7 @@ impl Held {
     }
 
     /// Takes the retries held at least `hold` by `now`, oldest first.
-    pub(super) fn due(&mut self, now: Instant, hold: Duration) -> Vec<ScheduledRetry> {
+    pub(super) fn due(&mut self, now: Instant, hold: Duration) -> Vec<Released> {
         let mut out = Vec::new();
         while let Some(at) = self.oldest()
             && now.saturating_duration_since(at) >= hold
@@ -98,7 +130,7 @@ impl Held {
     }
 
     /// Takes every held retry, oldest first.
-    pub(super) fn all(&mut self) -> Vec<ScheduledRetry> {
+    pub(super) fn all(&mut self) -> Vec<Released> {
         let mut out = Vec::with_capacity(self.live.len());
         while self.oldest().is_some() {
             out.extend(self.pop_live());
@@ -106,20 +138,20 @@ impl Held {
         out
     }
 
-    fn pop_live(&mut self) -> Option<ScheduledRetry> {
+    fn pop_live(&mut self) -> Option<Released> {
         let (seq, _, retry) = self.queue.pop_front()?;
-        let live = self.live.get(&retry.message.id) == Some(&seq);
-        live.then(|| {
-            self.live.remove(&retry.message.id);
-            self.has_row(&retry.message.id);
-            retry
-        })
+        if self.live.get(&retry.message.id).map(|l| l.0) != Some(seq) {
+            return None;
+        }
+        let (_, custody) = self.live.remove(&retry.message.id)?;
+        self.has_row(&retry.message.id);
+        Some(Released { retry, custody })
     }
 
     /// Drops replaced and settled entries from the front.
     fn skip_dead(&mut self) {
         while let Some((seq, _, retry)) = self.queue.front()
-            && self.live.get(&retry.message.id) != Some(seq)
+            && self.live.get(&retry.message.id).map(|l| l.0) != Some(*seq)
         {
             self.queue.pop_front();
         }
@@ -138,10 +170,15 @@ mod tests {
         ScheduledRetry::new(message, Timestamp::from_millis(u64::from(attempt)))
     }
 
-    fn ids(retries: &[ScheduledRetry]) -> Vec<(String, u32)> {
-        retries
+    fn ids(released: &[Released]) -> Vec<(String, u32)> {
+        released
             .iter()
-            .map(|r| (r.message.id.to_string(), r.message.retry.attempt))
+            .map(|r| {
+                (
+                    r.retry.message.id.to_string(),
+                    r.retry.message.retry.attempt,
+                )
+            })
             .collect()
     }
 
@@ -185,5 +222,24 @@ mod tests {
         assert_eq!((settled_a.moot, settled_a.had_row), (true, true));
         let again = held.settle(&a);
         assert_eq!((again.moot, again.had_row), (false, false));
+    }
+
+    #[test]
+    fn a_replaced_retry_hands_its_custody_to_the_next_unless_that_names_its_own() {
+        let t0 = crate::time::now();
+        let (mine, theirs) = (CustodyTo::default(), CustodyTo::default());
+        let mut held = Held::default();
+        held.hold_for(retry("a", 1), t0, Some(mine.clone()));
+        held.hold_for(retry("a", 2), t0, None);
+        held.hold_for(retry("b", 1), t0, Some(mine.clone()));
+        held.hold_for(retry("b", 2), t0, Some(theirs.clone()));
+        let out = held.all();
+        assert_eq!(ids(&out), [("a".into(), 2), ("b".into(), 2)]);
+        assert!(Arc::ptr_eq(out[0].custody.as_ref().unwrap(), &mine));
+        assert!(Arc::ptr_eq(out[1].custody.as_ref().unwrap(), &theirs));
+        // A fate settles it: nobody hears of a commit that never comes.
+        held.hold_for(retry("c", 1), t0, Some(mine));
+        assert!(held.settle(&id("c")).moot);
+        assert!(held.all().is_empty());
     }
 }

@@ -64,7 +64,7 @@ use tokio::sync::oneshot;
 use tokio::sync::watch;
 
 use super::give_up::{JournalFailure, Retrying};
-use super::held::Held;
+use super::held::{CustodyTo, Held, Released};
 use super::held_acks::HeldAcks;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 use crate::time::Timestamp;
@@ -141,6 +141,8 @@ type Waiter = oneshot::Sender<Result<Vec<Applied>>>;
 #[allow(clippy::large_enum_variant)]
 enum Entry {
     Op(WriteOp),
+    /// A retry's `Schedule`, whose commit `CustodyTo` hears of.
+    Retain(ScheduledRetry, CustodyTo),
     Wait(Vec<WriteOp>, Waiter),
     Flush(oneshot::Sender<()>),
     Rows(Vec<MessageId>),
@@ -211,6 +213,14 @@ impl Journal {
     pub fn write_behind(&self, op: WriteOp) {
         self.inner.counters.backlog.fetch_add(1, Relaxed);
         self.send(Entry::Op(op));
+    }
+
+    /// Queues a retry's `Schedule` as [`write_behind`](Self::write_behind) does; once it is
+    /// committed (or a later retry of the message that replaced it while held), `custody`
+    /// hears that the store has the message.
+    pub(crate) fn write_behind_retained(&self, retry: ScheduledRetry, custody: CustodyTo) {
+        self.inner.counters.backlog.fetch_add(1, Relaxed);
+        self.send(Entry::Retain(retry, custody));
     }
 
     /// Tells the journal that the store already holds retry rows for `ids` (recovered from the
@@ -316,6 +326,8 @@ struct Batch {
     waiters: Vec<(std::ops::Range<usize>, Waiter)>,
     positions: BTreeMap<String, (u64, Timestamp)>,
     flushes: Vec<oneshot::Sender<()>>,
+    /// The retries (by index in `ops`) whose commit their spout task hears of (custody).
+    custody: Vec<(usize, CustodyTo)>,
     /// Writes in this batch (held retries count once they join one).
     counted: usize,
     /// Writes made moot while this batch was assembled.
@@ -337,6 +349,7 @@ impl Default for Batch {
             waiters: Vec::new(),
             positions: BTreeMap::new(),
             flushes: Vec::new(),
+            custody: Vec::new(),
             counted: 0,
             moot: 0,
             parked: 0,
@@ -371,7 +384,10 @@ impl Batch {
                 *p = (p.0.max(position), p.1.max(at));
             }
             Entry::Op(WriteOp::Schedule(retry)) => {
-                self.moot += usize::from(ledger.held.hold(retry, self.now));
+                self.moot += usize::from(ledger.held.hold_for(retry, self.now, None));
+            }
+            Entry::Retain(retry, custody) => {
+                self.moot += usize::from(ledger.held.hold_for(retry, self.now, Some(custody)));
             }
             Entry::Op(op @ WriteOp::Acked { .. }) => {
                 let had_row = self.settle(&op, ledger);
@@ -432,9 +448,31 @@ impl Batch {
     }
 
     /// Adds held retries, to be written now.
-    fn release(&mut self, retries: Vec<ScheduledRetry>) {
-        for retry in retries {
+    fn release(&mut self, retries: Vec<Released>) {
+        for Released { retry, custody } in retries {
+            if let Some(custody) = custody {
+                self.custody.push((self.ops.len(), custody));
+            }
             self.push_loose(WriteOp::Schedule(retry));
+        }
+    }
+
+    /// Tells each written retry's custody that its message is in the store's custody. `ops`
+    /// are the batch's writes; `applied` answers them all, or (`loose_only`, after a split)
+    /// only the loose ones, in their order.
+    fn tell_custody(&mut self, ops: &[WriteOp], applied: &[Applied], loose_only: bool) {
+        for (i, custody) in self.custody.drain(..) {
+            let answer = if loose_only {
+                self.loose
+                    .binary_search(&i)
+                    .ok()
+                    .and_then(|at| applied.get(at))
+            } else {
+                applied.get(i)
+            };
+            if let (Some(Applied::Done), Some(WriteOp::Schedule(retry))) = (answer, ops.get(i)) {
+                custody.retained([retry.message.id.clone()]);
+            }
         }
     }
 
@@ -567,7 +605,7 @@ fn run(
 fn refuse_all(rx: &mpsc::Receiver<Entry>, counters: &Counters) {
     while let Ok(entry) = rx.recv() {
         let writes = match entry {
-            Entry::Op(_) => 1,
+            Entry::Op(_) | Entry::Retain(..) => 1,
             Entry::Rows(_) => 0,
             Entry::Wait(ops, done) => {
                 let _ = done.send(Err(StoreError::WriterClosed));
@@ -600,6 +638,7 @@ fn commit(
                 counters.committed.fetch_add(ops.len() as u64, Relaxed);
                 counters.transactions.fetch_add(1, Relaxed);
                 count_stale(&applied, counters);
+                batch.tell_custody(&ops, &applied, false);
                 for (range, done) in batch.waiters.drain(..) {
                     let _ = done.send(Ok(applied[range].to_vec()));
                 }
@@ -631,6 +670,7 @@ fn commit(
                 counters.committed.fetch_add(loose.len() as u64, Relaxed);
                 counters.transactions.fetch_add(1, Relaxed);
                 count_stale(&applied, counters);
+                batch.tell_custody(&ops, &applied, true);
                 return Ok(());
             }
             Err(e) => {

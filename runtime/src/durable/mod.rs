@@ -76,7 +76,8 @@ use tokio::time::Instant;
 use claimer::{Claimer, Inboxes};
 
 use crate::fate::{
-    AckedFates, DeadLetter, FailurePolicy, KeyNotice, KeyNotices, NoticeKind, RetryQueue, Seams,
+    AckedFates, CustodyNotices, DeadLetter, FailurePolicy, KeyNotice, KeyNotices, NoticeKind,
+    RetryQueue, Seams,
 };
 use crate::store::{
     Applied, ClaimQueue, DeadLetterFilter, DeadLetterStatus, MAX_PAGE, Offset, OperatorAction,
@@ -320,6 +321,7 @@ impl Durable {
         let held = s.claimer.as_ref().map(|c| c.held().clone());
         let sink = DurableDeadLetters::new(s.journal.clone(), held, s.observer.clone());
         let inboxes = s.inboxes.clone();
+        let custody_inboxes = s.inboxes.clone();
         Seams::in_memory()
             .with_policy(policy)
             .with_dead_letters(sink)
@@ -330,6 +332,15 @@ impl Durable {
                 let inboxes = inboxes.lock().unwrap_or_else(PoisonError::into_inner);
                 let inbox = inboxes.get(info.index)?.clone()?;
                 Some(inbox as Arc<dyn KeyNotices>)
+            })
+            // The same inbox hears which of the task's messages the journal committed a
+            // retry of: the store then has custody of them.
+            .with_custody(move |info: &TaskInfo| {
+                let inboxes = custody_inboxes
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let inbox = inboxes.get(info.index)?.clone()?;
+                Some(inbox as Arc<dyn CustodyNotices>)
             })
             .with_retry_queues(move |info: &TaskInfo| -> Box<dyn RetryQueue> {
                 let mine: Vec<(Timestamp, Message)> = {
@@ -405,6 +416,23 @@ impl Durable {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.shared.store
+    }
+
+    /// Which of `ids` the store already has custody of: a retry row (its retry is scheduled)
+    /// or a final fate. A broker source asks this of each batch it reads: a redelivered
+    /// message it names lost only its custody ack (a crash between the store's commit and the
+    /// broker's ack), so the source acknowledges it again and does not hand it out. (An acked
+    /// fate the store does not keep, one a source position covers, is not named: a positioned
+    /// source skips those itself.) Blocking: two reads of the store.
+    pub fn known(&self, ids: &[MessageId]) -> Result<std::collections::HashSet<MessageId>> {
+        let store = &self.shared.store;
+        let mut known: std::collections::HashSet<MessageId> = store
+            .retries(ids)?
+            .into_iter()
+            .map(|r| r.message.id)
+            .collect();
+        known.extend(store.known_fates(ids)?.into_iter().map(|(id, _)| id));
+        Ok(known)
     }
 
     /// Replays a dead letter through the journal: the store marks it `replayed`, clears the

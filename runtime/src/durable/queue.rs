@@ -9,14 +9,15 @@ use tokio::time::Instant;
 
 use super::Journal;
 use crate::delays::Delays;
-use crate::fate::{BoxFuture, KeyNotice, KeyNotices, NoticeKind, RetryQueue};
+use crate::fate::{BoxFuture, CustodyNotices, KeyNotice, KeyNotices, NoticeKind, RetryQueue};
 use crate::store::{ScheduledRetry, WriteOp};
 use crate::time::{TimeMap, Timestamp};
 use crate::topology::{Message, MessageId};
 
 /// Messages put into a queue from outside its spout task (operators' replays), operators'
-/// commands on the retries it holds, and what the task's ordered keys must hear (an operator's
-/// skip); the task is woken through the [`Notify`], moves the messages into its scheduler, due
+/// commands on the retries it holds, what the task's ordered keys must hear (an operator's
+/// skip), and which of its messages the journal committed a first retry of (custody); the
+/// task is woken through the [`Notify`], moves the messages into its scheduler, due
 /// at once, carries out the commands and takes the notices.
 #[derive(Debug, Default)]
 pub struct Inbox {
@@ -25,6 +26,8 @@ pub struct Inbox {
     len: AtomicUsize,
     notices: Mutex<Vec<KeyNotice>>,
     notices_len: AtomicUsize,
+    retained: Mutex<Vec<MessageId>>,
+    retained_len: AtomicUsize,
     notify: Arc<Notify>,
 }
 
@@ -82,6 +85,18 @@ impl Inbox {
         self.notices_len.fetch_add(1, Relaxed);
     }
 
+    /// The journal committed the first retry of each of `ids` (the store has custody of
+    /// them): the spout task tells its spout, woken for it.
+    pub(crate) fn retained(&self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut retained = self.retained.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = retained.len();
+        retained.extend(ids);
+        self.retained_len
+            .fetch_add(retained.len() - before, Relaxed);
+        drop(retained);
+        self.notify.notify_one();
+    }
+
     pub(crate) fn notifier(&self) -> Arc<Notify> {
         self.notify.clone()
     }
@@ -98,6 +113,19 @@ impl Inbox {
         let taken = std::mem::take(&mut *commands);
         self.len.fetch_sub(taken.len(), Relaxed);
         taken
+    }
+}
+
+/// The task's custody notices: the messages whose first retry the journal committed.
+impl CustodyNotices for Inbox {
+    /// Moves the retained ids into `into` (no lock when there are none).
+    fn take(&self, into: &mut Vec<MessageId>) {
+        if self.retained_len.load(Relaxed) == 0 {
+            return;
+        }
+        let mut retained = self.retained.lock().unwrap_or_else(PoisonError::into_inner);
+        self.retained_len.fetch_sub(retained.len(), Relaxed);
+        into.append(&mut retained);
     }
 }
 
@@ -203,8 +231,11 @@ impl DurableRetryQueue {
 impl RetryQueue for DurableRetryQueue {
     fn schedule(&mut self, due: Instant, message: Message) {
         let ts = self.delays.map().due_timestamp(due);
+        let retry = ScheduledRetry::new(message.clone(), ts);
+        // Its commit gives the store custody of the message (the spout task tells its spout
+        // once, for the first retry).
         self.journal
-            .write_behind(WriteOp::Schedule(ScheduledRetry::new(message.clone(), ts)));
+            .write_behind_retained(retry, self.inbox.clone());
         self.delays.schedule_at(ts, message);
     }
 

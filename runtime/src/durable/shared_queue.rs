@@ -88,11 +88,13 @@ impl RetryQueue for SharedRetryQueue {
         // refuses it if the claim is no longer this node's.
         let claim = self.claimer.held().take(&message.id);
         let ts = self.map.due_timestamp(due);
-        self.journal.write_behind(WriteOp::Schedule(ScheduledRetry {
+        let retry = ScheduledRetry {
             message,
             due: ts,
             claim,
-        }));
+        };
+        self.journal
+            .write_behind_retained(retry, self.inbox.clone());
         self.claimer.nudge(due.max(self.time.now()));
     }
 

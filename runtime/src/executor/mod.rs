@@ -171,6 +171,7 @@ impl Topology {
             dead_letters,
             retry_queues,
             key_notices,
+            custody,
             acked,
             time,
         } = seams;
@@ -293,6 +294,7 @@ impl Topology {
                 statuses.push(status_rx);
                 let queue: Box<dyn RetryQueue> = retry_queues(&info);
                 let notices = key_notices(&info);
+                let custody = custody(&info);
                 let policy: Arc<dyn FailurePolicy> = policy.clone();
                 let parts = SpoutParts {
                     global,
@@ -302,6 +304,7 @@ impl Topology {
                     policy,
                     queue,
                     notices,
+                    custody,
                     dead_letters: dead_letters.clone(),
                     acked: acked.clone(),
                     time: time.clone(),

@@ -23,12 +23,12 @@ use crate::adaptive::{self, Heat};
 use crate::fairness::Mixer;
 use crate::fate::judge::{Case, Verdict, judge};
 use crate::fate::{
-    AckedFates, DeadLetter, DeadLetterSink, FailureContext, FailurePolicy, KeyNotice, KeyNotices,
-    RetryQueue, Signals,
+    AckedFates, CustodyNotices, DeadLetter, DeadLetterSink, FailureContext, FailurePolicy,
+    KeyNotice, KeyNotices, RetryQueue, Signals,
 };
 use crate::stats::{ACKED_ATTEMPTS, Histogram, Stats};
 use crate::time::{TimeSource, Timestamp};
-use crate::topology::{Config, Failure, Message, Spout, codes};
+use crate::topology::{Config, Failure, Message, MessageId, Spout, codes};
 
 use super::dead_letters::{DeadLetterBatcher, Stored};
 use super::ordering::{KeyLines, LineKey};
@@ -53,6 +53,8 @@ pub(crate) struct SpoutParts {
     pub(crate) queue: Box<dyn RetryQueue>,
     /// What the ordered keys hear from outside the task, if anything.
     pub(crate) notices: Option<Arc<dyn KeyNotices>>,
+    /// Which messages passed into the store's custody before their fate, if a store can.
+    pub(crate) custody: Option<Arc<dyn CustodyNotices>>,
     pub(crate) dead_letters: Arc<dyn DeadLetterSink>,
     pub(crate) acked: Arc<dyn AckedFates>,
     pub(crate) time: Arc<dyn TimeSource>,
@@ -83,6 +85,11 @@ pub(crate) struct SpoutTask<S: Spout> {
     /// Ordered keys, when the topology orders any.
     lines: Option<Box<KeyLines>>,
     notices: Vec<KeyNotice>,
+    /// Messages retained since the last pass, for [`Spout::retained`].
+    retained: Vec<MessageId>,
+    /// Messages whose first retry is queued and which have neither custody nor a fate yet:
+    /// the spout hears `retained` once, and not after a fate.
+    awaiting: hashbrown::HashSet<MessageId>,
     stall: StallWatch,
     // Published to the shared stats once per pass.
     emitted: u64,
@@ -126,6 +133,8 @@ impl<S: Spout> SpoutTask<S> {
             gating: Gating::new(p.gate.clone()),
             lines: KeyLines::new(&p.cfg.ordering, p.cfg.max_spout_pending),
             notices: Vec::new(),
+            retained: Vec::new(),
+            awaiting: hashbrown::HashSet::new(),
             stall: StallWatch::default(),
             emitted: 0,
             new_messages: 0,
@@ -165,6 +174,15 @@ impl<S: Spout> SpoutTask<S> {
             while let Ok(ids) = self.dl_done.try_recv() {
                 progressed = true;
                 self.on_stored(ids, now);
+            }
+            if let Some(custody) = &self.p.custody {
+                custody.take(&mut self.retained);
+            }
+            for id in std::mem::take(&mut self.retained) {
+                progressed = true;
+                if self.awaiting.remove(&id) {
+                    self.tell_spout(|s| s.retained(&id));
+                }
             }
             if let Some(lines) = &mut self.lines {
                 if let Some(notices) = &self.p.notices {
@@ -285,6 +303,7 @@ impl<S: Spout> SpoutTask<S> {
                     // the message is then queued after its fate.
                     let at = *wall.get_or_insert_with(|| self.p.time.wall());
                     self.p.acked.acked(&flight.msg, at);
+                    self.settled(&flight.msg.id);
                     self.tell_spout(|s| s.ack(&flight.msg.id));
                     if let (Some(lines), Some(line)) = (&mut self.lines, flight.line) {
                         lines.acked(line, now);
@@ -360,7 +379,13 @@ impl<S: Spout> SpoutTask<S> {
                         lines.retrying(line, &retry.message.id);
                         self.p.queue.schedule_local(retry.due, retry.message);
                     }
-                    _ => self.p.queue.schedule(retry.due, retry.message),
+                    _ => {
+                        // Its first retry: the store's commit of it will be its custody.
+                        if self.p.custody.is_some() && retry.message.retry.attempt == 1 {
+                            self.awaiting.insert(retry.message.id.clone());
+                        }
+                        self.p.queue.schedule(retry.due, retry.message)
+                    }
                 }
             }
             Verdict::DeadLetter(letter) => {
@@ -380,10 +405,18 @@ impl<S: Spout> SpoutTask<S> {
             self.dl_in_flight -= 1;
             self.stall.freed();
             self.p.stats.dead_letter(label.as_str());
+            self.settled(&id);
             self.tell_spout(|s| s.dead_lettered(&id));
             if let (Some(lines), Some((key, biz))) = (&mut self.lines, &key) {
                 lines.dead_lettered(key, biz, &id, now);
             }
+        }
+    }
+
+    /// `id` has its fate: custody came with it, so no `retained` follows.
+    fn settled(&mut self, id: &MessageId) {
+        if !self.awaiting.is_empty() {
+            self.awaiting.remove(id);
         }
     }
 

@@ -171,6 +171,15 @@ pub trait KeyNotices: Send + Sync + 'static {
     fn take(&self, into: &mut Vec<KeyNotice>);
 }
 
+/// Where a spout task hears which of its messages passed into the store's custody before
+/// their fate: their first retry committed, with its payload (the task then calls
+/// [`Spout::retained`](crate::topology::Spout::retained)). One per spout task, made by
+/// [`Seams::custody`] right after the task's retry queue; asked once per pass.
+pub trait CustodyNotices: Send + Sync + 'static {
+    /// Moves into `into` the messages retained since the last call, in commit order.
+    fn take(&self, into: &mut Vec<MessageId>);
+}
+
 /// What a spout task's ordered keys must hear of a message with a key that something outside
 /// the task handled: handed over by [`KeyNotices::take`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,6 +301,12 @@ pub type KeyNoticesFactory = std::sync::Arc<
     dyn Fn(&crate::topology::TaskInfo) -> Option<std::sync::Arc<dyn KeyNotices>> + Send + Sync,
 >;
 
+/// Makes the custody notices of one spout task (asked right after its retry queue); `None`:
+/// custody comes only with the final fate (no durable store).
+pub type CustodyFactory = std::sync::Arc<
+    dyn Fn(&crate::topology::TaskInfo) -> Option<std::sync::Arc<dyn CustodyNotices>> + Send + Sync,
+>;
+
 /// The parts a running topology plugs in for failures and time. [`Seams::in_memory`] gives
 /// working in-memory defaults; replace any part with its `with_*` method.
 #[derive(Clone)]
@@ -304,6 +319,8 @@ pub struct Seams {
     pub retry_queues: RetryQueueFactory,
     /// Makes the key notices of each spout task (none, in memory).
     pub key_notices: KeyNoticesFactory,
+    /// Makes the custody notices of each spout task (none, in memory).
+    pub custody: CustodyFactory,
     /// Records acked fates (nothing, in memory).
     pub acked: std::sync::Arc<dyn AckedFates>,
     /// Monotonic and wall-clock time.
@@ -312,7 +329,7 @@ pub struct Seams {
 
 impl Seams {
     /// [`memory::FixedPolicy::default`], [`memory::MemoryDeadLetters`],
-    /// [`memory::MemoryRetryQueue`], no key notices, no record of acked fates, and
+    /// [`memory::MemoryRetryQueue`], no key notices, no custody before a fate, no record of acked fates, and
     /// [`TokioTime`](crate::time::TokioTime).
     pub fn in_memory() -> Seams {
         Seams {
@@ -320,6 +337,7 @@ impl Seams {
             dead_letters: std::sync::Arc::new(memory::MemoryDeadLetters::new()),
             retry_queues: std::sync::Arc::new(|_| Box::new(memory::MemoryRetryQueue::new())),
             key_notices: std::sync::Arc::new(|_| None),
+            custody: std::sync::Arc::new(|_| None),
             acked: std::sync::Arc::new(memory::Unrecorded),
             time: std::sync::Arc::new(crate::time::TokioTime::new()),
         }
@@ -356,6 +374,19 @@ impl Seams {
         + 'static,
     ) -> Seams {
         self.key_notices = std::sync::Arc::new(make);
+        self
+    }
+
+    /// The same seams with another custody-notices factory (asked right after each task's
+    /// retry queue is made).
+    pub fn with_custody(
+        mut self,
+        make: impl Fn(&crate::topology::TaskInfo) -> Option<std::sync::Arc<dyn CustodyNotices>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Seams {
+        self.custody = std::sync::Arc::new(make);
         self
     }
 

@@ -29,6 +29,13 @@ pub enum NextMessage {
 /// are the runtime's business: the message is retried from the runtime's retry queue, not
 /// handed back to the spout.
 ///
+/// **Custody.** On a durable store a message may pass into the runtime's custody before its
+/// fate: [`Spout::retained`] is called once the store has committed the message's first retry,
+/// with its payload. From then on the store is the message's only record, so a broker source
+/// acknowledges its broker at the first of `retained`, `ack` and `dead_lettered`, once, and a
+/// retry that waits an hour holds nothing at the broker. Without a durable store custody comes
+/// only with the final fate (`retained` is never called).
+///
 /// Methods are called from one task at a time and must not block for long: the same task
 /// also handles fates and retries.
 pub trait Spout: Send + 'static {
@@ -40,6 +47,14 @@ pub trait Spout: Send + 'static {
 
     /// The message was given up on, and its dead letter is durably stored.
     fn dead_lettered(&mut self, id: &MessageId);
+
+    /// The message's first retry is durably stored, with its payload: the runtime has custody
+    /// of it, and a broker may forget it (see the trait's docs). `ack` or `dead_lettered` still
+    /// follows, later. An id this spout does not hold (a replayed dead letter's retry) is to
+    /// be ignored.
+    fn retained(&mut self, id: &MessageId) {
+        let _ = id;
+    }
 
     /// Called once when the task stops (after a graceful drain, or at its timeout).
     fn close(&mut self) {}
@@ -55,6 +70,9 @@ impl Spout for Box<dyn Spout> {
     }
     fn dead_lettered(&mut self, id: &MessageId) {
         (**self).dead_lettered(id)
+    }
+    fn retained(&mut self, id: &MessageId) {
+        (**self).retained(id)
     }
     fn close(&mut self) {
         (**self).close()
