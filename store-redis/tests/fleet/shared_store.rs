@@ -1,6 +1,7 @@
 //! The durable layer on a shared store (Redis, on a `redis-server` of the test's own): a
 //! retry one node schedules is claimed and fired by another, every message ends with one
-//! fate; and a write under a claim that was reaped and claimed again is refused and counted.
+//! fate; a write under a claim that was reaped and claimed again is refused and counted; a
+//! spout hears `retained` once the store holds a first retry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,6 +204,77 @@ async fn a_retry_due_within_the_hold_is_fired_from_memory_and_never_written() {
     assert!(
         rows.is_empty() && due == 0,
         "retries were written: {rows:?}"
+    );
+    running.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Hands out `m-1…m-n`, then nothing; records the ids it is told are retained.
+struct Retaining {
+    next: u64,
+    n: u64,
+    retained: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Spout for Retaining {
+    fn next(&mut self) -> NextMessage {
+        if self.next == self.n {
+            return NextMessage::Idle;
+        }
+        self.next += 1;
+        NextMessage::Ready(Message::new(format!("m-{}", self.next), "ORDER", "x"))
+    }
+    fn ack(&mut self, _: &MessageId) {}
+    fn dead_lettered(&mut self, _: &MessageId) {}
+    fn retained(&mut self, id: &MessageId) {
+        self.retained.lock().unwrap().push(id.to_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spout_hears_retained_once_the_shared_store_holds_the_first_retry() {
+    let server = TestServer::start();
+    let store = connect(&server, "custody");
+    let durable = node(&store, "a");
+    let retained = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut b = TopologyBuilder::new("t");
+    let told = retained.clone();
+    b.spout("src", 1, move |_| Retaining {
+        next: 0,
+        n: 50,
+        retained: told.clone(),
+    });
+    b.bolt("work", 1, |_| FirstFails).shuffle("src");
+    // The first retry waits an hour: far past the hold, so it is written to the store.
+    let policy = FixedPolicy {
+        base_delay: Duration::from_secs(3600),
+        max_delay: Duration::from_secs(3600),
+        ..FixedPolicy::default()
+    };
+    let running = b.build().unwrap().start(durable.seams(policy));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while retained.lock().unwrap().len() < 50 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            retained.lock()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ids = retained.lock().unwrap().clone();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 50);
+    assert_eq!(retained.lock().unwrap().len(), 50, "each message retained once");
+    let ids: Vec<MessageId> = ids.iter().map(|i| MessageId::from(i.as_str())).collect();
+    let s = store.clone();
+    let rows = tokio::task::spawn_blocking(move || s.retries(&ids).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        rows.len(),
+        50,
+        "every retained message has its row in the store"
     );
     running.shutdown(Duration::from_secs(5)).await;
 }
