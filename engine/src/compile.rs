@@ -14,13 +14,14 @@ use crate::rule::{CompiledRule, Conditions, Outcome};
 use crate::script::{Expr, ScriptEngine};
 use crate::set::{CompiledSet, Defaults};
 use crate::types::{Label, RuleId};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 mod adaptive;
 mod heat;
+mod ids;
 mod labels;
 
 /// Loads, validates and compiles a set from its files.
@@ -201,7 +202,7 @@ impl Compiler<'_> {
         defaults: &Defaults,
         partial: &PartialRetry,
     ) -> Vec<CompiledRule> {
-        let mut seen: HashMap<String, (Arc<str>, Option<Pos>)> = HashMap::new();
+        let mut seen = ids::Seen::new();
         let mut out = Vec::new();
         for f in files {
             for (i, spec) in f.model.rules.iter().enumerate() {
@@ -221,7 +222,7 @@ impl Compiler<'_> {
         spec: &RuleSpec,
         defaults: &Defaults,
         partial: &PartialRetry,
-        seen: &mut HashMap<String, (Arc<str>, Option<Pos>)>,
+        seen: &mut ids::Seen,
     ) -> Option<CompiledRule> {
         let id_pos = f.positions.value(&format!("{path}.id"));
         let errors_before = self.error_count();
@@ -232,14 +233,8 @@ impl Compiler<'_> {
             .map(|m| {
                 let mp = format!("{path}.match");
                 Conditions {
-                    biz: m
-                        .biz
-                        .as_ref()
-                        .map(|v| self.names(f, &format!("{mp}.biz"), v)),
-                    code: m
-                        .code
-                        .as_ref()
-                        .map(|v| self.names(f, &format!("{mp}.code"), v)),
+                    biz: self.optional_names(f, &format!("{mp}.biz"), m.biz.as_ref()),
+                    code: self.optional_names(f, &format!("{mp}.code"), m.code.as_ref()),
                     attempt: m
                         .attempt
                         .as_ref()
@@ -257,18 +252,8 @@ impl Compiler<'_> {
                         .as_ref()
                         .map(|v| self.elapsed(f, &format!("{mp}.elapsed"), v))
                         .unwrap_or_default(),
-                    attrs: m
-                        .attrs
-                        .iter()
-                        .flatten()
-                        .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.attrs.{k}"), v)))
-                        .collect(),
-                    headers: m
-                        .headers
-                        .iter()
-                        .flatten()
-                        .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.headers.{k}"), v)))
-                        .collect(),
+                    attrs: self.keyed_names(f, &format!("{mp}.attrs"), m.attrs.as_ref()),
+                    headers: self.keyed_names(f, &format!("{mp}.headers"), m.headers.as_ref()),
                 }
             })
             .unwrap_or_default();
@@ -315,49 +300,6 @@ impl Compiler<'_> {
 
     fn error_count(&self) -> usize {
         self.diags.iter().filter(|d| d.is_error()).count()
-    }
-
-    fn check_id(
-        &mut self,
-        f: &FileCx,
-        pos: Option<Pos>,
-        id: &str,
-        seen: &mut HashMap<String, (Arc<str>, Option<Pos>)>,
-    ) {
-        if id.is_empty() {
-            return self.error(
-                f,
-                pos,
-                "the rule id is empty; ids look like 'db-lock' ([a-z0-9][a-z0-9._-]*)",
-            );
-        }
-        if id == "defaults" {
-            return self.error(f, pos, "'defaults' is reserved (it names the set's defaults in decisions); pick another id");
-        }
-        let mut chars = id.chars();
-        let first_ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-        let rest_ok =
-            chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
-        if !(first_ok && rest_ok) {
-            return self.error(f, pos, format!(
-                "bad rule id '{id}': ids are lowercase letters, digits, '.', '_' and '-', starting with a letter or digit"
-            ));
-        }
-        match seen.get(id) {
-            Some((file, first)) => {
-                let at = first.map_or(file.to_string(), |p| format!("{file}:{p}"));
-                self.error(
-                    f,
-                    pos,
-                    format!("duplicate rule id '{id}': first defined at {at}"),
-                );
-            }
-            None => {
-                seen.insert(id.to_string(), (f.file.clone(), pos));
-            }
-        }
     }
 
     fn label(&mut self, f: &FileCx, path: &str, label: &str) -> Label {
@@ -412,6 +354,31 @@ impl Compiler<'_> {
             }
         }
         NameMatcher::new(patterns)
+    }
+
+    /// A `biz:` or `code:` condition at `path`, when it is written.
+    fn optional_names(
+        &mut self,
+        f: &FileCx,
+        path: &str,
+        value: Option<&OneOrMany>,
+    ) -> Option<NameMatcher> {
+        value.map(|v| self.names(f, path, v))
+    }
+
+    /// An `attrs:` or `headers:` condition at `path`: each key with its matcher, in key
+    /// order; none when it is not written.
+    fn keyed_names(
+        &mut self,
+        f: &FileCx,
+        path: &str,
+        value: Option<&BTreeMap<String, OneOrMany>>,
+    ) -> Vec<(String, NameMatcher)> {
+        value
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), self.names(f, &format!("{path}.{k}"), v)))
+            .collect()
     }
 
     fn count(

@@ -3,17 +3,12 @@
 //! definition names the first's place), percentages as `20%` or a number from 0 to 1,
 //! durations and counts checked where they are written.
 
+use super::ids::Seen;
 use super::{Compiler, FileCx};
 use crate::adaptive::{BreakerPolicy, BudgetPolicy, Exhausted, PerKey, Scope};
-use crate::diag::Pos;
 use crate::model::{Scalar, ScopeSpec};
 use crate::rule::Conditions;
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// Where each id of one kind was first defined.
-type Seen = HashMap<String, (Arc<str>, Option<Pos>)>;
 
 impl Compiler<'_> {
     /// Every budget of every file, in file order.
@@ -24,7 +19,7 @@ impl Compiler<'_> {
             for (i, spec) in f.model.budgets.iter().flatten().enumerate() {
                 let path = format!("budgets.{i}");
                 let pos = f.positions.value(&format!("{path}.id"));
-                if !self.adaptive_id(f, pos, "budget", &spec.id, &mut seen) {
+                if !self.new_id(f, pos, "budget", &spec.id, &mut seen) {
                     continue;
                 }
                 let exhausted = match spec.exhausted.as_deref() {
@@ -65,7 +60,7 @@ impl Compiler<'_> {
             for (i, spec) in f.model.breakers.iter().flatten().enumerate() {
                 let path = format!("breakers.{i}");
                 let pos = f.positions.value(&format!("{path}.id"));
-                if !self.adaptive_id(f, pos, "breaker", &spec.id, &mut seen) {
+                if !self.new_id(f, pos, "breaker", &spec.id, &mut seen) {
                     continue;
                 }
                 let per = spec.per.as_deref().and_then(|p| {
@@ -112,60 +107,15 @@ impl Compiler<'_> {
         out
     }
 
-    /// Checks a budget's or breaker's id: the rule-id syntax, once per kind in the set.
-    fn adaptive_id(
-        &mut self,
-        f: &FileCx,
-        pos: Option<Pos>,
-        kind: &str,
-        id: &str,
-        seen: &mut Seen,
-    ) -> bool {
-        let mut chars = id.chars();
-        let first_ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-        let rest_ok =
-            chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
-        if !(first_ok && rest_ok) {
-            self.error(f, pos, format!(
-                "bad {kind} id '{id}': ids are lowercase letters, digits, '.', '_' and '-', starting with a letter or digit"
-            ));
-            return false;
-        }
-        if let Some((file, first)) = seen.get(id) {
-            let at = first.map_or(file.to_string(), |p| format!("{file}:{p}"));
-            self.error(
-                f,
-                pos,
-                format!("duplicate {kind} id '{id}': first defined at {at}"),
-            );
-            return false;
-        }
-        seen.insert(id.to_owned(), (f.file.clone(), pos));
-        true
-    }
-
     fn scope(&mut self, f: &FileCx, path: &str, spec: Option<&ScopeSpec>) -> Scope {
         let Some(m) = spec else {
             return Scope::default();
         };
         let mp = format!("{path}.match");
         Scope(Conditions {
-            biz: m
-                .biz
-                .as_ref()
-                .map(|v| self.names(f, &format!("{mp}.biz"), v)),
-            code: m
-                .code
-                .as_ref()
-                .map(|v| self.names(f, &format!("{mp}.code"), v)),
-            attrs: m
-                .attrs
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), self.names(f, &format!("{mp}.attrs.{k}"), v)))
-                .collect(),
+            biz: self.optional_names(f, &format!("{mp}.biz"), m.biz.as_ref()),
+            code: self.optional_names(f, &format!("{mp}.code"), m.code.as_ref()),
+            attrs: self.keyed_names(f, &format!("{mp}.attrs"), m.attrs.as_ref()),
             ..Conditions::default()
         })
     }

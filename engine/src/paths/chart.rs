@@ -99,11 +99,9 @@ impl RetryPath {
         plot.retry_axis(&mut svg, &slots, !self.redrives.is_empty());
         if slots.is_empty() {
             svg.tag("text")
-                .attr("x", Px((LEFT + RIGHT) / 2.0))
-                .attr("y", Px((TOP + BOTTOM) / 2.0))
+                .px(&[("x", (LEFT + RIGHT) / 2.0), ("y", (TOP + BOTTOM) / 2.0)])
                 .attr("text-anchor", "middle")
-                .attr("font-size", 13)
-                .attr("fill", MUTED)
+                .font(13, MUTED)
                 .text("no retry: the first failure it decides is dead-lettered");
         } else {
             self.redrive_rules(&mut svg, &plot, &slots);
@@ -179,19 +177,14 @@ impl RetryPath {
             };
             let x = LEFT + first as f64 * plot.slot_width;
             svg.tag("line")
-                .attr("x1", Px(x))
-                .attr("x2", Px(x))
-                .attr("y1", Px(TOP))
-                .attr("y2", Px(BOTTOM))
+                .px(&[("x1", x), ("x2", x), ("y1", TOP), ("y2", BOTTOM)])
                 .attr("stroke", MUTED)
                 .attr("stroke-dasharray", "4 3")
                 .end();
             let label = |svg: &mut Svg, y: f64, text: &str| {
                 svg.tag("text")
-                    .attr("x", Px(x + 4.0))
-                    .attr("y", Px(y))
-                    .attr("font-size", 10)
-                    .attr("fill", MUTED)
+                    .px(&[("x", x + 4.0), ("y", y)])
+                    .font(10, MUTED)
                     .text(text);
             };
             label(
@@ -233,10 +226,8 @@ impl RetryPath {
         }
         for (i, line) in lines.iter().enumerate() {
             svg.tag("text")
-                .attr("x", Px(LEFT))
-                .attr("y", Px(BOTTOM + 62.0 + 15.0 * i as f64))
-                .attr("font-size", 12)
-                .attr("fill", INK)
+                .px(&[("x", LEFT), ("y", BOTTOM + 62.0 + 15.0 * i as f64)])
+                .font(12, INK)
                 .text(line);
         }
     }
@@ -273,18 +264,13 @@ impl Plot {
         for tick in zero.into_iter().chain(self.axis.ticks.iter().copied()) {
             let y = self.y(tick);
             svg.tag("line")
-                .attr("x1", Px(LEFT))
-                .attr("x2", Px(RIGHT))
-                .attr("y1", Px(y))
-                .attr("y2", Px(y))
+                .px(&[("x1", LEFT), ("x2", RIGHT), ("y1", y), ("y2", y)])
                 .attr("stroke", GRID)
                 .end();
             svg.tag("text")
-                .attr("x", Px(LEFT - 8.0))
-                .attr("y", Px(y + 4.0))
+                .px(&[("x", LEFT - 8.0), ("y", y + 4.0)])
                 .attr("text-anchor", "end")
-                .attr("font-size", 11)
-                .attr("fill", INK)
+                .font(11, INK)
                 .text(&if tick == 0 {
                     "0".to_string()
                 } else {
@@ -297,8 +283,7 @@ impl Plot {
             .attr("y", Px(mid))
             .attr("transform", format!("rotate(-90 16 {})", Px(mid)))
             .attr("text-anchor", "middle")
-            .attr("font-size", 12)
-            .attr("fill", INK)
+            .font(12, INK)
             .text("delay and total wait (log scale)");
         axis_line(svg, LEFT, TOP, LEFT, BOTTOM);
     }
@@ -313,11 +298,9 @@ impl Plot {
                 continue;
             }
             svg.tag("text")
-                .attr("x", Px(self.x(i)))
-                .attr("y", Px(BOTTOM + 16.0))
+                .px(&[("x", self.x(i)), ("y", BOTTOM + 16.0)])
                 .attr("text-anchor", "middle")
-                .attr("font-size", 11)
-                .attr("fill", INK)
+                .font(11, INK)
                 .text(&slot.row.retry.to_string());
         }
         let name = if redrives {
@@ -326,11 +309,9 @@ impl Plot {
             "retry number"
         };
         svg.tag("text")
-            .attr("x", Px((LEFT + RIGHT) / 2.0))
-            .attr("y", Px(BOTTOM + 36.0))
+            .px(&[("x", (LEFT + RIGHT) / 2.0), ("y", BOTTOM + 36.0)])
             .attr("text-anchor", "middle")
-            .attr("font-size", 12)
-            .attr("fill", INK)
+            .font(12, INK)
             .text(name);
         axis_line(svg, LEFT, BOTTOM, RIGHT, BOTTOM);
     }
@@ -384,14 +365,8 @@ impl Plot {
         if slots.len() > 60 {
             return; // dots would merge into the line
         }
-        for ((x, y), s) in points.iter().zip(slots) {
-            svg.tag("circle")
-                .attr("cx", Px(*x))
-                .attr("cy", Px(*y))
-                .attr("r", 3)
-                .attr("fill", if s.row.in_worst_case { LINE } else { "#fff" })
-                .attr("stroke", LINE)
-                .end();
+        for (&(x, y), s) in points.iter().zip(slots) {
+            dot(svg, x, y, s.row.in_worst_case);
         }
     }
 }
@@ -406,10 +381,7 @@ fn point_list(points: &[(f64, f64)]) -> String {
 
 fn axis_line(svg: &mut Svg, x1: f64, y1: f64, x2: f64, y2: f64) {
     svg.tag("line")
-        .attr("x1", Px(x1))
-        .attr("y1", Px(y1))
-        .attr("x2", Px(x2))
-        .attr("y2", Px(y2))
+        .px(&[("x1", x1), ("y1", y1), ("x2", x2), ("y2", y2)])
         .attr("stroke", INK)
         .end();
 }
@@ -428,8 +400,7 @@ fn legend(svg: &mut Svg, x: f64, y: f64, swatch: Swatch, text: &str) {
     match swatch {
         Swatch::Band => svg
             .tag("rect")
-            .attr("x", Px(x))
-            .attr("y", Px(y - 9.0))
+            .px(&[("x", x), ("y", y - 9.0)])
             .attr("width", 18)
             .attr("height", 10)
             .attr("fill", BAND)
@@ -438,28 +409,32 @@ fn legend(svg: &mut Svg, x: f64, y: f64, swatch: Swatch, text: &str) {
             .end(),
         Swatch::Line => svg
             .tag("line")
-            .attr("x1", Px(x))
-            .attr("x2", Px(x + 18.0))
-            .attr("y1", Px(y - 4.0))
-            .attr("y2", Px(y - 4.0))
+            .px(&[
+                ("x1", x),
+                ("x2", x + 18.0),
+                ("y1", y - 4.0),
+                ("y2", y - 4.0),
+            ])
             .attr("stroke", LINE)
             .attr("stroke-width", "2")
             .end(),
-        Swatch::Hollow => svg
-            .tag("circle")
-            .attr("cx", Px(x + 9.0))
-            .attr("cy", Px(y - 4.0))
-            .attr("r", 3)
-            .attr("fill", "#fff")
-            .attr("stroke", LINE)
-            .end(),
+        Swatch::Hollow => dot(svg, x + 9.0, y - 4.0, false),
     }
     svg.tag("text")
-        .attr("x", Px(x + 24.0))
-        .attr("y", Px(y))
-        .attr("font-size", 11)
-        .attr("fill", INK)
+        .px(&[("x", x + 24.0), ("y", y)])
+        .font(11, INK)
         .text(text);
+}
+
+/// A retry's dot on the worst-case line at (`x`, `y`): filled when the retry is in the worst
+/// case, hollow when it happens only when delays are short.
+fn dot(svg: &mut Svg, x: f64, y: f64, filled: bool) {
+    svg.tag("circle")
+        .px(&[("cx", x), ("cy", y)])
+        .attr("r", 3)
+        .attr("fill", if filled { LINE } else { "#fff" })
+        .attr("stroke", LINE)
+        .end();
 }
 
 fn duration(ms: u64) -> DurationDisplay {

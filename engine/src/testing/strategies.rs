@@ -122,13 +122,18 @@ fn name_strategy(known: Vec<String>) -> BoxedStrategy<String> {
     prop_oneof![4 => prop::sample::select(known), 1 => unknown].boxed()
 }
 
-/// A map holding, or not, each of `named`'s names, with a value from its list (or unknown).
-fn string_map_strategy(named: &BTreeMap<String, Vec<String>>) -> BoxedStrategy<Attrs> {
-    let entries: Vec<BoxedStrategy<Option<(String, String)>>> = named
-        .iter()
-        .map(|(name, values)| {
-            let name = name.clone();
-            prop::option::of(name_strategy(values.clone()))
+/// A map holding, or not, each name of `entries`, with a value drawn from the strategy it
+/// comes with.
+fn optional_entries_strategy<S>(
+    entries: impl IntoIterator<Item = (String, S)>,
+) -> BoxedStrategy<BTreeMap<String, S::Value>>
+where
+    S: Strategy + 'static,
+{
+    let entries: Vec<_> = entries
+        .into_iter()
+        .map(|(name, value)| {
+            prop::option::of(value)
                 .prop_map(move |v| v.map(|v| (name.clone(), v)))
                 .boxed()
         })
@@ -138,20 +143,21 @@ fn string_map_strategy(named: &BTreeMap<String, Vec<String>>) -> BoxedStrategy<A
         .boxed()
 }
 
+/// A map holding, or not, each of `named`'s names, with a value from its list (or unknown).
+fn string_map_strategy(named: &BTreeMap<String, Vec<String>>) -> BoxedStrategy<Attrs> {
+    optional_entries_strategy(
+        named
+            .iter()
+            .map(|(name, values)| (name.clone(), name_strategy(values.clone()))),
+    )
+}
+
+/// Each of the vocabulary's signals, or not: mostly from 0 to 1, now and then up to 10,000.
 fn signals_strategy(vocab: &Vocabulary) -> BoxedStrategy<Signals> {
-    let entries: Vec<BoxedStrategy<Option<(String, f64)>>> = vocab
-        .signals
-        .iter()
-        .map(|name| {
-            let name = name.clone();
-            prop::option::of(prop_oneof![3 => 0.0..=1.0f64, 1 => 0.0..10_000.0f64])
-                .prop_map(move |v| v.map(|v| (name.clone(), v)))
-                .boxed()
-        })
-        .collect();
-    entries
-        .prop_map(|list| list.into_iter().flatten().collect())
-        .boxed()
+    optional_entries_strategy(vocab.signals.iter().map(|name| {
+        let value = prop_oneof![3 => 0.0..=1.0f64, 1 => 0.0..10_000.0f64];
+        (name.clone(), value)
+    }))
 }
 
 fn millis(range: std::ops::RangeInclusive<u64>) -> impl Strategy<Value = Duration> {

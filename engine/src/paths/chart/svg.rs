@@ -74,6 +74,18 @@ impl Tag<'_> {
         self
     }
 
+    /// Adds `name="value"` for each pair of `attrs`, in order, the values as [`Px`].
+    pub(crate) fn px(self, attrs: &[(&str, f64)]) -> Self {
+        attrs
+            .iter()
+            .fold(self, |tag, &(name, value)| tag.attr(name, Px(value)))
+    }
+
+    /// Adds how a text is set: its `font-size` (px) and its colour, `fill`.
+    pub(crate) fn font(self, size: u32, fill: &str) -> Self {
+        self.attr("font-size", size).attr("fill", fill)
+    }
+
     /// Ends an empty element: `<rect … />`.
     pub(crate) fn end(self) {
         self.svg.out.push_str("/>\n");
