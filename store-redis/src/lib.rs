@@ -44,6 +44,7 @@ mod keys;
 #[cfg(feature = "test-server")]
 mod server;
 mod store;
+pub mod stream;
 mod wire;
 
 pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url, url_has_password};

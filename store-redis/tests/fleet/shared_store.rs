@@ -265,7 +265,11 @@ async fn a_spout_hears_retained_once_the_shared_store_holds_the_first_retry() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 50);
-    assert_eq!(retained.lock().unwrap().len(), 50, "each message retained once");
+    assert_eq!(
+        retained.lock().unwrap().len(),
+        50,
+        "each message retained once"
+    );
     let ids: Vec<MessageId> = ids.iter().map(|i| MessageId::from(i.as_str())).collect();
     let s = store.clone();
     let rows = tokio::task::spawn_blocking(move || s.retries(&ids).unwrap())
