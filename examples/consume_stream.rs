@@ -135,6 +135,8 @@ fn main() -> std::process::ExitCode {
         }
     }
     let source = StreamOptions::new(url, flags.consumer.clone());
+    let stats = source.stats.clone();
+    let name = source.url.stream.clone();
     let job = TopologyJob::new(store, move |durable, _recovered| {
         let mut b = TopologyBuilder::new("stream");
         let (source, durable) = (source.clone(), durable.clone());
@@ -143,6 +145,7 @@ fn main() -> std::process::ExitCode {
         });
         b.bolt("charge", 2, |_| Charge).shuffle("orders");
         Ok::<_, JobError>(b.build()?)
-    });
+    })
+    .source(name, stats);
     code(app::run_job(options, set, job))
 }

@@ -48,6 +48,7 @@ mod fairness;
 pub mod fate;
 pub mod policy;
 pub mod scheduler;
+pub mod sources;
 pub mod stats;
 pub mod store;
 pub mod time;

@@ -27,8 +27,14 @@ fn rfc3339(t: Timestamp) -> String {
 }
 
 /// `GET /readyz`: 200 `{"store": "ok"}` while the store answers, else 503
-/// `{"store": "unreachable", "since": …}`. The embedded store is always ready.
+/// `{"store": "unreachable", "since": …}`. The embedded store is always ready. A broker
+/// source that does not answer makes it 503 `{"source": "unreachable", "name": …, "since": …}`
+/// (`sources.md`).
 pub async fn readyz(State(state): State<AdminState>) -> Response {
+    if let Some((name, since)) = state.metrics.sources.unreachable() {
+        let body = json!({ "source": "unreachable", "name": name, "since": rfc3339(since) });
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     match state.fleet.as_ref().and_then(|f| f.unreachable_since()) {
         None => Json(json!({ "store": "ok" })).into_response(),
         Some(since) => (

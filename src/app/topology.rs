@@ -8,6 +8,7 @@ use rebound_runtime::durable::labels::{self, KeeperLoop, LetterKeeper};
 use rebound_runtime::durable::{Durable, DurableOptions, JournalFailure};
 use rebound_runtime::fate::BoxFuture;
 use rebound_runtime::policy::{RulePolicy, TimeScale};
+use rebound_runtime::sources::SourceStats;
 use rebound_runtime::store::Store;
 use rebound_runtime::time::{TimeSource, TokioTime};
 use rebound_runtime::topology::{MessageId, Topology};
@@ -52,6 +53,7 @@ pub struct TopologyJob {
     scale: TimeScale,
     durable: DurableOptions,
     until_quiet: bool,
+    sources: Vec<(String, Arc<SourceStats>)>,
 }
 
 impl TopologyJob {
@@ -68,7 +70,15 @@ impl TopologyJob {
             scale: TimeScale::REAL,
             durable: DurableOptions::default(),
             until_quiet: false,
+            sources: Vec::new(),
         }
+    }
+
+    /// A broker source of the topology, shown as `name`: its counters in `/metrics`
+    /// (`rebound_source_*`), and `/readyz` 503 while its broker does not answer.
+    pub fn source(mut self, name: impl Into<String>, stats: Arc<SourceStats>) -> TopologyJob {
+        self.sources.push((name.into(), stats));
+        self
     }
 
     /// The rules' delays (and the labels' durations) run `scale` times faster.
@@ -119,6 +129,7 @@ impl Job for TopologyJob {
                 sweeping,
                 scale: self.scale,
                 until_quiet: self.until_quiet,
+                sources: self.sources,
             }) as Box<dyn Running>)
         })
     }
@@ -131,10 +142,14 @@ struct TopologyRunning {
     sweeping: KeeperLoop,
     scale: TimeScale,
     until_quiet: bool,
+    sources: Vec<(String, Arc<SourceStats>)>,
 }
 
 impl Running for TopologyRunning {
     fn attach(&self, state: &mut AdminState) {
+        for (name, stats) in &self.sources {
+            state.metrics.sources.attach(name.clone(), stats.clone());
+        }
         state.metrics.runtime.attach(self.topology.stats_handle());
         state.metrics.letters.attach(self.keeper.clone());
         state.metrics.gate.attach(self.topology.retry_gate());

@@ -27,6 +27,7 @@ pub mod letters;
 pub mod recent;
 pub mod rule_errors;
 pub mod runtime;
+pub mod sources;
 pub use alerts::AlertMetrics;
 pub use fleet::{FleetGauges, FleetMetrics, FleetSnapshot};
 pub use gate::{GateGauges, GateMetrics};
@@ -53,6 +54,8 @@ pub struct Metrics {
     pub letters: Arc<LetterMetrics>,
     /// The budgets and breakers; attach a pipeline to fill them.
     pub gate: Arc<GateMetrics>,
+    /// The broker sources; attach each source's counters to fill them.
+    pub sources: Arc<sources::SourceMetrics>,
     /// The last 15 minutes of per-second rates (not exported: `GET /v1/overview` shows them).
     pub recent: RecentRates,
 }
@@ -80,6 +83,8 @@ impl Metrics {
         registry.register_collector(Box::new(letters.clone()));
         let gate = Arc::new(GateMetrics::default());
         registry.register_collector(Box::new(gate.clone()));
+        let sources = Arc::new(sources::SourceMetrics::default());
+        registry.register_collector(Box::new(sources.clone()));
         Metrics {
             registry,
             rules,
@@ -89,6 +94,7 @@ impl Metrics {
             alerts,
             letters,
             gate,
+            sources,
             recent: RecentRates::default(),
         }
     }

@@ -10,6 +10,7 @@ mod support;
 
 mod cli_serve;
 mod embedded;
+mod embedded_stream;
 mod serve_alerts;
 mod serve_api;
 mod serve_dead_letters;

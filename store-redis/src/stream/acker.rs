@@ -1,8 +1,8 @@
 //! The acker task: custody acks (`XACK`), batched, on a connection of its own.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 use rebound_engine::backoff::Doubling;
 use tokio::sync::mpsc;
@@ -14,11 +14,67 @@ const MAX_BATCH: usize = 1_000;
 /// Waits between attempts after a failed `XACK`.
 const RETRY: Doubling = Doubling::new(Duration::from_millis(50), Duration::from_secs(5));
 
+/// Where custody acks are queued for the acker, and how many it has sent.
+#[derive(Debug, Clone)]
+pub(super) struct Acks {
+    tx: mpsc::UnboundedSender<String>,
+    progress: Arc<Progress>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    queued: AtomicU64,
+    sent: AtomicU64,
+}
+
+impl Acks {
+    /// A queue, and its receiving end for [`run`].
+    pub(super) fn new() -> (Acks, mpsc::UnboundedReceiver<String>, Arc<Progress>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let progress = Arc::new(Progress::default());
+        let acks = Acks {
+            tx,
+            progress: progress.clone(),
+        };
+        (acks, rx, progress)
+    }
+
+    /// Queues the ack of `entry`.
+    pub(super) fn send(&self, entry: String) {
+        self.progress.queued.fetch_add(1, Relaxed);
+        if self.tx.send(entry).is_err() {
+            self.progress.queued.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Waits (blocking this thread) until every ack queued so far is confirmed by the server,
+    /// at most `within`; how many are not.
+    pub(super) fn wait_sent(&self, within: Duration) -> u64 {
+        let target = self.progress.queued.load(Relaxed);
+        let left = || target.saturating_sub(self.progress.sent.load(Relaxed));
+        let until = Instant::now() + within;
+        let wait = || {
+            while left() > 0 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        // On a multi-threaded runtime the acker goes on on another thread meanwhile.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        }
+        left()
+    }
+}
+
 /// Acknowledges what `acks` brings until every sender is gone and it is all sent.
 pub(super) async fn run(
     client: redis::Client,
     url: StreamUrl,
     mut acks: mpsc::UnboundedReceiver<String>,
+    progress: Arc<Progress>,
     stats: Arc<SourceStats>,
 ) {
     let Some(mut conn) = reader::connect(&client, Duration::ZERO, &stats, "acker").await else {
@@ -45,6 +101,7 @@ pub(super) async fn run(
                 Ok(n) => {
                     stats.acked_at_broker.fetch_add(n, Relaxed);
                     stats.unacked.fetch_sub(batch.len() as u64, Relaxed);
+                    progress.sent.fetch_add(batch.len() as u64, Relaxed);
                     stats.reachable(true);
                     break;
                 }

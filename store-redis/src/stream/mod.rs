@@ -28,12 +28,11 @@ pub use entry::FieldNames;
 pub use url::{StreamStart, StreamUrl, StreamUrlError};
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rebound_runtime::durable::Durable;
-use rebound_runtime::time::Timestamp;
+pub use rebound_runtime::sources::{CustodyAt, SourceStats};
 use rebound_runtime::topology::{Message, MessageId, NextMessage, Spout};
 use tokio::sync::mpsc;
 
@@ -58,6 +57,8 @@ pub struct StreamOptions {
     pub fields: FieldNames,
     /// The biz of an entry without one (default `DEFAULT`).
     pub default_biz: String,
+    /// Where the source counts what it does (shared: hand a clone to `/metrics`).
+    pub stats: Arc<SourceStats>,
 }
 
 impl StreamOptions {
@@ -72,62 +73,8 @@ impl StreamOptions {
             block: Duration::from_secs(1),
             fields: FieldNames::default(),
             default_biz: "DEFAULT".into(),
+            stats: Arc::default(),
         }
-    }
-}
-
-/// Where a custody ack came from (`rebound_source_custody_total{at}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CustodyAt {
-    /// The message's first retry was stored.
-    Retained,
-    /// The message was acked.
-    Acked,
-    /// The message's dead letter was stored.
-    DeadLettered,
-}
-
-/// What the source did, for `/metrics` and `/readyz`. Shared by the spout and its tasks.
-#[derive(Debug, Default)]
-pub struct SourceStats {
-    /// Entries read and handed to the spout (or found already in custody).
-    pub received: AtomicU64,
-    /// Of those, entries read again: this consumer's pending ones at the start, or taken over
-    /// from another, or already in the store's custody.
-    pub redelivered: AtomicU64,
-    /// Custody acks by where they came from: retained, acked, dead-lettered.
-    pub custody: [AtomicU64; 3],
-    /// Acks the broker confirmed (`XACK` answered).
-    pub acked_at_broker: AtomicU64,
-    /// Entries read and not yet confirmed acknowledged (`rebound_source_unacked`).
-    pub unacked: AtomicU64,
-    /// What the group says is waiting (`XINFO GROUPS` lag), when the server says.
-    pub lag: AtomicU64,
-    down: AtomicBool,
-    since: Mutex<Option<Timestamp>>,
-}
-
-impl SourceStats {
-    /// Custody acks from `at`.
-    pub fn custody(&self, at: CustodyAt) -> u64 {
-        self.custody[at as usize].load(Relaxed)
-    }
-
-    /// Since when the broker does not answer, if it does not.
-    pub fn unreachable_since(&self) -> Option<Timestamp> {
-        if !self.down.load(Relaxed) {
-            return None;
-        }
-        *self.since.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn reachable(&self, up: bool) {
-        let was_down = self.down.swap(!up, Relaxed);
-        if was_down != up {
-            return; // no change
-        }
-        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
-        *since = (!up).then(Timestamp::now);
     }
 }
 
@@ -135,10 +82,11 @@ impl SourceStats {
 /// with [`StreamSource::start`] inside a tokio runtime.
 pub struct StreamSource {
     entries: mpsc::Receiver<Message>,
-    acks: mpsc::UnboundedSender<String>,
+    acks: acker::Acks,
     /// Handed out and not yet acknowledged at the broker.
     unacked: HashSet<MessageId>,
     prefix: usize,
+    stream: StreamUrl,
     stats: Arc<SourceStats>,
 }
 
@@ -163,14 +111,16 @@ impl StreamSource {
                 shown: options.url.to_string(),
                 why: url::redact(&e.to_string()),
             })?;
-        let stats = Arc::new(SourceStats::default());
+        let stats = options.stats.clone();
         let (entries_tx, entries) = mpsc::channel(options.batch.max(1));
-        let (acks, acks_rx) = mpsc::unbounded_channel();
+        let (acks, acks_rx, progress) = acker::Acks::new();
         let prefix = options.url.stream.len() + 1;
+        let stream = options.url.clone();
         tokio::spawn(acker::run(
             client.clone(),
             options.url.clone(),
             acks_rx,
+            progress,
             stats.clone(),
         ));
         tokio::spawn(reader::run(
@@ -186,6 +136,7 @@ impl StreamSource {
             acks,
             unacked: HashSet::new(),
             prefix,
+            stream,
             stats,
         })
     }
@@ -200,9 +151,9 @@ impl StreamSource {
         if !self.unacked.remove(id) {
             return;
         }
-        self.stats.custody[at as usize].fetch_add(1, Relaxed);
+        self.stats.count_custody(at);
         if let Some(entry) = id.as_str().get(self.prefix..) {
-            let _ = self.acks.send(entry.to_owned());
+            self.acks.send(entry.to_owned());
         }
     }
 }
@@ -230,4 +181,16 @@ impl Spout for StreamSource {
     fn retained(&mut self, id: &MessageId) {
         self.custody(id, CustodyAt::Retained);
     }
+
+    /// The task stops: the custody acks queued so far are sent before it goes (at most
+    /// [`CLOSE_WAIT`]); what is not is delivered again by the broker, and recognised.
+    fn close(&mut self) {
+        let left = self.acks.wait_sent(CLOSE_WAIT);
+        if left > 0 {
+            tracing::warn!(stream = %self.stream, entries = left, "custody acks not confirmed at the stop: the server delivers those entries again");
+        }
+    }
 }
+
+/// How long a stop waits for the custody acks queued before it.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(2);

@@ -61,7 +61,7 @@ pub(super) async fn run(
     client: redis::Client,
     options: StreamOptions,
     entries: mpsc::Sender<Message>,
-    acks: mpsc::UnboundedSender<String>,
+    acks: super::acker::Acks,
     durable: Option<Durable>,
     stats: Arc<SourceStats>,
 ) {
@@ -151,7 +151,7 @@ pub(super) async fn run(
         let (live, gone): (Vec<StreamId>, Vec<StreamId>) =
             got.into_iter().partition(|e| !e.map.is_empty());
         for e in gone {
-            let _ = acks.send(e.id);
+            acks.send(e.id);
         }
         let messages: Vec<Message> = live
             .iter()
@@ -177,7 +177,7 @@ pub(super) async fn run(
                 // Its custody ack was lost (a crash between the store's commit and the XACK):
                 // acknowledged again, not processed again.
                 if let Some(entry) = message.id.as_str().get(options.url.stream.len() + 1..) {
-                    let _ = acks.send(entry.to_owned());
+                    acks.send(entry.to_owned());
                 }
                 continue;
             }
