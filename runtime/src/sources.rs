@@ -2,6 +2,10 @@
 //! `/metrics` and whether its broker answers, for `/readyz`. Every broker source (Redis
 //! Streams, NATS JetStream, …) keeps one [`SourceStats`]; the runtime names no broker client.
 
+#[cfg(feature = "source-conformance")]
+#[path = "../source-conformance/mod.rs"]
+pub mod conformance;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
 
