@@ -63,8 +63,8 @@ fn main() -> ExitCode {
         Command::Fmt(args) => cmd::fmt::run(args),
         Command::Paths(args) => cmd::paths::run(args),
         Command::Schema(args) => cmd::schema::run(args),
-        Command::Run(args) => cmd::run::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Run(args) => cmd::run::run(args).unwrap_or_else(identity),
+        Command::Serve(args) => cmd::serve::run(args).unwrap_or_else(identity),
     };
     match outcome {
         Outcome::Ok => ExitCode::SUCCESS,
