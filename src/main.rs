@@ -8,6 +8,7 @@ mod diagnostics;
 
 use clap::{Parser, Subcommand};
 use rebound::Outcome;
+use std::convert::identity;
 use std::process::ExitCode;
 
 /// mimalloc: the runtime hands small allocations (tuples, batches, messages) from one worker
@@ -56,14 +57,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Check(args) => cmd::check::run(args),
-        Command::Decide(args) => cmd::decide::run(args),
-        Command::Explain(args) => cmd::explain::run(args),
+        Command::Decide(args) => cmd::decide::run(args).unwrap_or_else(identity),
+        Command::Explain(args) => cmd::explain::run(args).unwrap_or_else(identity),
         Command::Test(args) => cmd::test::run(args),
         Command::Fmt(args) => cmd::fmt::run(args),
         Command::Paths(args) => cmd::paths::run(args),
         Command::Schema(args) => cmd::schema::run(args),
-        Command::Run(args) => cmd::run::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Run(args) => cmd::run::run(args).unwrap_or_else(identity),
+        Command::Serve(args) => cmd::serve::run(args).unwrap_or_else(identity),
     };
     match outcome {
         Outcome::Ok => ExitCode::SUCCESS,

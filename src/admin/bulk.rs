@@ -7,9 +7,10 @@
 //! one replays everything by accident.
 
 use super::AdminState;
+use super::action::{ActionBody, Actor};
 use super::auth::Writer;
 use super::body::JsonBody;
-use super::dead_letters::{FilterQuery, ListQuery, action, blocking, desk, number, page_size};
+use super::dead_letters::{FilterQuery, ListQuery, blocking, desk, number, page_size};
 use super::error::ApiError;
 use crate::json::letter_fields;
 use axum::Json;
@@ -77,7 +78,7 @@ async fn bulk(
     body: BulkBody,
     what: Bulk,
 ) -> Result<Json<Value>, ApiError> {
-    let (operator, reason) = action(super::dead_letters::ActionBody {
+    let by = Actor::of(ActionBody {
         operator: body.operator,
         reason: body.reason,
     })?;
@@ -110,8 +111,8 @@ async fn bulk(
     let (key, ids) = blocking(move || {
         let ids = open_ids(desk.store().as_ref(), filter, limit)?;
         let done: Vec<MessageId> = match what {
-            Bulk::Replay => acted(&ids, desk.replay(&ids, &operator, &reason)?),
-            Bulk::Skip => acted(&ids, desk.skip(&ids, &operator, &reason)?),
+            Bulk::Replay => acted(&ids, desk.replay(&ids, &by)?),
+            Bulk::Skip => acted(&ids, desk.skip(&ids, &by)?),
         };
         let key = match what {
             Bulk::Replay => "replayed",

@@ -7,17 +7,16 @@
 //! durable layer of a running topology, which also acts on its live retry queues at once).
 
 use super::AdminState;
-use super::auth::Writer;
-use super::body::JsonBody;
+use super::action::{Actor, OnOne};
 use super::error::ApiError;
 use crate::json::letter_json;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use rebound_runtime::fate::{BoxFuture, DeadLetter, Label, RuleRef};
 use rebound_runtime::store::{
-    DeadLetterFilter, DeadLetterId, DeadLetterStatus, MAX_PAGE, MessageId, ScheduledRetry, Store,
-    StoreError, StoredDeadLetter,
+    self, DeadLetterFilter, DeadLetterId, DeadLetterStatus, MAX_PAGE, MessageId, ScheduledRetry,
+    Store, StoreError, StoredDeadLetter,
 };
 use rebound_runtime::time::{TimeScale, Timestamp};
 use serde::Deserialize;
@@ -41,36 +40,19 @@ pub trait DeadLetterDesk: Send + Sync + std::fmt::Debug {
         TimeScale::REAL
     }
     /// Sends dead-lettered messages back into the topology as fresh deliveries. Blocking.
-    fn replay(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<ScheduledRetry>, StoreError>;
+    fn replay(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<ScheduledRetry>>;
     /// Marks dead letters handled without delivering them again. Blocking.
-    fn skip(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<StoredDeadLetter>, StoreError>;
+    fn skip(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<StoredDeadLetter>>;
     /// Fires a scheduled retry now, its attempt kept. Blocking.
-    fn retry_now(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError>;
-    /// Dead-letters a scheduled retry now (reason `killed`, the label `label_of` gives its
+    fn retry_now(&self, id: &MessageId, by: &Actor) -> store::Result<ScheduledRetry>;
+    /// Dead-letters a scheduled retry now (reason `killed`, the label `labels` gives its
     /// rule). Blocking.
-    fn kill(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-        label_of: &dyn Fn(&RuleRef) -> Label,
-    ) -> Result<DeadLetter, StoreError>;
+    fn kill(&self, id: &MessageId, by: &Actor, labels: &LabelOf<'_>) -> store::Result<DeadLetter>;
 }
+
+/// The label a message dead-lettered now gets, by the rule that decided it (for a kill: that
+/// rule's label in the set in force).
+pub type LabelOf<'a> = dyn Fn(&RuleRef) -> Label + 'a;
 
 /// The filters of the dead-letter routes (`GET /v1/dead-letters`, the export, and a bulk
 /// action's `filter`).
@@ -212,16 +194,6 @@ impl FilterQuery {
     }
 }
 
-/// The body of replay and skip: both fields are required.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ActionBody {
-    /// Who acts.
-    pub operator: Option<String>,
-    /// Why.
-    pub reason: Option<String>,
-}
-
 /// The desk, or 503 when no store is open in this process.
 pub fn desk(state: &AdminState) -> Result<Arc<dyn DeadLetterDesk>, ApiError> {
     state.dead_letters.clone().ok_or_else(|| {
@@ -295,48 +267,18 @@ pub async fn list(
     })))
 }
 
-/// The operator and reason of an action's body, both required.
-pub fn action(body: ActionBody) -> Result<(String, String), ApiError> {
-    let field = |v: Option<String>, name: &str| {
-        v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "'{name}' is required: who acts and why are written to the audit log"
-            ))
-        })
-    };
-    Ok((
-        field(body.operator, "operator")?,
-        field(body.reason, "reason")?,
-    ))
-}
-
 /// `POST /v1/dead-letters/{id}/replay` with `{operator, reason}`.
-pub async fn replay(
-    _: Writer,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    JsonBody(body): JsonBody<ActionBody>,
-) -> Result<Json<Value>, ApiError> {
-    let (operator, reason) = action(body)?;
-    let desk = desk(&state)?;
-    let message = MessageId::from(id.as_str());
-    let retry = blocking(move || one(desk.replay(&[message], &operator, &reason)?)).await?;
+pub async fn replay(OnOne { id, by, desk }: OnOne) -> Result<Json<Value>, ApiError> {
+    let message = id.clone();
+    let retry = blocking(move || one(desk.replay(&[message], &by)?)).await?;
     Ok(Json(
-        json!({ "id": id, "status": "replayed", "due_ms": retry.due.as_millis() }),
+        json!({ "id": id.as_str(), "status": "replayed", "due_ms": retry.due.as_millis() }),
     ))
 }
 
 /// `POST /v1/dead-letters/{id}/skip` with `{operator, reason}`.
-pub async fn skip(
-    _: Writer,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    JsonBody(body): JsonBody<ActionBody>,
-) -> Result<Json<Value>, ApiError> {
-    let (operator, reason) = action(body)?;
-    let desk = desk(&state)?;
-    let message = MessageId::from(id);
-    let letter = blocking(move || one(desk.skip(&[message], &operator, &reason)?)).await?;
+pub async fn skip(OnOne { id, by, desk }: OnOne) -> Result<Json<Value>, ApiError> {
+    let letter = blocking(move || one(desk.skip(&[id], &by)?)).await?;
     Ok(Json(letter_json(&letter)))
 }
 

@@ -6,14 +6,15 @@
 use std::sync::Arc;
 
 use rebound_runtime::durable::Durable;
-use rebound_runtime::fate::{BoxFuture, DeadLetter, Label, RuleRef};
+use rebound_runtime::fate::{BoxFuture, DeadLetter};
 use rebound_runtime::store::{
     self, AuditAction, MessageId, OperatorAction, ScheduledRetry, Store, StoreError,
     StoredDeadLetter, WriteOp,
 };
 use rebound_runtime::time::{TimeScale, Timestamp};
 
-use super::dead_letters::{DeadLetterDesk, Each};
+use super::action::Actor;
+use super::dead_letters::{DeadLetterDesk, Each, LabelOf};
 
 /// A desk over a store alone: every action is written to the store.
 #[derive(Clone)]
@@ -29,18 +30,33 @@ impl StoreDesk {
     fn each<T>(
         &self,
         ids: &[MessageId],
-        operator: &str,
-        reason: &str,
+        by: &Actor,
         op: fn(OperatorAction) -> WriteOp,
         answer: fn(store::Applied, &MessageId) -> Result<T, StoreError>,
     ) -> Result<Each<T>, StoreError> {
-        let ops = store::bulk_actions(ids, operator, reason, Timestamp::now(), op)?;
+        let ops = store::bulk_actions(ids, &by.operator, &by.reason, Timestamp::now(), op)?;
         let applied = self.0.apply(&ops)?;
         Ok(ids
             .iter()
             .zip(applied)
             .map(|(id, a)| answer(a, id))
             .collect())
+    }
+
+    /// The action `by` takes on `id` now, and `id`'s scheduled retry (refused,
+    /// [`StoreError::RetryNotFound`], when it has none).
+    fn on_retry(
+        &self,
+        id: &MessageId,
+        by: &Actor,
+    ) -> Result<(OperatorAction, ScheduledRetry), StoreError> {
+        let action = OperatorAction::new(id.clone(), &by.operator, &by.reason, Timestamp::now())?;
+        let retry = self
+            .0
+            .retries(std::slice::from_ref(id))?
+            .pop()
+            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
+        Ok((action, retry))
     }
 }
 
@@ -49,41 +65,17 @@ impl DeadLetterDesk for StoreDesk {
         self.0.clone()
     }
 
-    fn replay(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<ScheduledRetry>, StoreError> {
-        self.each(ids, operator, reason, WriteOp::Replay, |a, id| {
-            a.into_replayed(id)
-        })
+    fn replay(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<ScheduledRetry>> {
+        self.each(ids, by, WriteOp::Replay, |a, id| a.into_replayed(id))
     }
 
-    fn skip(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<StoredDeadLetter>, StoreError> {
-        self.each(ids, operator, reason, WriteOp::Skip, |a, id| {
-            a.into_skipped(id)
-        })
+    fn skip(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<StoredDeadLetter>> {
+        self.each(ids, by, WriteOp::Skip, |a, id| a.into_skipped(id))
     }
 
-    fn retry_now(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
+    fn retry_now(&self, id: &MessageId, by: &Actor) -> store::Result<ScheduledRetry> {
+        let (action, mut retry) = self.on_retry(id, by)?;
         let at = action.at;
-        let mut retry = self
-            .0
-            .retries(std::slice::from_ref(id))?
-            .pop()
-            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
         let mut applied = self.0.apply(&[WriteOp::RetryNow(action)])?;
         applied
             .pop()
@@ -93,20 +85,9 @@ impl DeadLetterDesk for StoreDesk {
         Ok(retry)
     }
 
-    fn kill(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-        label_of: &dyn Fn(&RuleRef) -> Label,
-    ) -> Result<DeadLetter, StoreError> {
-        let action = OperatorAction::new(id.clone(), operator, reason, Timestamp::now())?;
-        let retry = self
-            .0
-            .retries(std::slice::from_ref(id))?
-            .pop()
-            .ok_or_else(|| StoreError::RetryNotFound(id.clone()))?;
-        let letter = rebound_runtime::durable::killed(retry.message, label_of, action.at);
+    fn kill(&self, id: &MessageId, by: &Actor, labels: &LabelOf<'_>) -> store::Result<DeadLetter> {
+        let (action, retry) = self.on_retry(id, by)?;
+        let letter = rebound_runtime::durable::killed(retry.message, labels, action.at);
         let applied = self.0.apply(&[
             WriteOp::DeadLetter(Box::new(letter.clone())),
             WriteOp::Audit(AuditAction::Kill, action),
@@ -145,40 +126,21 @@ impl DeadLetterDesk for DurableDesk {
         self.scale
     }
 
-    fn replay(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<ScheduledRetry>, StoreError> {
-        self.durable.replay_many(ids, operator, reason)
+    fn replay(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<ScheduledRetry>> {
+        self.durable.replay_many(ids, &by.operator, &by.reason)
     }
 
-    fn skip(
-        &self,
-        ids: &[MessageId],
-        operator: &str,
-        reason: &str,
-    ) -> Result<Each<StoredDeadLetter>, StoreError> {
-        self.durable.skip_many(ids, operator, reason)
+    fn skip(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<StoredDeadLetter>> {
+        self.durable.skip_many(ids, &by.operator, &by.reason)
     }
 
-    fn retry_now(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        self.durable.retry_now(id.as_str(), operator, reason)
+    fn retry_now(&self, id: &MessageId, by: &Actor) -> store::Result<ScheduledRetry> {
+        self.durable
+            .retry_now(id.as_str(), &by.operator, &by.reason)
     }
 
-    fn kill(
-        &self,
-        id: &MessageId,
-        operator: &str,
-        reason: &str,
-        label_of: &dyn Fn(&RuleRef) -> Label,
-    ) -> Result<DeadLetter, StoreError> {
-        self.durable.kill(id.as_str(), operator, reason, label_of)
+    fn kill(&self, id: &MessageId, by: &Actor, labels: &LabelOf<'_>) -> store::Result<DeadLetter> {
+        self.durable
+            .kill(id.as_str(), &by.operator, &by.reason, labels)
     }
 }

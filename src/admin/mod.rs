@@ -17,6 +17,7 @@
 //! end before the answer goes out, so the client reads the answer rather than a reset
 //! ([`drain`]).
 
+pub mod action;
 pub mod audit;
 pub mod auth;
 pub mod body;

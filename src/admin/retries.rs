@@ -2,15 +2,14 @@
 //! on one, `POST /v1/retries/{id}/now` and `/kill`.
 
 use super::AdminState;
-use super::auth::Writer;
-use super::body::JsonBody;
-use super::dead_letters::{ActionBody, action, blocking, desk, page_size};
+use super::action::OnOne;
+use super::dead_letters::{blocking, desk, page_size};
 use super::error::ApiError;
 use crate::json::{letter_fields, retry_json, rfc3339};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use rebound_runtime::fate::{Label, RuleRef};
-use rebound_runtime::store::{MAX_PAGE, MessageId, RetryCursor, RetryFilter};
+use rebound_runtime::store::{MAX_PAGE, RetryCursor, RetryFilter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -62,18 +61,11 @@ pub async fn list(
 }
 
 /// `POST /v1/retries/{id}/now` with `{operator, reason}`: delivered now, its attempt kept.
-pub async fn now(
-    _: Writer,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    JsonBody(body): JsonBody<ActionBody>,
-) -> Result<Json<Value>, ApiError> {
-    let (operator, reason) = action(body)?;
-    let desk = desk(&state)?;
-    let message = MessageId::from(id.as_str());
-    let retry = blocking(move || desk.retry_now(&message, &operator, &reason)).await?;
+pub async fn now(OnOne { id, by, desk }: OnOne) -> Result<Json<Value>, ApiError> {
+    let message = id.clone();
+    let retry = blocking(move || desk.retry_now(&message, &by)).await?;
     Ok(Json(json!({
-        "id": id,
+        "id": id.as_str(),
         "due": rfc3339(retry.due),
         "attempt": retry.message.retry.attempt,
     })))
@@ -82,15 +74,10 @@ pub async fn now(
 /// `POST /v1/retries/{id}/kill` with `{operator, reason}`: dead-lettered now, reason `killed`,
 /// with its rule's label in the set in force.
 pub async fn kill(
-    _: Writer,
     State(state): State<AdminState>,
-    Path(id): Path<String>,
-    JsonBody(body): JsonBody<ActionBody>,
+    OnOne { id, by, desk }: OnOne,
 ) -> Result<Json<Value>, ApiError> {
-    let (operator, reason) = action(body)?;
-    let desk = desk(&state)?;
     let set = state.reloader.handle().current();
-    let message = MessageId::from(id.as_str());
     let letter = blocking(move || {
         let label_of = |rule: &RuleRef| -> Label {
             match rule {
@@ -100,7 +87,7 @@ pub async fn kill(
                 RuleRef::Defaults => set.defaults().dead_letter,
             }
         };
-        desk.kill(&message, &operator, &reason, &label_of)
+        desk.kill(&id, &by, &label_of)
     })
     .await?;
     let mut o = letter_fields(&letter, false);

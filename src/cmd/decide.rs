@@ -3,7 +3,7 @@
 use super::failure::FailureArgs;
 use crate::Outcome;
 use rebound_engine::duration::DurationDisplay;
-use rebound_engine::{Decided, Decision, PolicyHandle};
+use rebound_engine::{Decided, Decision};
 
 /// Print the decision for one failure.
 #[derive(clap::Args)]
@@ -15,13 +15,10 @@ pub struct Args {
     failure: FailureArgs,
 }
 
-pub fn run(args: Args) -> Outcome {
+/// Prints the decision; `Err` is the outcome to exit with when the rule set cannot be used.
+pub fn run(args: Args) -> Result<Outcome, Outcome> {
     let f = &args.failure;
-    let set = match super::load_rules(&f.rules, f.json) {
-        Ok((set, _)) => set,
-        Err(outcome) => return outcome,
-    };
-    let handle = PolicyHandle::new(set);
+    let handle = f.policy()?;
     let failure = f.failure();
     let ctx = failure.context();
     let decided = handle.decide(&ctx, &mut f.rng());
@@ -38,7 +35,7 @@ pub fn run(args: Args) -> Outcome {
             println!("{line}");
         }
     }
-    Outcome::Ok
+    Ok(Outcome::Ok)
 }
 
 /// One line for people: `retry after 100ms (rule payment-processing, attempt 1, version …)`.

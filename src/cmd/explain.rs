@@ -5,7 +5,6 @@ use super::failure::FailureArgs;
 use crate::Outcome;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rebound_engine::PolicyHandle;
 
 /// Print the decision, why each rule did or did not decide, and how the delay came about.
 #[derive(clap::Args)]
@@ -20,16 +19,13 @@ pub struct Args {
     failure: FailureArgs,
 }
 
-pub fn run(args: Args) -> Outcome {
+/// Prints the explanation; `Err` is the outcome to exit with when the rule set cannot be used.
+pub fn run(args: Args) -> Result<Outcome, Outcome> {
     let f = &args.failure;
-    let set = match super::load_rules(&f.rules, f.json) {
-        Ok((set, _)) => set,
-        Err(outcome) => return outcome,
-    };
-    let handle = PolicyHandle::new(set);
-    let failure = f.failure();
     // Seeded as `decide --seed` seeds, so the seed printed replays the same draw there.
     let seed = f.seed.unwrap_or_else(rand::random);
+    let handle = f.policy()?;
+    let failure = f.failure();
     let ctx = failure.context();
     let explained = handle.explain(&ctx, &mut StdRng::seed_from_u64(seed));
     let set = handle.current();
@@ -45,7 +41,7 @@ pub fn run(args: Args) -> Outcome {
             doc[key] = value;
         }
         println!("{doc}");
-        return Outcome::Ok;
+        return Ok(Outcome::Ok);
     }
     println!(
         "decision: {}",
@@ -94,5 +90,5 @@ pub fn run(args: Args) -> Outcome {
             println!("  {line}");
         }
     }
-    Outcome::Ok
+    Ok(Outcome::Ok)
 }

@@ -1,10 +1,11 @@
 //! The flags that describe a failure, shared by `decide` and `explain`.
 
+use crate::Outcome;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rebound_engine::OwnedFailure;
 use rebound_engine::duration::parse_duration;
 use rebound_engine::wall_time::parse_rfc3339;
+use rebound_engine::{OwnedFailure, PolicyHandle};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -85,6 +86,13 @@ fn signal(s: &str) -> Result<(String, f64), String> {
 }
 
 impl FailureArgs {
+    /// The rule set of `--rules`, ready to decide. One that cannot be used is printed as
+    /// `check` prints it, and `Err` holds the outcome to exit with.
+    pub fn policy(&self) -> Result<PolicyHandle, Outcome> {
+        let (set, _) = super::load_rules(&self.rules, self.json)?;
+        Ok(PolicyHandle::new(set))
+    }
+
     /// The failure the flags describe, for [`OwnedFailure::context`].
     pub fn failure(&self) -> OwnedFailure {
         OwnedFailure {

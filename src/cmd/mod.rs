@@ -15,7 +15,8 @@ pub mod test;
 use crate::Outcome;
 use rebound::config::{ConfigError, ConfigFile};
 use rebound_engine::{CompiledSet, SourceFile};
-use std::path::Path;
+use rebound_runtime::policy::TimeScale;
+use std::path::{Path, PathBuf};
 
 /// Reads and compiles the set in `dir`, printing diagnostics the way `check` does.
 ///
@@ -57,6 +58,35 @@ pub fn load_rules_for(
         println!("{}", serde_json::json!({ "errors": undefined }));
     }
     Err(Outcome::Wrong)
+}
+
+/// Where `run` and `serve` find their rules and keep their data: the rule set directory (the
+/// flag's, else the configuration file's, else `rules`) with its set, loaded as
+/// [`load_rules_for`] loads it for the file's receivers, and the data directory (the flag's,
+/// else the file's, else `rebound-data`).
+pub fn rules_and_data(
+    rules: Option<PathBuf>,
+    data: Option<PathBuf>,
+    json: bool,
+    file: &ConfigFile,
+) -> Result<(PathBuf, CompiledSet, PathBuf), Outcome> {
+    let rules = rules
+        .or_else(|| file.rules.clone())
+        .unwrap_or_else(|| "rules".into());
+    let (set, _) = load_rules_for(&rules, json, &file.receivers)?;
+    let data = data
+        .or_else(|| file.data.clone())
+        .unwrap_or_else(|| "rebound-data".into());
+    Ok((rules, set, data))
+}
+
+/// The scale of `--time-scale` (or the configuration file's `time_scale`): a factor it refuses
+/// is said on stderr, exit 2.
+pub fn time_scale(factor: f64) -> Result<TimeScale, Outcome> {
+    TimeScale::new(factor).map_err(|e| {
+        eprintln!("error: --time-scale: {e}");
+        Outcome::Trouble
+    })
 }
 
 /// The configuration file of `--config`, or an empty one without the flag. A file that cannot

@@ -5,7 +5,6 @@
 
 use crate::Outcome;
 use rebound::app::{self, AdminListen, TokenFrom};
-use rebound_runtime::policy::TimeScale;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -89,52 +88,33 @@ pub struct Args {
     store: super::store::StoreArgs,
 }
 
-pub fn run(args: Args) -> Outcome {
-    let file = match super::load_config(args.config.as_deref()) {
-        Ok(file) => file,
-        Err(outcome) => return outcome,
-    };
-    let time_scale = args.time_scale.or(file.time_scale).unwrap_or(100.0);
-    let scale = match TimeScale::new(time_scale) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: --time-scale: {e}");
-            return Outcome::Trouble;
-        }
-    };
+/// Runs the job and prints its report; `Err` is the outcome to exit with when a flag, the
+/// configuration file or the rule set refuse it before it starts.
+pub fn run(args: Args) -> Result<Outcome, Outcome> {
+    let file = super::load_config(args.config.as_deref())?;
+    let scale = super::time_scale(args.time_scale.or(file.time_scale).unwrap_or(100.0))?;
     let messages = args.messages.or(file.messages).unwrap_or(50_000);
     if messages == 0 {
         eprintln!("error: --messages must be at least 1");
-        return Outcome::Trouble;
+        return Err(Outcome::Trouble);
     }
     let token_file = args.token_file.or(file.admin.token_file.clone());
     let admin = match args.admin.as_ref().or(file.admin.addr.as_ref()) {
         None => None,
-        Some(addr) => match AdminListen::check(addr, TokenFrom::FileOrEnv(token_file)) {
-            Ok(a) => Some(a.with_edges(rebound::admin::edges::Edges::from(&file.admin))),
-            Err(outcome) => return outcome,
-        },
+        Some(addr) => Some(
+            AdminListen::check(addr, TokenFrom::FileOrEnv(token_file))?
+                .with_edges(rebound::admin::edges::Edges::from(&file.admin)),
+        ),
     };
-    let fleet = match args.store.fleet(&file) {
-        Ok(f) => f,
-        Err(outcome) => return outcome,
-    };
+    let fleet = args.store.fleet(&file)?;
     if args.fresh && fleet.is_some() {
         eprintln!(
             "error: --fresh starts over in a data directory, and a run on a shared store lives in \
              its namespace, which other nodes may share: pass another --namespace for a new run"
         );
-        return Outcome::Trouble;
+        return Err(Outcome::Trouble);
     }
-    let rules = args.rules.or(file.rules).unwrap_or_else(|| "rules".into());
-    let (set, _) = match super::load_rules_for(&rules, args.json, &file.receivers) {
-        Ok(loaded) => loaded,
-        Err(outcome) => return outcome,
-    };
-    let data = args
-        .data
-        .or(file.data)
-        .unwrap_or_else(|| "rebound-data".into());
+    let (rules, set, data) = super::rules_and_data(args.rules, args.data, args.json, &file)?;
     let mut options = app::Options::run(rules, data);
     options.messages = Some(messages);
     options.time_scale = scale;
@@ -153,5 +133,5 @@ pub fn run(args: Args) -> Outcome {
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;
-    app::run(options, set)
+    Ok(app::run(options, set))
 }

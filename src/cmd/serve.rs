@@ -6,7 +6,6 @@
 use super::duration;
 use crate::Outcome;
 use rebound::app::{self, AdminListen, TokenFrom};
-use rebound_runtime::policy::TimeScale;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -68,45 +67,25 @@ pub struct Args {
     store: super::store::StoreArgs,
 }
 
-pub fn run(args: Args) -> Outcome {
-    let file = match super::load_config(args.config.as_deref()) {
-        Ok(file) => file,
-        Err(outcome) => return outcome,
-    };
+/// Serves until stopped; `Err` is the outcome to exit with when a flag, the configuration file
+/// or the rule set refuse it before it starts.
+pub fn run(args: Args) -> Result<Outcome, Outcome> {
+    let file = super::load_config(args.config.as_deref())?;
     let time_scale = args.time_scale.or(file.time_scale).unwrap_or(1.0);
     if !(time_scale.is_finite() && time_scale > 0.0) {
         eprintln!("error: --time-scale must be a positive number, got {time_scale}");
-        return Outcome::Trouble;
+        return Err(Outcome::Trouble);
     }
-    let scale = match TimeScale::new(time_scale) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: --time-scale: {e}");
-            return Outcome::Trouble;
-        }
-    };
+    let scale = super::time_scale(time_scale)?;
     let Some(addr) = args.admin.or(file.admin.addr.clone()) else {
         eprintln!("error: serve needs --admin ADDR (or `admin: {{addr: ADDR}}` in --config)");
-        return Outcome::Trouble;
+        return Err(Outcome::Trouble);
     };
     let token_file = args.token_file.or(file.admin.token_file.clone());
-    let admin = match AdminListen::check(&addr, TokenFrom::FileOrEnv(token_file)) {
-        Ok(a) => a.with_edges(rebound::admin::edges::Edges::from(&file.admin)),
-        Err(outcome) => return outcome,
-    };
-    let fleet = match args.store.fleet(&file) {
-        Ok(f) => f,
-        Err(outcome) => return outcome,
-    };
-    let rules = args.rules.or(file.rules).unwrap_or_else(|| "rules".into());
-    let (set, _) = match super::load_rules_for(&rules, args.json, &file.receivers) {
-        Ok(loaded) => loaded,
-        Err(outcome) => return outcome,
-    };
-    let data = args
-        .data
-        .or(file.data)
-        .unwrap_or_else(|| "rebound-data".into());
+    let admin = AdminListen::check(&addr, TokenFrom::FileOrEnv(token_file))?
+        .with_edges(rebound::admin::edges::Edges::from(&file.admin));
+    let fleet = args.store.fleet(&file)?;
+    let (rules, set, data) = super::rules_and_data(args.rules, args.data, args.json, &file)?;
     let mut options = app::Options::serve(rules, data, admin);
     options.rate = Some(args.rate.or(file.rate).unwrap_or(20.0));
     options.time_scale = scale;
@@ -122,5 +101,5 @@ pub fn run(args: Args) -> Outcome {
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;
-    app::run(options, set)
+    Ok(app::run(options, set))
 }

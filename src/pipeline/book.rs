@@ -3,9 +3,7 @@
 //! beside the runtime's store. Two books: `pipeline.db` in the data directory
 //! ([`PipelineDb`]), and the shared store's namespace for a fleet (`fleet/book.rs`).
 
-use std::time::Duration;
-
-use super::db::{self, DbError, OrderRow, PipelineDb, RunRecord, SessionRow, SessionStats};
+use super::db::{self, Checkpoint, DbError, OrderRow, PipelineDb, RunRecord, SessionRow};
 
 /// A book's failure, named where it happened.
 #[derive(Debug, thiserror::Error)]
@@ -27,14 +25,7 @@ pub trait RunBook: Send + Sync {
     /// Starts a session (this process's share of the run); returns its id.
     fn begin_session(&self, now_ms: u64, emitted_high: u64) -> Result<i64, BookError>;
     /// Writes a session's counters so far.
-    fn checkpoint(
-        &self,
-        session: i64,
-        elapsed: Duration,
-        emitted_high: u64,
-        stats: &SessionStats,
-        ended: Option<&str>,
-    ) -> Result<(), BookError>;
+    fn checkpoint(&self, c: &Checkpoint<'_>) -> Result<(), BookError>;
     /// Every session of the run, oldest first.
     fn sessions(&self) -> Result<Vec<SessionRow>, BookError>;
     /// Deliveries the idempotent order sink absorbed.
@@ -62,22 +53,8 @@ impl RunBook for PipelineDb {
     fn begin_session(&self, now_ms: u64, emitted_high: u64) -> Result<i64, BookError> {
         Ok(PipelineDb::begin_session(self, now_ms, emitted_high)?)
     }
-    fn checkpoint(
-        &self,
-        session: i64,
-        elapsed: Duration,
-        emitted_high: u64,
-        stats: &SessionStats,
-        ended: Option<&str>,
-    ) -> Result<(), BookError> {
-        Ok(PipelineDb::checkpoint(
-            self,
-            session,
-            elapsed,
-            emitted_high,
-            stats,
-            ended,
-        )?)
+    fn checkpoint(&self, c: &Checkpoint<'_>) -> Result<(), BookError> {
+        Ok(PipelineDb::checkpoint(self, c)?)
     }
     fn sessions(&self) -> Result<Vec<SessionRow>, BookError> {
         Ok(PipelineDb::sessions(self)?)

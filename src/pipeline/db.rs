@@ -207,6 +207,22 @@ impl From<&StatsSnapshot> for SessionStats {
     }
 }
 
+/// What one checkpoint writes of a session: its time and counters so far, and at its last
+/// one how it ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Checkpoint<'a> {
+    /// The session's id ([`PipelineDb::begin_session`]'s answer).
+    pub session: i64,
+    /// How long it has run.
+    pub elapsed: Duration,
+    /// The highest order number it handed out.
+    pub emitted_high: u64,
+    /// Its counters.
+    pub stats: &'a SessionStats,
+    /// `finished` or `interrupted` at its last checkpoint; `None` before.
+    pub ended: Option<&'a str>,
+}
+
 /// One session, as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionRow {
@@ -347,25 +363,18 @@ impl PipelineDb {
     }
 
     /// Checkpoints a session's time and counters (and how it ended, at the end).
-    pub fn checkpoint(
-        &self,
-        session: i64,
-        elapsed: Duration,
-        emitted_high: u64,
-        stats: &SessionStats,
-        ended: Option<&str>,
-    ) -> Result<(), DbError> {
-        let json = serde_json::to_string(stats).unwrap_or_else(|_| "{}".into());
+    pub fn checkpoint(&self, c: &Checkpoint<'_>) -> Result<(), DbError> {
+        let json = serde_json::to_string(c.stats).unwrap_or_else(|_| "{}".into());
         self.conn()
             .execute(
                 "UPDATE sessions SET elapsed_ms = ?2, emitted_high = ?3, stats = ?4, ended = ?5
                  WHERE id = ?1",
                 params![
-                    session,
-                    i64_of(elapsed.as_millis() as u64),
-                    i64_of(emitted_high),
+                    c.session,
+                    i64_of(c.elapsed.as_millis() as u64),
+                    i64_of(c.emitted_high),
                     json,
-                    ended
+                    c.ended
                 ],
             )
             .map(drop)

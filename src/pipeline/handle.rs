@@ -74,6 +74,24 @@ impl PipelineHandle {
         stats
     }
 
+    /// Writes this session's counters so far (`session` and how long it has run) to the book,
+    /// with how it ended at its last checkpoint. Blocking.
+    pub(super) fn checkpoint(
+        &self,
+        session: i64,
+        elapsed: std::time::Duration,
+        ended: Option<&str>,
+    ) -> Result<(), super::BookError> {
+        let stats = self.session_stats();
+        self.shared.book.checkpoint(&super::db::Checkpoint {
+            session,
+            elapsed,
+            emitted_high: self.shared.live.high.load(Relaxed),
+            stats: &stats,
+            ended,
+        })
+    }
+
     /// The store (dead letters, audit log, fates, scheduled retries).
     pub fn store(&self) -> Arc<dyn Store> {
         self.shared.store.clone()

@@ -60,13 +60,7 @@ pub(super) async fn checkpoint_loop(
         }
         let h = handle.clone();
         let elapsed = started.elapsed();
-        let result = blocking(move || {
-            let s = &h.shared;
-            let stats = h.session_stats();
-            Ok(s.book
-                .checkpoint(session, elapsed, s.live.high.load(Relaxed), &stats, None)?)
-        })
-        .await;
+        let result = blocking(move || Ok(h.checkpoint(session, elapsed, None)?)).await;
         if let Err(e) = result {
             tracing::warn!(error = %e, "checkpointing the session failed");
         }
@@ -219,10 +213,8 @@ impl RunningPipeline {
             // still have (a restart of a finished run): only then is the report read here.
             let finished = reached_end || (s.run.messages.is_some() && handle.report()?.complete);
             if let (Some(id), Some(elapsed)) = (session_id, elapsed) {
-                let stats = handle.session_stats();
                 let ended = if finished { "finished" } else { "interrupted" };
-                s.book
-                    .checkpoint(id, elapsed, s.live.high.load(Relaxed), &stats, Some(ended))?;
+                handle.checkpoint(id, elapsed, Some(ended))?;
             }
             if finished {
                 s.book.finish_run(now_ms())?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::pipeline::book::{BookError, OrderSink, RunBook};
-use crate::pipeline::db::{OrderRow, RunRecord, SessionRow, SessionStats};
+use crate::pipeline::db::{Checkpoint, OrderRow, RunRecord, SessionRow, SessionStats};
 use rebound_runtime::time::Timestamp;
 use rebound_store_redis::RedisStore;
 
@@ -79,28 +79,33 @@ impl RunBook for FleetBook {
         Ok(())
     }
 
+    /// A session's id is when it started (Unix ms).
     fn begin_session(&self, now_ms: u64, emitted_high: u64) -> Result<i64, BookError> {
         let session = now_ms as i64;
-        self.checkpoint_at(
+        self.checkpoint(&Checkpoint {
             session,
-            now_ms,
-            Duration::ZERO,
+            elapsed: Duration::ZERO,
             emitted_high,
-            &SessionStats::default(),
-            None,
-        )?;
+            stats: &SessionStats::default(),
+            ended: None,
+        })?;
         Ok(session)
     }
 
-    fn checkpoint(
-        &self,
-        session: i64,
-        elapsed: Duration,
-        emitted_high: u64,
-        stats: &SessionStats,
-        ended: Option<&str>,
-    ) -> Result<(), BookError> {
-        self.checkpoint_at(session, session as u64, elapsed, emitted_high, stats, ended)
+    /// The node's document of the session, `NODE#SESSION`, its start the session's id.
+    fn checkpoint(&self, c: &Checkpoint<'_>) -> Result<(), BookError> {
+        let doc = StoredSession {
+            node: self.node.clone(),
+            started_ms: c.session as u64,
+            elapsed_ms: c.elapsed.as_millis() as u64,
+            emitted_high: c.emitted_high,
+            stats: c.stats.clone(),
+            ended: c.ended.map(str::to_owned),
+        };
+        let json = serde_json::to_string(&doc).unwrap_or_else(|_| "{}".into());
+        Ok(self
+            .store
+            .put_doc(SESSIONS, &format!("{}#{}", self.node, c.session), &json)?)
     }
 
     fn sessions(&self) -> Result<Vec<SessionRow>, BookError> {
@@ -129,31 +134,6 @@ impl RunBook for FleetBook {
 
     fn out_of_order(&self) -> Result<u64, BookError> {
         Ok(self.store.effects(OVERTAKEN)?.0)
-    }
-}
-
-impl FleetBook {
-    fn checkpoint_at(
-        &self,
-        session: i64,
-        started_ms: u64,
-        elapsed: Duration,
-        emitted_high: u64,
-        stats: &SessionStats,
-        ended: Option<&str>,
-    ) -> Result<(), BookError> {
-        let doc = StoredSession {
-            node: self.node.clone(),
-            started_ms,
-            elapsed_ms: elapsed.as_millis() as u64,
-            emitted_high,
-            stats: stats.clone(),
-            ended: ended.map(str::to_owned),
-        };
-        let json = serde_json::to_string(&doc).unwrap_or_else(|_| "{}".into());
-        Ok(self
-            .store
-            .put_doc(SESSIONS, &format!("{}#{session}", self.node), &json)?)
     }
 }
 
