@@ -13,7 +13,7 @@ use super::bolts::OrdersWriter;
 use super::{PipelineError, PipelineHandle, Progress, Report, blocking, fleet, now_ms};
 use rebound_runtime::RunningTopology;
 use rebound_runtime::stats::Stats;
-use rebound_runtime::store::{ScheduledRetry, Store, StoreError, StoredDeadLetter};
+use rebound_runtime::store::Store;
 
 pub(super) struct Session {
     pub(super) id: i64,
@@ -81,26 +81,6 @@ impl RunningPipeline {
     /// The store.
     pub fn store(&self) -> Arc<dyn Store> {
         self.handle.store()
-    }
-
-    /// See [`PipelineHandle::replay`].
-    pub fn replay(
-        &self,
-        id: &str,
-        operator: &str,
-        reason: &str,
-    ) -> Result<ScheduledRetry, StoreError> {
-        self.handle.replay(id, operator, reason)
-    }
-
-    /// See [`PipelineHandle::skip`].
-    pub fn skip(
-        &self,
-        id: &str,
-        operator: &str,
-        reason: &str,
-    ) -> Result<StoredDeadLetter, StoreError> {
-        self.handle.skip(id, operator, reason)
     }
 
     /// Where the run stands now.
