@@ -13,7 +13,10 @@
 //!   whatever queued up meanwhile.
 //!
 //! The spout itself ([`StreamSource`]) hands out what the reader read and acknowledges each
-//! message at the first of `retained`, `ack` and `dead_lettered`, once.
+//! message at the first of `retained`, `ack` and `dead_lettered`, once. The entries read and not
+//! yet acknowledged are one set both sides share ([`Held`]): a message in flight longer than the
+//! lease is kept this consumer's (the reader resets its idle time every half lease, `XCLAIM …
+//! JUSTID`, as JetStream's `+WPI` does), and never handed out twice.
 //!
 //! A message's id is `STREAM/ENTRY-ID`; `biz`, `key` and `payload` come from the entry's fields
 //! of those names ([`FieldNames`]), every other field is a header. Credentials in the URL never
@@ -28,7 +31,7 @@ pub use entry::FieldNames;
 pub use url::{StreamStart, StreamUrl, StreamUrlError};
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rebound_runtime::durable::Durable;
@@ -78,13 +81,16 @@ impl StreamOptions {
     }
 }
 
+/// The entry ids read and not yet acknowledged (handed to the spout, or on their way).
+pub(crate) type Held = Arc<Mutex<HashSet<String>>>;
+
 /// A [`Spout`] over a Redis Streams consumer group (see the [module docs](self)). Start it
 /// with [`StreamSource::start`] inside a tokio runtime.
 pub struct StreamSource {
     entries: mpsc::Receiver<Message>,
     acks: acker::Acks,
-    /// Handed out and not yet acknowledged at the broker.
-    unacked: HashSet<MessageId>,
+    /// Read and not yet acknowledged at the broker (shared with the reader).
+    held: Held,
     prefix: usize,
     stream: StreamUrl,
     stats: Arc<SourceStats>,
@@ -93,7 +99,7 @@ pub struct StreamSource {
 impl std::fmt::Debug for StreamSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamSource")
-            .field("unacked", &self.unacked.len())
+            .field("held", &self.held.lock().map_or(0, |h| h.len()))
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +122,7 @@ impl StreamSource {
         let (acks, acks_rx, progress) = acker::Acks::new();
         let prefix = options.url.stream.len() + 1;
         let stream = options.url.clone();
+        let held = Held::default();
         tokio::spawn(acker::run(
             client.clone(),
             options.url.clone(),
@@ -128,13 +135,14 @@ impl StreamSource {
             options,
             entries_tx,
             acks.clone(),
+            held.clone(),
             durable,
             stats.clone(),
         ));
         Ok(StreamSource {
             entries,
             acks,
-            unacked: HashSet::new(),
+            held,
             prefix,
             stream,
             stats,
@@ -148,23 +156,23 @@ impl StreamSource {
 
     /// Acknowledges `id` at the broker if nothing did before.
     fn custody(&mut self, id: &MessageId, at: CustodyAt) {
-        if !self.unacked.remove(id) {
+        let Some(entry) = id.as_str().get(self.prefix..) else {
             return;
+        };
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if !held.remove(entry) {
+            return; // acknowledged before, or not this source's
         }
+        drop(held);
         self.stats.count_custody(at);
-        if let Some(entry) = id.as_str().get(self.prefix..) {
-            self.acks.send(entry.to_owned());
-        }
+        self.acks.send(entry.to_owned());
     }
 }
 
 impl Spout for StreamSource {
     fn next(&mut self) -> NextMessage {
         match self.entries.try_recv() {
-            Ok(message) => {
-                self.unacked.insert(message.id.clone());
-                NextMessage::Ready(message)
-            }
+            Ok(message) => NextMessage::Ready(message),
             // A stream has no end; a reader that stopped (the topology stops) leaves it idle.
             Err(_) => NextMessage::Idle,
         }

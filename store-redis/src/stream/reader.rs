@@ -62,6 +62,7 @@ pub(super) async fn run(
     options: StreamOptions,
     entries: mpsc::Sender<Message>,
     acks: super::acker::Acks,
+    held: super::Held,
     durable: Option<Durable>,
     stats: Arc<SourceStats>,
 ) {
@@ -73,12 +74,13 @@ pub(super) async fn run(
     let mut next_claim = Instant::now();
     let mut claim_cursor = "0-0".to_owned();
     let mut next_lag = Instant::now();
+    let mut next_touch = Instant::now() + options.lease / 2;
     let mut failures = 0;
     while !entries.is_closed() {
-        let held = stats.unacked.load(Relaxed);
-        let room = entries
-            .capacity()
-            .min(usize::try_from(options.max_unacked.saturating_sub(held)).unwrap_or(usize::MAX));
+        let unacked = stats.unacked.load(Relaxed);
+        let room = entries.capacity().min(
+            usize::try_from(options.max_unacked.saturating_sub(unacked)).unwrap_or(usize::MAX),
+        );
         if room == 0 {
             // The spout's channel is full, or this consumer holds its most unacknowledged
             // entries: the topology is at its pending bound.
@@ -89,6 +91,10 @@ pub(super) async fn run(
             if !group_ready {
                 create_group(&mut conn, &options).await?;
                 group_ready = true;
+            }
+            if Instant::now() >= next_touch {
+                next_touch = Instant::now() + options.lease / 2;
+                touch(&mut conn, &options, &held).await?;
             }
             if Instant::now() >= next_lag {
                 next_lag = Instant::now() + LAG_EVERY;
@@ -117,7 +123,10 @@ pub(super) async fn run(
                     (got, true)
                 }
                 Phase::New => {
-                    let block = options.block.min(next_claim - Instant::now());
+                    let block = options
+                        .block
+                        .min(next_claim - Instant::now())
+                        .min(next_touch - Instant::now());
                     (
                         read_group(&mut conn, &options, ">", room, Some(block)).await?,
                         false,
@@ -153,6 +162,14 @@ pub(super) async fn run(
         for e in gone {
             acks.send(e.id);
         }
+        // An entry this consumer already holds (in flight, or on its way to the spout) is not
+        // handed out again when a read of the pending entries names it.
+        let live: Vec<StreamId> = {
+            let held = held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            live.into_iter().filter(|e| !held.contains(&e.id)).collect()
+        };
         let messages: Vec<Message> = live
             .iter()
             .map(|e| {
@@ -181,6 +198,12 @@ pub(super) async fn run(
                 }
                 continue;
             }
+            if let Some(entry) = message.id.as_str().get(options.url.stream.len() + 1..) {
+                let mut held = held
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                held.insert(entry.to_owned());
+            }
             if entries.send(message).await.is_err() {
                 return;
             }
@@ -201,6 +224,34 @@ async fn known(durable: &Durable, messages: &[Message]) -> std::collections::Has
         }
         Err(_) => Default::default(),
     }
+}
+
+/// Resets the idle time of the entries this consumer holds and that have been idle half a
+/// lease (`XCLAIM … JUSTID` to itself), so that no other consumer takes over a message still
+/// in flight here.
+async fn touch(
+    conn: &mut ConnectionManager,
+    o: &StreamOptions,
+    held: &super::Held,
+) -> redis::RedisResult<()> {
+    let ids: Vec<String> = {
+        let held = held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.iter().cloned().collect()
+    };
+    for chunk in ids.chunks(500) {
+        let _: redis::Value = redis::cmd("XCLAIM")
+            .arg(&o.url.stream)
+            .arg(&o.url.group)
+            .arg(&o.consumer)
+            .arg((o.lease / 2).as_millis() as u64)
+            .arg(chunk)
+            .arg("JUSTID")
+            .query_async(conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// `XGROUP CREATE … MKSTREAM`; a group that exists is left as it is.

@@ -93,3 +93,34 @@ async fn a_restarted_consumer_reads_its_own_pending_first_and_a_dead_one_s_are_t
     assert_eq!(stats.custody(CustodyAt::Retained), 6);
     assert_eq!(stats.custody(CustodyAt::Acked), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_in_flight_past_the_lease_stays_with_its_consumer() {
+    let h = RedisHarness::start();
+    add(&h, 3);
+    let lease = Duration::from_millis(300);
+    let mut o = options(&h, "a");
+    o.lease = lease;
+    let mut a = StreamSource::start(o, None).unwrap();
+    let held = take(&mut a, 3).await;
+    // b looks for idle entries every half lease; a is alive and keeps its three.
+    let mut o = options(&h, "b");
+    o.lease = lease;
+    let mut b = StreamSource::start(o, None).unwrap();
+    let until = tokio::time::Instant::now() + lease * 6;
+    while tokio::time::Instant::now() < until {
+        assert!(
+            matches!(b.next(), NextMessage::Idle),
+            "b took over a message a still holds"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for m in &held {
+        a.ack(&m.id);
+    }
+    until_done(&h).await;
+}
+
+async fn until_done(h: &RedisHarness) {
+    until("nothing pending", 10, || h.unacked() == 0).await;
+}
