@@ -14,7 +14,14 @@
 //! - [`jetstream`] (feature `jetstream`, on by default): the NATS JetStream source, a durable
 //!   pull consumer (`nats://[USER:PASS@]HOST:PORT/STREAM?consumer=NAME[&subject=FILTER]`).
 //!   - `url.rs`: [`JetStreamUrl`](jetstream::JetStreamUrl), parsed with errors that name what
-//!     is wrong and never show the password.
+//!     is wrong and never show the password;
+//!   - `mapping.rs`: a JetStream message as a runtime `Message` (id, biz, key, headers);
+//!   - `stats.rs`: [`SourceStats`](jetstream::SourceStats) and
+//!     [`CustodyAt`](jetstream::CustodyAt), for `/metrics` and `/readyz`;
+//!   - `held.rs`: the messages read and not yet confirmed acknowledged, with their ack handles;
+//!   - `consumer.rs`: the connection and the durable consumer, created if missing;
+//!   - `reader.rs`: the task that fetches in batches when there is room;
+//!   - `acker.rs`: the task that sends custody acks (double acks) and `+WPI` for the held.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -150,6 +150,11 @@ impl JetStreamUrl {
             deliver,
         })
     }
+
+    /// The user and password, for the connection only.
+    pub(crate) fn credentials(&self) -> Option<(String, String)> {
+        Some((self.user.clone()?, self.password.clone()?))
+    }
 }
 
 /// A stream's or a consumer's name as the server takes it: not empty, no whitespace, no `.`,
@@ -273,7 +278,7 @@ mod tests {
             ("ORDERS", "rebound")
         );
         assert_eq!((u.subject.as_deref(), u.deliver), (None, Deliver::All));
-        assert_eq!((u.user.as_deref(), u.password.as_deref()), (None, None));
+        assert_eq!(u.credentials(), None);
         assert_eq!(
             u.to_string(),
             "nats://127.0.0.1:4222/ORDERS?consumer=rebound"
@@ -284,10 +289,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(u.server, "nats.internal:4222");
-        assert_eq!(
-            (u.user.as_deref(), u.password.as_deref()),
-            (Some("app"), Some("s3cret"))
-        );
+        assert_eq!(u.credentials(), Some(("app".into(), "s3cret".into())));
         assert_eq!(u.subject.as_deref(), Some("orders.>"));
         assert_eq!(u.deliver, Deliver::New);
         assert_eq!(
@@ -301,16 +303,10 @@ mod tests {
         let u =
             JetStreamUrl::parse("nats://a%40b:p%2Fw@h:1/S?subject=orders.*&consumer=c&deliver=all")
                 .unwrap();
-        assert_eq!(
-            (u.user.as_deref(), u.password.as_deref()),
-            (Some("a@b"), Some("p/w"))
-        );
+        assert_eq!(u.credentials(), Some(("a@b".into(), "p/w".into())));
         assert_eq!(u.subject.as_deref(), Some("orders.*"));
         let u = JetStreamUrl::parse("nats://u:p@ss@h:1/S?consumer=c").unwrap();
-        assert_eq!(
-            (u.user.as_deref(), u.password.as_deref()),
-            (Some("u"), Some("p@ss"))
-        );
+        assert_eq!(u.credentials(), Some(("u".into(), "p@ss".into())));
         assert_eq!(u.server, "h:1");
         let u = JetStreamUrl::parse("nats://[::1]:4222/S?consumer=c").unwrap();
         assert_eq!(u.server, "[::1]:4222");
