@@ -30,26 +30,25 @@
 //! `Rebound-Key`, else `Nats-Msg-Id`; its payload is the body, and every other header is a
 //! header. Credentials in the URL never appear in a log line or an error.
 //!
-//! [`SourceStats`] and [`CustodyAt`] are this module's own copy of the Redis Streams
-//! source's, for now.
+//! [`SourceStats`] and [`CustodyAt`] are the framework's (`rebound_runtime::sources`), shared
+//! with every broker source: hand [`JetStreamOptions::stats`] to the product's `/metrics` and
+//! `/readyz` (`TopologyJob::source`).
 
 mod acker;
 mod consumer;
 mod held;
 mod mapping;
 mod reader;
-mod stats;
 mod url;
 
 pub use mapping::{BIZ_HEADER, KEY_HEADER, MSG_ID_HEADER};
-pub use stats::{CustodyAt, SourceStats};
+pub use rebound_runtime::sources::{CustodyAt, SourceStats};
 pub use url::{Deliver, JetStreamUrl, JetStreamUrlError};
 
 use std::collections::HashSet;
 use std::num::NonZeroUsize;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use rebound_runtime::durable::Durable;
@@ -79,6 +78,8 @@ pub struct JetStreamOptions {
     pub biz_token: Option<NonZeroUsize>,
     /// The biz of a message that names none (default `DEFAULT`).
     pub default_biz: String,
+    /// Where the source counts what it does (shared: hand a clone to `/metrics`).
+    pub stats: Arc<SourceStats>,
 }
 
 impl JetStreamOptions {
@@ -92,6 +93,7 @@ impl JetStreamOptions {
             block: Duration::from_secs(1),
             biz_token: None,
             default_biz: "DEFAULT".into(),
+            stats: Arc::default(),
         }
     }
 }
@@ -129,7 +131,7 @@ impl JetStreamSource {
             shown: options.url.to_string(),
             why: format!("the server {} is not an address: {e}", options.url.server),
         })?;
-        let stats = Arc::new(SourceStats::default());
+        let stats = options.stats.clone();
         let held = Arc::new(held::Held::new(options.ack_wait, stats.clone()));
         let (messages_tx, messages) = mpsc::channel(options.batch.max(1));
         let (acks, acks_rx) = mpsc::unbounded_channel();
@@ -167,7 +169,7 @@ impl JetStreamSource {
         if !self.unacked.remove(id) {
             return;
         }
-        self.stats.custody[at as usize].fetch_add(1, Relaxed);
+        self.stats.count_custody(at);
         match id.as_str().get(self.prefix..).map(str::parse::<u64>) {
             Some(Ok(seq)) => {
                 let _ = self.acks.send(seq);

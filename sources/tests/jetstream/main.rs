@@ -1,14 +1,15 @@
-//! The JetStream source against a `nats-server -js` of each test's own: every message
-//! processed once and acknowledged; a retry that waits an hour holds nothing at the broker;
-//! the messages held unacknowledged never above `max_unacked`; a message held past `ack_wait`
-//! is kept in progress (`+WPI`), not redelivered; a restarted source is redelivered what it
-//! held; a redelivered message the store already has custody of is acknowledged, not handed
-//! out; a source started while the server is down says so and reads once it is up; the server
-//! killed with SIGKILL and restarted from its store loses nothing.
+//! The JetStream source against a `nats-server -js` of each test's own: the source suite
+//! (every case of `sources.md`'s promises, through [`harness::NatsHarness`]), and what only
+//! JetStream does: the messages held unacknowledged never above `max_unacked` even when the
+//! consumer allows more; a message held past `ack_wait` is kept in progress (`+WPI`), not
+//! redelivered; a source started while the server is down says so and reads once it is up.
 //!
 //! Every wait is on a condition with a generous deadline; nothing asserts on timings.
 
+mod harness;
 mod server;
+
+rebound_runtime::source_suite!(jetstream_suite, harness::NatsHarness);
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
@@ -21,8 +22,8 @@ use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::{self, stream};
 use rebound_runtime::durable::Durable;
 use rebound_runtime::fate::memory::FixedPolicy;
-use rebound_runtime::store::{ScheduledRetry, SqliteStore, Store, WriteOp};
-use rebound_runtime::time::{Timestamp, TokioTime};
+use rebound_runtime::store::SqliteStore;
+use rebound_runtime::time::TokioTime;
 use rebound_runtime::topology::*;
 use rebound_sources::jetstream::{
     CustodyAt, JetStreamOptions, JetStreamSource, JetStreamUrl, SourceStats,
@@ -241,78 +242,6 @@ async fn until_ack_pending(broker: &Broker, n: usize, secs: u64) {
     }
 }
 
-fn stats_of(slot: &StatsSlot) -> Arc<SourceStats> {
-    slot.lock()
-        .unwrap()
-        .clone()
-        .expect("the topology started its source")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_message_is_processed_once_and_an_hour_long_retry_holds_nothing_at_the_broker() {
-    let broker = Broker::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (store, durable) = durable(dir.path());
-    broker.publish(300).await;
-    let seen = Seen::default();
-    let slot = StatsSlot::default();
-    let t = topology(
-        broker.options(Duration::from_secs(30)),
-        Some(durable.clone()),
-        seen.clone(),
-        1000,
-        Duration::ZERO,
-        slot.clone(),
-    );
-    let running = t.start(durable.seams(hour_retries()));
-    until("300 messages processed", 60, || {
-        seen.lock().unwrap().len() == 300
-    })
-    .await;
-    until_ack_pending(&broker, 0, 60).await;
-    {
-        let seen = seen.lock().unwrap();
-        assert!(
-            seen.values().all(|(n, _, _)| *n == 1),
-            "each processed once"
-        );
-        let (_, biz, payload) = &seen[&format!("{STREAM}/1")];
-        assert_eq!((biz.as_str(), payload.as_str()), ("ORDER", "{\"n\":1}"));
-        assert_eq!(seen[&format!("{STREAM}/10")].1, "SLOW", "biz from token 2");
-    }
-    let stats = stats_of(&slot);
-    until("every custody ack confirmed", 30, || {
-        stats.acked_at_broker.load(Relaxed) == 300
-    })
-    .await;
-    assert_eq!(stats.custody(CustodyAt::Retained), 30);
-    assert_eq!(stats.custody(CustodyAt::Acked), 270);
-    assert_eq!(stats.received.load(Relaxed), 300);
-    assert_eq!(stats.redelivered.load(Relaxed), 0);
-    assert_eq!(stats.unacked.load(Relaxed), 0);
-    assert_eq!(stats.unreachable_since(), None);
-    // The 30 SLOW ones wait an hour in the store, not at the broker; with their headers and
-    // their keys.
-    let ids: Vec<MessageId> = seen
-        .lock()
-        .unwrap()
-        .keys()
-        .map(|k| MessageId::from(k.as_str()))
-        .collect();
-    let rows = tokio::task::spawn_blocking(move || store.retries(&ids).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(rows.len(), 30);
-    assert!(rows.iter().all(|r| {
-        r.message.headers.get("trace").is_some()
-            && r.message
-                .key
-                .as_ref()
-                .is_some_and(|k| k.as_str().starts_with("order-"))
-    }));
-    running.shutdown(Duration::from_secs(5)).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_messages_held_unacknowledged_stay_within_max_unacked() {
     let broker = Broker::start().await;
@@ -436,131 +365,4 @@ async fn take(source: &mut JetStreamSource, n: usize) -> Vec<Message> {
 
 fn ids(messages: &[Message]) -> BTreeSet<String> {
     messages.iter().map(|m| m.id.to_string()).collect()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_source_is_redelivered_what_it_held() {
-    let broker = Broker::start().await;
-    broker.publish(10).await;
-    // A short ack_wait: what a dead source held comes back after a second.
-    let options = broker.options(Duration::from_secs(1));
-    let mut a = JetStreamSource::start(options.clone(), None).unwrap();
-    let first = take(&mut a, 10).await;
-    assert_eq!(first[0].headers.get("trace"), Some("t-1"));
-    assert_eq!(first[0].key.as_ref().map(|k| k.as_str()), Some("order-1"));
-    drop(a); // a crash: nothing was acknowledged
-    until_ack_pending(&broker, 10, 30).await;
-
-    let mut b = JetStreamSource::start(options, None).unwrap();
-    let again = take(&mut b, 10).await;
-    assert_eq!(ids(&again), ids(&first), "the same ids, redelivered");
-    let stats = b.stats();
-    assert_eq!(stats.redelivered.load(Relaxed), 10);
-    for m in &again[..4] {
-        b.ack(&m.id);
-    }
-    for m in &again[4..] {
-        b.retained(&m.id);
-        b.ack(&m.id); // after custody: not acknowledged twice
-    }
-    until_ack_pending(&broker, 0, 30).await;
-    until("10 acks confirmed", 30, || {
-        stats.acked_at_broker.load(Relaxed) == 10
-    })
-    .await;
-    assert_eq!(stats.custody(CustodyAt::Acked), 4);
-    assert_eq!(stats.custody(CustodyAt::Retained), 6);
-    assert_eq!(stats.unacked.load(Relaxed), 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redelivered_message_the_store_holds_is_acknowledged_and_not_handed_out() {
-    let broker = Broker::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (store, durable) = durable(dir.path());
-    broker.publish(5).await;
-    let options = broker.options(Duration::from_secs(1));
-    let mut a = JetStreamSource::start(options.clone(), Some(durable.clone())).unwrap();
-    let read = take(&mut a, 5).await;
-    drop(a);
-    // Before the crash the store committed the first retry of messages 1 and 2 and the dead
-    // letter of message 3 (their custody acks were lost with the process).
-    let by_id = |id: &str| read.iter().find(|m| m.id.as_str() == id).unwrap().clone();
-    let retry = |m: Message| WriteOp::Schedule(ScheduledRetry::new(m, Timestamp::MAX));
-    let letter = rebound_runtime::fate::DeadLetter {
-        message: by_id("ORDERS/3"),
-        failure: Failure::new("POISON", "never"),
-        label: "L3".into(),
-        reason: rebound_runtime::fate::GiveUpReason::GiveUp,
-        rule: rebound_runtime::fate::RuleRef::Rule("r".into()),
-        version: FixedPolicy::version(),
-        at: Timestamp::now(),
-    };
-    store
-        .apply(&[
-            retry(by_id("ORDERS/1")),
-            retry(by_id("ORDERS/2")),
-            WriteOp::DeadLetter(Box::new(letter)),
-        ])
-        .unwrap();
-
-    let mut b = JetStreamSource::start(options, Some(durable)).unwrap();
-    let again = take(&mut b, 2).await;
-    assert_eq!(
-        ids(&again),
-        BTreeSet::from(["ORDERS/4".to_owned(), "ORDERS/5".to_owned()])
-    );
-    // The three in custody acknowledged; 4 and 5 held (and kept in progress) by b.
-    let stats = b.stats();
-    until("the three in custody acknowledged", 30, || {
-        stats.acked_at_broker.load(Relaxed) == 3
-    })
-    .await;
-    until_ack_pending(&broker, 2, 30).await;
-    assert_eq!(stats.redelivered.load(Relaxed), 5);
-    assert_eq!(stats.unacked.load(Relaxed), 2);
-    // Past two ack_waits: 4 and 5 are not redelivered (their +WPI), nothing else comes.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(
-        matches!(b.next(), NextMessage::Idle),
-        "nothing else is handed out"
-    );
-    assert_eq!(broker.ack_pending().await, Some(2));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_killed_and_restarted_from_its_store_loses_nothing() {
-    let mut broker = Broker::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (_store, durable) = durable(dir.path());
-    broker.publish(200).await;
-    let seen = Seen::default();
-    let slot = StatsSlot::default();
-    // A short ack_wait: acks the killed server lost come back within seconds.
-    let t = topology(
-        broker.options(Duration::from_secs(2)),
-        Some(durable.clone()),
-        seen.clone(),
-        50,
-        Duration::from_millis(3),
-        slot.clone(),
-    );
-    let running = t.start(durable.seams(hour_retries()));
-    until("some processed", 60, || seen.lock().unwrap().len() >= 40).await;
-    broker.server.kill();
-    let stats = stats_of(&slot);
-    until("the source says the broker is unreachable", 30, || {
-        stats.unreachable_since().is_some()
-    })
-    .await;
-    broker.server.restart();
-    until("200 processed", 120, || seen.lock().unwrap().len() == 200).await;
-    until_ack_pending(&broker, 0, 120).await;
-    until("the source says the broker answers", 30, || {
-        stats.unreachable_since().is_none()
-    })
-    .await;
-    // At least once: a delivery in flight at the kill may come again, never lost.
-    assert_eq!(seen.lock().unwrap().len(), 200);
-    running.shutdown(Duration::from_secs(5)).await;
 }
