@@ -14,7 +14,7 @@
 //!
 //! The spout itself ([`StreamSource`]) hands out what the reader read and acknowledges each
 //! message at the first of `retained`, `ack` and `dead_lettered`, once. The entries read and not
-//! yet acknowledged are one set both sides share ([`Held`]): a message in flight longer than the
+//! yet acknowledged are one set both sides share (`Held`): a message in flight longer than the
 //! lease is kept this consumer's (the reader resets its idle time every half lease, `XCLAIM …
 //! JUSTID`, as JetStream's `+WPI` does), and never handed out twice.
 //!
