@@ -118,7 +118,9 @@ impl StreamSource {
                 why: url::redact(&e.to_string()),
             })?;
         let stats = options.stats.clone();
-        let (entries_tx, entries) = mpsc::channel(options.batch.max(1));
+        // Room for four batches: the reader reads ahead while the spout drains (what it may
+        // hold unacknowledged is bounded by max_unacked, not by this).
+        let (entries_tx, entries) = mpsc::channel(4 * options.batch.max(1));
         let (acks, acks_rx, progress) = acker::Acks::new();
         let prefix = options.url.stream.len() + 1;
         let stream = options.url.clone();

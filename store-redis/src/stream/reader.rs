@@ -78,15 +78,23 @@ pub(super) async fn run(
     let mut failures = 0;
     while !entries.is_closed() {
         let unacked = stats.unacked.load(Relaxed);
-        let room = entries.capacity().min(
-            usize::try_from(options.max_unacked.saturating_sub(unacked)).unwrap_or(usize::MAX),
-        );
-        if room == 0 {
-            // The spout's channel is full, or this consumer holds its most unacknowledged
-            // entries: the topology is at its pending bound.
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let under_bound =
+            usize::try_from(options.max_unacked.saturating_sub(unacked)).unwrap_or(usize::MAX);
+        if under_bound == 0 {
+            // This consumer holds its most unacknowledged entries (the topology is at its
+            // pending bound): custody acks free room.
+            tokio::time::sleep(Duration::from_millis(1)).await;
             continue;
         }
+        if entries.capacity() < options.batch.max(1) {
+            // The spout has not drained a batch yet: wait until it takes one more.
+            match entries.reserve().await {
+                Ok(permit) => drop(permit),
+                Err(_) => return,
+            }
+            continue;
+        }
+        let room = options.batch.max(1).min(under_bound);
         let read = async {
             if !group_ready {
                 create_group(&mut conn, &options).await?;
