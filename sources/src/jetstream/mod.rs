@@ -133,7 +133,9 @@ impl JetStreamSource {
         })?;
         let stats = options.stats.clone();
         let held = Arc::new(held::Held::new(options.ack_wait, stats.clone()));
-        let (messages_tx, messages) = mpsc::channel(options.batch.max(1));
+        // Room for four batches: the reader fetches ahead while the spout drains (what it may
+        // hold unacknowledged is bounded by max_unacked, not by this).
+        let (messages_tx, messages) = mpsc::channel(4 * options.batch.max(1));
         let (acks, acks_rx) = mpsc::unbounded_channel();
         let prefix = options.url.stream.len() + 1;
         tokio::spawn(acker::run(

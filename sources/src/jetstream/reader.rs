@@ -72,16 +72,24 @@ pub(super) async fn run(
     let mut failures = 0u32;
     let (started, mut said_pending) = (Instant::now(), false);
     while !entries.is_closed() {
-        let room = entries.capacity().min(
+        let under_bound =
             usize::try_from(options.max_unacked.max(1).saturating_sub(held.len() as u64))
-                .unwrap_or(usize::MAX),
-        );
-        if room == 0 {
-            // The spout's channel is full, or the source holds its most unacknowledged
-            // messages: the topology is at its pending bound.
-            tokio::time::sleep(Duration::from_millis(5)).await;
+                .unwrap_or(usize::MAX);
+        if under_bound == 0 {
+            // The source holds its most unacknowledged messages (the topology is at its
+            // pending bound): custody acks free room.
+            tokio::time::sleep(Duration::from_millis(1)).await;
             continue;
         }
+        if entries.capacity() < options.batch.max(1) {
+            // The spout has not drained a batch yet: wait until it takes one more.
+            match entries.reserve().await {
+                Ok(permit) => drop(permit),
+                Err(_) => return,
+            }
+            continue;
+        }
+        let room = options.batch.max(1).min(under_bound);
         match client.connection_state() {
             State::Connected => {}
             State::Pending => {
