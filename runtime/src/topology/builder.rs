@@ -200,7 +200,7 @@ impl TopologyBuilder {
 
     /// Declares a spout with `parallelism` tasks; `factory` makes one instance per task. Its
     /// root tuples have the fields [`ROOT_FIELDS`]: `id`, `biz`, `payload`, `headers`,
-    /// `attempt`.
+    /// `attempt`, `key`, `first_delivery`.
     pub fn spout<S, F>(&mut self, name: &str, parallelism: usize, factory: F) -> &mut Self
     where
         S: Spout,

@@ -65,6 +65,9 @@ impl Key {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+    pub(crate) fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
 }
 
 impl From<&str> for Key {
@@ -207,8 +210,19 @@ impl Message {
     }
 }
 
-/// The fields of the root tuple a spout emits for each delivery of a message.
-pub const ROOT_FIELDS: [&str; 5] = ["id", "biz", "payload", "headers", "attempt"];
+/// The fields of the root tuple a spout emits for each delivery of a message: its `id`,
+/// `biz`, `payload` (bytes) and `headers` (a map), its `attempt` (1 for the first delivery),
+/// its ordering `key` (text, or null when it has none) and `first_delivery` (milliseconds since
+/// the epoch, the wall clock's, the same on every retry).
+pub const ROOT_FIELDS: [&str; 7] = [
+    "id",
+    "biz",
+    "payload",
+    "headers",
+    "attempt",
+    "key",
+    "first_delivery",
+];
 
 #[cfg(test)]
 mod tests {

@@ -237,6 +237,8 @@ values_from_tuple!(A, B);
 values_from_tuple!(A, B, C);
 values_from_tuple!(A, B, C, D);
 values_from_tuple!(A, B, C, D, E);
+values_from_tuple!(A, B, C, D, E, F);
+values_from_tuple!(A, B, C, D, E, F, G);
 
 /// Message or tuple headers: string keys to string values, cheap to clone (shared until
 /// changed), and free when empty.

@@ -114,7 +114,7 @@ impl<S: Spout> SpoutTask<S> {
             None => {}
         }
         msg.retry.attempt += 1;
-        msg.retry.first_delivery.get_or_insert(wall);
+        let first = *msg.retry.first_delivery.get_or_insert(wall);
         let slot = self.pending.next_slot();
         let root = loop {
             let id = (self.p.outbox.random_id() & !SLOT_MASK) | slot;
@@ -128,6 +128,10 @@ impl<S: Spout> SpoutTask<S> {
             Value::Bytes(msg.payload.clone()),
             Value::Map(msg.headers.clone()),
             Value::Int(msg.retry.attempt.into()),
+            msg.key
+                .as_ref()
+                .map_or(Value::Null, |k| Value::Str(k.shared())),
+            Value::Int(i64::try_from(first.as_millis()).unwrap_or(i64::MAX)),
         ));
         let xor = self.p.outbox.emit_root(values, root);
         self.emitted += 1;
