@@ -14,9 +14,6 @@
 #![allow(missing_docs)]
 
 #[allow(dead_code)] // the tests use all of it; the bench, not restart
-#[path = "../tests/jetstream/server.rs"]
-mod server;
-
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -25,8 +22,8 @@ use async_nats::jetstream::{self, stream};
 use futures_util::StreamExt;
 use rebound_runtime::fate::Seams;
 use rebound_runtime::topology::*;
+use rebound_sources::NatsServer as TestServer;
 use rebound_sources::jetstream::{JetStreamOptions, JetStreamSource, JetStreamUrl};
-use server::TestServer;
 
 const MESSAGES: u64 = 20_000;
 const BATCH: usize = 100;

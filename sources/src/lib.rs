@@ -27,3 +27,7 @@
 
 #[cfg(feature = "jetstream")]
 pub mod jetstream;
+#[cfg(feature = "test-server")]
+mod test_server;
+#[cfg(feature = "test-server")]
+pub use test_server::NatsServer;

@@ -13,7 +13,7 @@ use rebound_runtime::sources::conformance::{SourceHarness, SourceSpec};
 use rebound_runtime::topology::Spout;
 use rebound_sources::jetstream::{JetStreamOptions, JetStreamSource, JetStreamUrl};
 
-use super::server::TestServer;
+use rebound_sources::NatsServer as TestServer;
 
 const STREAM: &str = "ORDERS";
 const CONSUMER: &str = "rebound";

@@ -7,7 +7,6 @@
 //! Every wait is on a condition with a generous deadline; nothing asserts on timings.
 
 mod harness;
-mod server;
 
 rebound_runtime::source_suite!(jetstream_suite, harness::NatsHarness);
 
@@ -25,10 +24,10 @@ use rebound_runtime::fate::memory::FixedPolicy;
 use rebound_runtime::store::SqliteStore;
 use rebound_runtime::time::TokioTime;
 use rebound_runtime::topology::*;
+use rebound_sources::NatsServer as TestServer;
 use rebound_sources::jetstream::{
     CustodyAt, JetStreamOptions, JetStreamSource, JetStreamUrl, SourceStats,
 };
-use server::TestServer;
 
 const STREAM: &str = "ORDERS";
 const CONSUMER: &str = "rebound";

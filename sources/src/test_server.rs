@@ -1,4 +1,4 @@
-//! [`TestServer`]: a `nats-server -js` of a test's own, on a free port, its store in a temp
+//! [`NatsServer`]: a `nats-server -js` of a test's own, on a free port, its store in a temp
 //! directory, so that a test can kill it (SIGKILL, by PID) and start it again on the same port
 //! from the same store. It never touches the machine's own server on 4222.
 //!
@@ -26,7 +26,7 @@ exit "$status""#;
 
 /// A `nats-server` with JetStream owned by a test; killed when dropped, or when the test
 /// process exits.
-pub struct TestServer {
+pub struct NatsServer {
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Guarded>,
@@ -38,10 +38,10 @@ struct Guarded {
     server: u32,
 }
 
-impl TestServer {
+impl NatsServer {
     /// Starts a server. Panics, naming what is missing, if `nats-server` is not installed or
     /// does not start.
-    pub fn start() -> TestServer {
+    pub fn start() -> NatsServer {
         if let Err(e) = Command::new("nats-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -55,7 +55,7 @@ impl TestServer {
         }
         let mut last = String::new();
         for _ in 0..5 {
-            let mut server = TestServer {
+            let mut server = NatsServer {
                 dir: tempfile::tempdir().expect("a temp directory for nats-server"),
                 port: free_port(),
                 child: None,
@@ -184,7 +184,7 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
+impl Drop for NatsServer {
     fn drop(&mut self) {
         self.kill();
     }
