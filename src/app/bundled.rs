@@ -13,7 +13,7 @@ use rebound_runtime::topology::Config;
 use tokio::time::Instant;
 
 use super::Options;
-use super::job::{Job, JobError, ReadProgress, Running, Wiring};
+use super::job::{Job, JobError, ReadProgress, Running, Summary, Wiring};
 use crate::admin::AdminState;
 use crate::pipeline::faults::Outage;
 use crate::pipeline::{self, PipelineOptions, Report, RunningPipeline, StopPlan};
@@ -120,12 +120,13 @@ impl Running for BundledRunning {
         by: Instant,
         drain: Duration,
         report: bool,
-    ) -> BoxFuture<'static, Result<Option<Report>, JobError>> {
+    ) -> BoxFuture<'static, Result<Option<Box<dyn Summary>>, JobError>> {
         let plan = StopPlan { drain, by, report };
         Box::pin(async move {
             let stopped = self.0.halt(plan).await?;
             if report {
-                Ok(Some(stopped.report().await?))
+                let report: Report = stopped.report().await?;
+                Ok(Some(Box::new(report) as Box<dyn Summary>))
             } else {
                 Ok(None)
             }

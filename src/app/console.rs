@@ -5,9 +5,10 @@
 //! both log a panic that the executor caught (an injected crash of the store bolt) as one
 //! line.
 
+use super::job::Summary;
 use super::{AdminListen, JobError, Options};
 use crate::Outcome;
-use crate::pipeline::{PipelineError, ProgressView, Report};
+use crate::pipeline::{PipelineError, ProgressView};
 use rebound_engine::reload::Reloader;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -206,12 +207,13 @@ impl Console {
         self == Console::Progress
     }
 
-    /// The pipeline stopped with `report` (read if [`Console::prints_report`]): `Progress`
-    /// prints it (exit 1 if messages were lost).
-    pub(super) fn report(self, report: Option<&Report>, json: bool) -> Outcome {
-        match (self, report) {
-            (Console::Progress, Some(report)) => print_report(report, json),
-            _ => Outcome::Ok,
+    /// The job stopped with `report` (the bundled pipeline's is read if
+    /// [`Console::prints_report`]; a relay always has one): printed on stdout (exit 1 if
+    /// messages were lost).
+    pub(super) fn report(self, report: Option<&dyn Summary>, json: bool) -> Outcome {
+        match report {
+            Some(report) => print_report(report, json),
+            None => Outcome::Ok,
         }
     }
 
@@ -223,7 +225,7 @@ impl Console {
     }
 }
 
-fn print_report(report: &Report, json: bool) -> Outcome {
+fn print_report(report: &dyn Summary, json: bool) -> Outcome {
     let mut out = std::io::stdout().lock();
     let text = if json {
         format!("{}\n", report.json())
@@ -232,8 +234,8 @@ fn print_report(report: &Report, json: bool) -> Outcome {
     };
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
-    if report.lost > 0 {
-        say_error(format_args!("{} messages were lost", report.lost));
+    if report.lost() > 0 {
+        say_error(format_args!("{} messages were lost", report.lost()));
         Outcome::Wrong
     } else {
         Outcome::Ok

@@ -61,6 +61,30 @@ pub enum JobError {
     Late(u64),
 }
 
+/// What a job did, printed on stdout after its stop (`--json`: one JSON document).
+pub trait Summary: Send {
+    /// The report as text, for a person.
+    fn text(&self) -> String;
+    /// The report as one JSON document.
+    fn json(&self) -> String;
+    /// Messages the job lost (a report with any exits 1).
+    fn lost(&self) -> u64 {
+        0
+    }
+}
+
+impl Summary for Report {
+    fn text(&self) -> String {
+        Report::text(self)
+    }
+    fn json(&self) -> String {
+        Report::json(self)
+    }
+    fn lost(&self) -> u64 {
+        self.lost
+    }
+}
+
 /// Reads where a job stands, each time it is called.
 pub type ReadProgress = Box<dyn Fn() -> Progress + Send + Sync>;
 
@@ -100,11 +124,12 @@ pub trait Running: Send {
     }
 
     /// Stops gracefully by `by`: trees in flight get at most `drain`, the last writes are
-    /// committed, and the report is read if `report` asks for it and the job has one.
+    /// committed, and the report is read if `report` asks for it (the bundled pipeline's
+    /// `serve` prints none) and the job has one.
     fn stop(
         self: Box<Self>,
         by: Instant,
         drain: std::time::Duration,
         report: bool,
-    ) -> BoxFuture<'static, Result<Option<Report>, JobError>>;
+    ) -> BoxFuture<'static, Result<Option<Box<dyn Summary>>, JobError>>;
 }

@@ -2,8 +2,7 @@
 //! signal stops at once), when the store stops taking writes (exit 2 with the cause), or,
 //! for `run`, when every message has its fate.
 
-use super::job::{JobError, Running};
-use crate::pipeline::Report;
+use super::job::{JobError, Running, Summary};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -97,7 +96,7 @@ pub async fn stop(
     running: Box<dyn Running>,
     deadline: Instant,
     report: bool,
-) -> Result<Option<Report>, JobError> {
+) -> Result<Option<Box<dyn Summary>>, JobError> {
     let by = deadline.checked_sub(EXIT_SHARE).unwrap_or(deadline);
     let failed = running.store_failed();
     let stop = running.stop(by, DRAIN_TIMEOUT, report);

@@ -3,25 +3,33 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebound_engine::PolicyHandle;
 use rebound_runtime::RunningTopology;
 use rebound_runtime::durable::labels::{self, KeeperLoop, LetterKeeper};
 use rebound_runtime::durable::{Durable, DurableOptions, JournalFailure};
 use rebound_runtime::fate::BoxFuture;
 use rebound_runtime::policy::{RulePolicy, TimeScale};
 use rebound_runtime::sources::SourceStats;
+use rebound_runtime::stats::StatsSnapshot;
 use rebound_runtime::store::Store;
 use rebound_runtime::time::{TimeSource, TokioTime};
 use rebound_runtime::topology::{MessageId, Topology};
 use tokio::time::Instant;
 
-use super::job::{Job, JobError, Running, Wiring};
+use super::job::{Job, JobError, Running, Summary, Wiring};
 use crate::admin::AdminState;
 use crate::admin::desks::DurableDesk;
-use crate::pipeline::Report;
+use crate::metrics::handler::HandlerStats;
 
 /// Builds the embedding's topology over the durable layer, told the ids of the retries it
-/// recovered from the store (a source's position must not hand them out again).
-type Build = Box<dyn FnOnce(&Durable, &[MessageId]) -> Result<Topology, JobError> + Send>;
+/// recovered from the store (a source's position must not hand them out again) and the rules
+/// in force (a bolt that says which set decided, as a relay's handler requests do).
+type Build = Box<
+    dyn FnOnce(&Durable, &[MessageId], &Arc<PolicyHandle>) -> Result<Topology, JobError> + Send,
+>;
+
+/// Reads the job's report at the stop, from the topology's last counters.
+type Reporter = Box<dyn FnOnce(&StatsSnapshot) -> Box<dyn Summary> + Send + Sync>;
 
 /// Any topology as a [`Job`]: an embedding builds its own spouts and bolts over the durable
 /// layer the application makes on its store, and gets what `run` and `serve` have: the live
@@ -54,6 +62,8 @@ pub struct TopologyJob {
     durable: DurableOptions,
     until_quiet: bool,
     sources: Vec<(String, Arc<SourceStats>)>,
+    handler: Option<Arc<HandlerStats>>,
+    reporter: Option<Reporter>,
 }
 
 impl TopologyJob {
@@ -64,6 +74,19 @@ impl TopologyJob {
         store: Arc<dyn Store>,
         build: impl FnOnce(&Durable, &[MessageId]) -> Result<Topology, JobError> + Send + 'static,
     ) -> TopologyJob {
+        TopologyJob::over_rules(store, move |durable, recovered, _| {
+            build(durable, recovered)
+        })
+    }
+
+    /// As [`TopologyJob::new`], with `build` also given the rules in force (live: read
+    /// [`PolicyHandle::current`] when it is needed).
+    pub fn over_rules(
+        store: Arc<dyn Store>,
+        build: impl FnOnce(&Durable, &[MessageId], &Arc<PolicyHandle>) -> Result<Topology, JobError>
+        + Send
+        + 'static,
+    ) -> TopologyJob {
         TopologyJob {
             store,
             build: Box::new(build),
@@ -71,7 +94,26 @@ impl TopologyJob {
             durable: DurableOptions::default(),
             until_quiet: false,
             sources: Vec::new(),
+            handler: None,
+            reporter: None,
         }
+    }
+
+    /// The topology calls a handler over HTTP (`relay`): its answers in `/metrics`
+    /// (`rebound_handler_requests_total{class}`, `rebound_handler_seconds`).
+    pub fn handler(mut self, stats: Arc<HandlerStats>) -> TopologyJob {
+        self.handler = Some(stats);
+        self
+    }
+
+    /// After the stop, `report` makes the job's report from the topology's last counters; it
+    /// is printed on stdout (`--json`: as JSON).
+    pub fn report(
+        mut self,
+        report: impl FnOnce(&StatsSnapshot) -> Box<dyn Summary> + Send + Sync + 'static,
+    ) -> TopologyJob {
+        self.reporter = Some(Box::new(report));
+        self
     }
 
     /// A broker source of the topology, shown as `name`: its counters in `/metrics`
@@ -116,7 +158,7 @@ impl Job for TopologyJob {
             let recovered = tokio::task::spawn_blocking(move || d.recover())
                 .await
                 .map_err(|e| JobError::Task(e.to_string()))??;
-            let topology = (self.build)(&durable, &recovered)?;
+            let topology = (self.build)(&durable, &recovered, &wiring.rules)?;
             durable.on_dead_letters(labels::alerting(wiring.rules.clone(), wiring.alerts));
             let keeper = LetterKeeper::new(durable.clone(), wiring.rules.clone(), self.scale);
             let seams = durable.seams(RulePolicy::new(wiring.rules, self.scale));
@@ -130,6 +172,8 @@ impl Job for TopologyJob {
                 scale: self.scale,
                 until_quiet: self.until_quiet,
                 sources: self.sources,
+                handler: self.handler,
+                reporter: self.reporter,
             }) as Box<dyn Running>)
         })
     }
@@ -143,12 +187,17 @@ struct TopologyRunning {
     scale: TimeScale,
     until_quiet: bool,
     sources: Vec<(String, Arc<SourceStats>)>,
+    handler: Option<Arc<HandlerStats>>,
+    reporter: Option<Reporter>,
 }
 
 impl Running for TopologyRunning {
     fn attach(&self, state: &mut AdminState) {
         for (name, stats) in &self.sources {
             state.metrics.sources.attach(name.clone(), stats.clone());
+        }
+        if let Some(handler) = &self.handler {
+            state.metrics.handler.attach(handler.clone());
         }
         state.metrics.runtime.attach(self.topology.stats_handle());
         state.metrics.letters.attach(self.keeper.clone());
@@ -179,9 +228,10 @@ impl Running for TopologyRunning {
         by: Instant,
         drain: Duration,
         _report: bool,
-    ) -> BoxFuture<'static, Result<Option<Report>, JobError>> {
+    ) -> BoxFuture<'static, Result<Option<Box<dyn Summary>>, JobError>> {
         Box::pin(async move {
             self.sweeping.stop().await;
+            let stats = self.topology.stats_handle();
             let left = by.saturating_duration_since(Instant::now());
             let report = self.topology.shutdown(drain.min(left)).await;
             if !report.drained {
@@ -191,7 +241,7 @@ impl Running for TopologyRunning {
                 );
             }
             self.durable.journal().flush().await;
-            Ok(None)
+            Ok(self.reporter.map(|report| report(&stats.snapshot())))
         })
     }
 }

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub mod alerts;
 pub mod fleet;
 pub mod gate;
+pub mod handler;
 pub mod letters;
 pub mod recent;
 pub mod rule_errors;
@@ -56,6 +57,8 @@ pub struct Metrics {
     pub gate: Arc<GateMetrics>,
     /// The broker sources; attach each source's counters to fill them.
     pub sources: Arc<sources::SourceMetrics>,
+    /// A relay's handler; attach its stats to fill them.
+    pub handler: Arc<handler::HandlerMetrics>,
     /// The last 15 minutes of per-second rates (not exported: `GET /v1/overview` shows them).
     pub recent: RecentRates,
 }
@@ -85,6 +88,8 @@ impl Metrics {
         registry.register_collector(Box::new(gate.clone()));
         let sources = Arc::new(sources::SourceMetrics::default());
         registry.register_collector(Box::new(sources.clone()));
+        let handler = Arc::new(handler::HandlerMetrics::default());
+        registry.register_collector(Box::new(handler.clone()));
         Metrics {
             registry,
             rules,
@@ -95,6 +100,7 @@ impl Metrics {
             letters,
             gate,
             sources,
+            handler,
             recent: RecentRates::default(),
         }
     }
