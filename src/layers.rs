@@ -8,7 +8,7 @@ use std::path::Path;
 /// Top to bottom. Modules on one line are one layer and do not import each other.
 const LAYERS: &[&[&str]] = &[
     &["app"],
-    &["pipeline"],
+    &["pipeline", "relay"],
     &["console"],
     &["admin"],
     &["metrics"],

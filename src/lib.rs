@@ -33,6 +33,7 @@ pub mod json;
 mod layers;
 pub mod metrics;
 pub mod pipeline;
+pub mod relay;
 
 /// How a command ended: the exit codes of cli.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -51,6 +51,7 @@ enum Command {
     Schema(cmd::schema::Args),
     Run(cmd::run::Args),
     Serve(cmd::serve::Args),
+    Relay(cmd::relay::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::schema::run(args),
         Command::Run(args) => cmd::run::run(args).unwrap_or_else(identity),
         Command::Serve(args) => cmd::serve::run(args).unwrap_or_else(identity),
+        Command::Relay(args) => cmd::relay::run(args).unwrap_or_else(identity),
     };
     match outcome {
         Outcome::Ok => ExitCode::SUCCESS,

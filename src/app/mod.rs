@@ -22,6 +22,7 @@ mod bundled;
 mod console;
 mod job;
 pub mod lifecycle;
+pub mod relay;
 pub mod shared_rules;
 mod topology;
 
@@ -520,7 +521,7 @@ async fn wire(
             Outcome::Trouble
         }
         Ok(report) => {
-            let outcome = console.report(report.as_ref(), options.json);
+            let outcome = console.report(report.as_deref(), options.json);
             match served {
                 Err(e) => {
                     say_error(format_args!("the admin API failed: {e}"));

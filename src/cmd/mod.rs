@@ -6,6 +6,7 @@ pub mod explain;
 mod failure;
 pub mod fmt;
 pub mod paths;
+pub mod relay;
 pub mod run;
 pub mod schema;
 pub mod serve;

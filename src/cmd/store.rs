@@ -44,6 +44,25 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// This node's name at a broker (`--node`, else the file's `node`, else the machine's
+    /// name: the same across restarts, so a restarted relay finds its own pending entries),
+    /// or why a given one is refused.
+    pub fn consumer(&self, file: &ConfigFile) -> Result<String, Outcome> {
+        match self.node.as_ref().or(file.node.as_ref()) {
+            Some(n) if n.trim().is_empty() => {
+                eprintln!("error: --node must not be blank");
+                Err(Outcome::Trouble)
+            }
+            Some(n) => Ok(n.trim().to_owned()),
+            None => Ok(hostname()),
+        }
+    }
+
+    /// `--lease`, else the file's, else 10 s.
+    pub fn lease(&self, file: &ConfigFile) -> Duration {
+        self.lease.or(file.lease).unwrap_or(Duration::from_secs(10))
+    }
+
     /// The fleet these flags (else `file`'s keys) join, or `None` for the embedded store; a
     /// bad flag is printed (never the URL itself: it may hold a password) and exits 2.
     pub fn fleet(&self, file: &ConfigFile) -> Result<Option<FleetOptions>, Outcome> {

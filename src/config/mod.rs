@@ -16,10 +16,14 @@
 
 mod parse;
 mod receivers;
+mod relay;
 mod topology;
 
 pub use parse::HostName;
 pub use receivers::{Receiver, Receivers, undefined_receivers};
+pub use relay::{
+    Fields, HandlerSetting, SourceSetting, SourceUrl, SourceUrlError, check_handler_url,
+};
 pub use topology::{Fuse, Topology};
 
 use rebound_engine::{Diagnostic, SourceFile};
@@ -74,6 +78,12 @@ pub struct ConfigFile {
     /// Where `alert:` labels send their dead letters.
     #[serde(default)]
     pub receivers: Receivers,
+    /// `relay`'s source: `--source` and how a message's parts are found.
+    #[serde(default)]
+    pub source: Option<SourceSetting>,
+    /// `relay`'s handler: `--handler`, its timeout, concurrency and CA file.
+    #[serde(default, deserialize_with = "parse::section")]
+    pub handler: HandlerSetting,
 }
 
 /// `store:`: the URL, alone or with the file its password is in.

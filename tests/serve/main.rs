@@ -21,3 +21,5 @@ mod serve_operator;
 mod serve_pull;
 mod serve_redrive;
 mod serve_watch;
+
+mod relay;

@@ -1,0 +1,79 @@
+//! `rebound relay` as a [`TopologyJob`]: the source's spout, the handler's bolt, the rules
+//! deciding each failure, custody acks to the broker, and the relay's report after the stop
+//! (`sources.md`, "`rebound relay`").
+
+use std::sync::Arc;
+
+use rebound_runtime::store::Store;
+use rebound_runtime::topology::{Config, TopologyBuilder};
+
+use super::TopologyJob;
+use super::job::{JobError, Summary};
+use crate::metrics::handler::HandlerStats;
+use crate::relay::bolt::HandlerBolt;
+use crate::relay::handler::Handler;
+use crate::relay::report::RelayReport;
+use crate::relay::source::SourceSpec;
+
+impl Summary for RelayReport {
+    fn text(&self) -> String {
+        RelayReport::text(self)
+    }
+    fn json(&self) -> String {
+        RelayReport::json(self)
+    }
+}
+
+/// The relay of `source` to `handler` over `store`, with the topology settings `config`
+/// (its `max_spout_pending` bounds what the broker holds unacknowledged, with one read
+/// batch).
+pub fn job(
+    source: SourceSpec,
+    handler: Handler,
+    config: Config,
+    store: Arc<dyn Store>,
+) -> TopologyJob {
+    let name = source.url.name().to_owned();
+    let source_stats = source.stats.clone();
+    let handler_stats = Arc::new(HandlerStats::default());
+    let (report_source, report_handler, bolt_stats) = (
+        source_stats.clone(),
+        handler_stats.clone(),
+        handler_stats.clone(),
+    );
+    let report_name = name.clone();
+    TopologyJob::over_rules(store, move |durable, _recovered, rules| {
+        let mut b = TopologyBuilder::new("relay");
+        b.config(config);
+        let durable = durable.clone();
+        // The source's URL was checked before the start: a refusal here is a server the
+        // client cannot take as an address, and the task says so instead of a spout.
+        let spout = source
+            .start(&durable)
+            .map_err(|e| JobError::Task(e.to_string()))?;
+        let spout = std::sync::Mutex::new(Some(spout));
+        b.spout("source", 1, move |_| {
+            spout
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .expect("the relay's one spout task is made once")
+        });
+        let rules = rules.clone();
+        b.deferred_bolt("handler", 1, move |_| {
+            HandlerBolt::new(handler.clone(), rules.clone(), bolt_stats.clone())
+        })
+        .shuffle("source");
+        Ok(b.build()?)
+    })
+    .source(name, source_stats)
+    .handler(handler_stats)
+    .report(move |topology| {
+        Box::new(RelayReport::new(
+            &report_name,
+            &report_source,
+            &report_handler,
+            topology,
+        )) as Box<dyn Summary>
+    })
+}

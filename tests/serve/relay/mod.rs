@@ -1,0 +1,6 @@
+//! `rebound relay` end to end: the real binary between a broker the test starts and a
+//! handler the test runs (`sources.md`). `support` runs both.
+
+mod jetstream;
+mod redis_stream;
+mod support;
