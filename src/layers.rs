@@ -8,13 +8,13 @@ use std::path::Path;
 /// Top to bottom. Modules on one line are one layer and do not import each other.
 const LAYERS: &[&[&str]] = &[
     &["app"],
-    &["pipeline"],
+    &["pipeline", "relay"],
     &["console"],
     &["admin"],
     &["metrics"],
     &["alerts"],
     &["config"],
-    &["json", "falls_under"],
+    &["json", "falls_under", "outbound"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -1,0 +1,17 @@
+//! `rebound relay` (`docs/spec/sources.md`, "`rebound relay`"): a team's own service, in any
+//! language, behind Rebound's retries. Each delivery from the source is one call to the
+//! team's HTTP handler, and its answer is the message's fate.
+//!
+//! - `handler.rs`: the handler's client ([`Handler`]): the request, the concurrency bound,
+//!   the timeout, TLS through [`crate::outbound`].
+//! - `answer.rs`: the answer read as a fate ([`Answer`], [`AnswerClass`]), the table of
+//!   sources.md row by row.
+
+mod answer;
+mod handler;
+
+pub use answer::{Answer, AnswerClass, HANDLER_TIMEOUT, HANDLER_UNAVAILABLE, MAX_FAILURE_BODY};
+pub use handler::{Delivery, Handler, HandlerError, HandlerOptions};
+
+#[cfg(test)]
+mod tests;
