@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["metrics"],
     &["alerts"],
     &["config"],
-    &["json", "falls_under"],
+    &["json", "falls_under", "outbound"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -16,6 +16,10 @@
 //!   retry, an audit line), one shape for the admin API, the alerts and their backlog.
 //! - [`alerts`]: the webhook sender of `alert:` labels ([`alerts::AlertDispatcher`]): batched,
 //!   retried with backoff, never blocking its caller.
+//! - [`relay`]: `rebound relay`, a team's HTTP handler behind the rules: the handler's
+//!   client and its answers read as fates.
+//! - [`outbound`]: the one HTTP(S) client out (reqwest over rustls with ring; the system's
+//!   roots or a CA file), for the relay's handler and the alert webhooks.
 //! - [`app`]: the one application wiring that `run` and `serve` share (signals, logging, the
 //!   rules watcher and puller, the admin listener, the graceful stop), told apart only by
 //!   their [`app::Options`].
@@ -32,6 +36,7 @@ pub mod json;
 #[cfg(test)]
 mod layers;
 pub mod metrics;
+pub mod outbound;
 pub mod pipeline;
 pub mod relay;
 

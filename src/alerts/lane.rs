@@ -3,7 +3,7 @@
 //! deferred, it sends those from the store (`backlog.rs`).
 
 use super::backlog::{AlertBacklog, BacklogCursor, Deferral};
-use super::webhook::{Attempt, Client, Request};
+use super::webhook::{Attempt, Request};
 use super::{AlertCounts, AlertOptions};
 use crate::config::Receiver;
 use rebound_engine::backoff::Doubling;
@@ -98,7 +98,6 @@ pub(super) struct Lane {
     pub(super) queue: mpsc::Receiver<Queued>,
     pub(super) state: Arc<LaneState>,
     pub(super) options: AlertOptions,
-    pub(super) client: Client,
     /// `Some` once the dispatcher shuts down: the time by which everything must be done.
     pub(super) deadline: watch::Receiver<Option<Instant>>,
     /// Where deferred letters are read back from, once the integrator said.
@@ -271,7 +270,7 @@ impl Lane {
             // A shutdown that begins while the receiver keeps this request waiting ends it
             // at the shutdown's deadline, not at the request's own timeout.
             let attempt = tokio::select! {
-                attempt = self.client.post(request, body.clone(), within) => attempt,
+                attempt = request.post(body.clone(), within) => attempt,
                 () = deadline_passes(&mut self.deadline) => {
                     Attempt::Failed("the shutdown's deadline passed while it waited for an answer".into())
                 }

@@ -6,7 +6,7 @@
 //! unknown receiver counts the letter as dropped. Each receiver has a task of its own (a
 //! *lane*, `lane.rs`) that takes a batch off its queue (at most `batch_max` letters, waiting at
 //! most `batch_wait` after the first) and `POST`s it as `{"dead_letters": [ … ]}` with the
-//! receiver's headers (`webhook.rs`). A delivery with no answer within `timeout`, or with a
+//! receiver's headers (`webhook.rs`, over `http://` or `https://`). A delivery with no answer within `timeout`, or with a
 //! status other than 2xx, is a failed attempt: the lane tries again after a backoff (from
 //! `retry_first`, doubling, at most `retry_max`) until `give_up_after` has passed since the
 //! batch's first attempt, and then counts its letters as dropped. While a lane retries, its
@@ -133,7 +133,6 @@ impl AlertDispatcher {
             ..options
         };
         let (deadline, _) = watch::channel(None);
-        let client = webhook::Client::new();
         let backlog = Arc::new(OnceLock::new());
         let mut counts = BTreeMap::new();
         let mut queues = BTreeMap::new();
@@ -146,7 +145,6 @@ impl AlertDispatcher {
                 queue: rx,
                 state: Arc::clone(&count),
                 options: options.clone(),
-                client: client.clone(),
                 deadline: deadline.subscribe(),
                 backlog: Arc::clone(&backlog),
             };

@@ -81,6 +81,7 @@ fn receiver(name: &str, addr: SocketAddr) -> Receiver {
     Receiver {
         name: name.to_owned(),
         webhook: format!("http://{addr}/hook"),
+        ca_file: None,
         headers: [("X-Team".to_owned(), "payments".to_owned())].into(),
     }
 }
@@ -169,6 +170,42 @@ async fn letters_arrive_in_batches_of_at_most_100_with_the_receivers_headers() {
         assert_eq!(headers["x-team"], "payments");
     }
     dispatcher.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn an_https_receiver_with_its_ca_file_gets_the_letters_and_one_without_refuses_its_certificate()
+ {
+    use crate::outbound::test_server::{TestCa, serve_tls};
+    let ca = TestCa::new("Alerts test CA");
+    let received = Received::default();
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(record))
+        .with_state(received.clone());
+    let addr = serve_tls(app, &ca).await;
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = Receiver {
+        webhook: format!("https://localhost:{}/hook", addr.port()),
+        ca_file: Some(ca.write(dir.path(), "ca.pem")),
+        ..receiver("oncall", addr)
+    };
+    // The same server, trusted only through the system's roots, which do not know its CA.
+    let untrusted = Receiver {
+        webhook: trusted.webhook.clone(),
+        ca_file: None,
+        ..receiver("system", addr)
+    };
+    let receivers = Receivers::new([trusted, untrusted]);
+    let dispatcher = AlertDispatcher::start(&receivers, quick());
+    for n in 0..3 {
+        dispatcher.send("oncall", letter(n));
+        dispatcher.send("system", letter(100 + n));
+    }
+    until(&dispatcher, "oncall", |c| c.sent == 3).await;
+    until(&dispatcher, "system", |c| c.failed >= 2).await;
+    assert_eq!(received.batches(), [vec![0, 1, 2]]);
+    assert_eq!(received.requests()[0].0["x-team"], "payments");
+    assert_eq!(counts_of(&dispatcher, "system").sent, 0);
+    dispatcher.shutdown(Duration::from_millis(100)).await;
 }
 
 #[tokio::test]

@@ -1,21 +1,17 @@
-//! One `POST` of a batch to a receiver's webhook: plain HTTP/1 through hyper-util's pooled
-//! client (no TLS: the configuration refuses `https://` webhooks).
+//! One `POST` of a batch to a receiver's webhook, `http://` or `https://`, through the
+//! product's client ([`crate::outbound`]): a pool of its own per receiver, whose TLS trusts
+//! the receiver's `ca_file` or the system's roots.
 
 use crate::config::Receiver;
+use crate::outbound;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::{self, connect::HttpConnector};
-use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 
-/// The HTTP client every lane shares (one connection pool).
-#[derive(Clone)]
-pub(super) struct Client(legacy::Client<HttpConnector, Full<Bytes>>);
-
-/// What a receiver's requests carry besides the body: its URL and headers, parsed once.
+/// What a receiver's requests carry besides the body: its client, URL and headers, made once.
 pub(super) struct Request {
-    uri: http::Uri,
+    client: reqwest::Client,
+    url: reqwest::Url,
     headers: HeaderMap,
 }
 
@@ -23,21 +19,23 @@ pub(super) struct Request {
 pub(super) enum Attempt {
     /// Answered 2xx.
     Delivered,
-    /// No answer in time, a connection error, or another status: why, for the log.
+    /// No answer in time, a connection or TLS error, or another status: why, for the log.
     Failed(String),
 }
 
+/// The most of an answer's body that is read (to put the connection back in the pool); past
+/// it the connection is closed instead.
+const MAX_ANSWER_BODY: usize = 64 * 1024;
+
 impl Request {
-    /// The request for `receiver`, or why its webhook or headers are not valid HTTP (the
-    /// configuration checks both; a `Receiver` built in code may not be).
+    /// The request for `receiver`, or why its webhook, headers or CA file are not usable
+    /// (the configuration checks them; a `Receiver` built in code may not be).
     pub(super) fn new(receiver: &Receiver) -> Result<Request, String> {
-        let uri: http::Uri = receiver
-            .webhook
-            .parse()
+        let url = reqwest::Url::parse(&receiver.webhook)
             .map_err(|e| format!("webhook {:?}: {e}", receiver.webhook))?;
-        if uri.scheme_str() != Some("http") {
+        if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
-                "webhook {:?}: only http:// is supported",
+                "webhook {:?}: expected an http:// or https:// URL",
                 receiver.webhook
             ));
         }
@@ -49,7 +47,12 @@ impl Request {
             headers.insert(name, value);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        Ok(Request { uri, headers })
+        let client = outbound::client(receiver.ca_file.as_deref()).map_err(|e| e.to_string())?;
+        Ok(Request {
+            client,
+            url,
+            headers,
+        })
     }
 
     /// The body of a batch: `{"dead_letters": [ … ]}`.
@@ -57,32 +60,21 @@ impl Request {
         let doc = serde_json::json!({ "dead_letters": letters });
         Bytes::from(serde_json::to_vec(&doc).unwrap_or_default())
     }
-}
 
-impl Client {
-    pub(super) fn new() -> Client {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        Client(legacy::Client::builder(TokioExecutor::new()).build(connector))
-    }
-
-    /// `POST`s `body` to `request`'s webhook; an answer (head and body) must come within
-    /// `within`.
-    pub(super) async fn post(&self, request: &Request, body: Bytes, within: Duration) -> Attempt {
-        let mut builder = http::Request::post(request.uri.clone());
-        if let Some(headers) = builder.headers_mut() {
-            headers.extend(request.headers.clone());
-        }
-        let req = match builder.body(Full::new(body)) {
-            Ok(r) => r,
-            Err(e) => return Attempt::Failed(e.to_string()),
-        };
+    /// `POST`s `body` to the webhook; an answer (head and body) must come within `within`.
+    pub(super) async fn post(&self, body: Bytes, within: Duration) -> Attempt {
         let exchange = async {
-            let response = self.0.request(req).await.map_err(|e| e.to_string())?;
-            let status = response.status();
+            let mut response = self
+                .client
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| outbound::cause(&e.without_url()))?;
             // Read the answer to its end, so that the connection goes back to the pool.
-            let _ = response.into_body().collect().await;
-            Ok::<_, String>(status)
+            let _ = outbound::read_at_most(&mut response, MAX_ANSWER_BODY).await;
+            Ok::<_, String>(response.status())
         };
         match tokio::time::timeout(within, exchange).await {
             Err(_) => Attempt::Failed(format!("no answer within {within:?}")),

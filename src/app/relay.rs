@@ -11,7 +11,7 @@ use super::TopologyJob;
 use super::job::{JobError, Summary};
 use crate::metrics::handler::HandlerStats;
 use crate::relay::bolt::HandlerBolt;
-use crate::relay::handler::Handler;
+use crate::relay::Handler;
 use crate::relay::report::RelayReport;
 use crate::relay::source::SourceSpec;
 

@@ -8,7 +8,7 @@ use super::duration;
 use crate::Outcome;
 use rebound::app::{self, AdminListen, TokenFrom};
 use rebound::config::{ConfigFile, SourceUrl, check_handler_url};
-use rebound::relay::handler::{Handler, HandlerOptions};
+use rebound::relay::{Handler, HandlerOptions};
 use rebound::relay::source::SourceSpec;
 use rebound_runtime::store::SqliteStore;
 use rebound_store_redis::stream::FieldNames;

@@ -7,9 +7,10 @@
 //! durations and bad values are `FILE:LINE:COL: error: …` diagnostics with "did you mean" for
 //! a misspelt key. Values are checked while they are read (`parse.rs`), so a file that loads
 //! holds only values the process can start with (an address is resolved and a token file read
-//! at start, not here).
+//! at start, not here; a receiver's `ca_file` is read here, so that a bad one is an error at
+//! its place in the file).
 //!
-//! Relative paths (`rules`, `data`, `admin.token_file`) are relative to the working directory,
+//! Relative paths (`rules`, `data`, `admin.token_file`, a receiver's `ca_file`) are relative to the working directory,
 //! as the flags they stand for are.
 //!
 //! [`deserialize_yaml`]: rebound_engine::load::deserialize_yaml

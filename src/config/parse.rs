@@ -12,6 +12,7 @@
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A scalar read as text and checked by `check` inside the visitor (so the error is marked at
@@ -301,25 +302,16 @@ pub(super) fn host_port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String
     })
 }
 
-/// A webhook: an `http://` URL with a host (no TLS client is built in).
+/// A webhook: an `http://` or `https://` URL with a host.
 pub(super) fn webhook<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    checked_str(d, "an http:// URL", |s| {
+    checked_str(d, "an http:// or https:// URL", |s| {
         let uri: http::Uri = s.parse().map_err(|e| {
             format!("bad webhook URL {s:?}: {e}; expected e.g. http://127.0.0.1:9093/rebound")
         })?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "webhook {s:?}: https is not supported (no TLS client is built in); use an \
-                     http:// URL, e.g. through a local proxy"
-                ));
-            }
-            _ => {
-                return Err(format!(
-                    "bad webhook URL {s:?}; expected http://HOST[:PORT]/PATH"
-                ));
-            }
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(format!(
+                "bad webhook URL {s:?}; expected http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH"
+            ));
         }
         if uri.host().is_none_or(str::is_empty) {
             return Err(format!(
@@ -327,6 +319,16 @@ pub(super) fn webhook<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Erro
             ));
         }
         Ok(s.to_owned())
+    })
+}
+
+/// A CA file: a PEM file of certificates, read and checked here (an error names the file and
+/// what is wrong with it).
+pub(super) fn ca_file<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+    checked_str(d, "the path of a PEM file of CA certificates", |s| {
+        let path = PathBuf::from(s);
+        crate::outbound::roots_from_file(&path).map_err(|e| e.to_string())?;
+        Ok(Some(path))
     })
 }
 

@@ -4,14 +4,18 @@
 use super::parse::{self, HeaderName, HeaderValue};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// One receiver: a webhook that takes `POST {"dead_letters": [ … ]}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Receiver {
     /// Its name, as `alert: NAME` labels name it (the key under `receivers:`).
     pub name: String,
-    /// An `http://` URL (checked to parse; no TLS client is built in).
+    /// An `http://` or `https://` URL (checked to parse).
     pub webhook: String,
+    /// `ca_file`: the PEM file of the CA certificates an `https://` webhook's certificate is
+    /// checked against (checked to hold one); `None`: the system's roots.
+    pub ca_file: Option<PathBuf>,
     /// Headers added to every request (`X-Team: payments`), checked to be valid HTTP.
     pub headers: BTreeMap<String, String>,
 }
@@ -61,6 +65,8 @@ struct Entry {
     webhook: String,
     #[serde(default)]
     headers: BTreeMap<HeaderName, HeaderValue>,
+    #[serde(default, deserialize_with = "parse::ca_file")]
+    ca_file: Option<PathBuf>,
 }
 
 /// A receiver's name: the key under `receivers:`.
@@ -87,6 +93,7 @@ impl<'de> Deserialize<'de> for Receivers {
             Receiver {
                 name: name.0,
                 webhook: e.webhook,
+                ca_file: e.ca_file,
                 headers: e.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect(),
             }
         })))

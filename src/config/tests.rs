@@ -210,9 +210,19 @@ fn bad_values_are_located_and_say_what_was_expected() {
         ("time_scale: -1\n", (1, 13), "greater than zero"),
         ("messages: 0\n", (1, 11), "at least 1"),
         (
-            "receivers:\n  oncall:\n    webhook: https://x/y\n",
+            "receivers:\n  oncall:\n    webhook: ftp://x/y\n",
             (3, 14),
-            "https is not supported",
+            "expected http://HOST[:PORT]/PATH or https://",
+        ),
+        (
+            "receivers:\n  oncall:\n    webhook: https://x/y\n    ca_file: /no/such/ca.pem\n",
+            (4, 14),
+            "CA file /no/such/ca.pem: cannot be read",
+        ),
+        (
+            "receivers:\n  oncall:\n    webhook: https://x/y\n    ca_fil: ca.pem\n",
+            (4, 5),
+            "unknown field 'ca_fil'",
         ),
         (
             "receivers:\n  oncall:\n    webhook: not a url\n",
@@ -241,6 +251,36 @@ fn bad_values_are_located_and_say_what_was_expected() {
     }
     let d = first_error("store_check: warm\n");
     assert_eq!(d.help.as_deref(), Some("did you mean 'warn'?"));
+}
+
+#[test]
+fn an_https_receiver_takes_a_ca_file_that_holds_a_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = crate::outbound::test_server::TestCa::new("Receivers' CA").write(dir.path(), "ca.pem");
+    let text = format!(
+        "receivers:\n  oncall:\n    webhook: https://alerts.example/hook\n    ca_file: {}\n",
+        ca.display()
+    );
+    let config = parse(&text).expect("an https receiver with its CA file");
+    let oncall = config.receivers.get("oncall").expect("oncall");
+    assert_eq!(oncall.webhook, "https://alerts.example/hook");
+    assert_eq!(oncall.ca_file.as_deref(), Some(ca.as_path()));
+    // Without one, the system's roots.
+    let config =
+        parse("receivers:\n  oncall:\n    webhook: https://alerts.example/hook\n").unwrap();
+    assert_eq!(config.receivers.get("oncall").unwrap().ca_file, None);
+    // A file that is not PEM is an error at its place, naming it.
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not a certificate\n").unwrap();
+    let d = first_error(&format!(
+        "receivers:\n  oncall:\n    webhook: https://h/\n    ca_file: {}\n",
+        notes.display()
+    ));
+    assert_eq!((d.line, d.column), (Some(4), Some(14)), "{d}");
+    assert!(
+        d.message.contains("notes.txt") && d.message.contains("holds no certificate"),
+        "{d}"
+    );
 }
 
 #[test]

@@ -80,6 +80,7 @@ mod tests {
         let receivers = Receivers::new([Receiver {
             name: "oncall".to_owned(),
             webhook: "http://127.0.0.1:9/hook".to_owned(),
+            ca_file: None,
             headers: Default::default(),
         }]);
         let dispatcher = AlertDispatcher::start(&receivers, AlertOptions::default());

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use rebound_engine::PolicyHandle;
 use rebound_runtime::topology::{DeferredBolt, PendingTuple, Value};
 
-use super::handler::{Delivery, Handler};
+use super::{Delivery, Handler};
 use crate::metrics::handler::HandlerStats;
 
 /// The attrs a relay adds to a handler's failure, so that `GET /v1/messages/{id}` shows each
