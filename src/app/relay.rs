@@ -10,8 +10,8 @@ use rebound_runtime::topology::{Config, TopologyBuilder};
 use super::TopologyJob;
 use super::job::{JobError, Summary};
 use crate::metrics::handler::HandlerStats;
-use crate::relay::bolt::HandlerBolt;
 use crate::relay::Handler;
+use crate::relay::bolt::HandlerBolt;
 use crate::relay::report::RelayReport;
 use crate::relay::source::SourceSpec;
 
@@ -43,6 +43,12 @@ pub fn job(
     );
     let report_name = name.clone();
     TopologyJob::over_rules(store, move |durable, _recovered, rules| {
+        tracing::info!(
+            source = %source.url,
+            handler = %shown(handler.url()),
+            consumer = %source.consumer,
+            "relaying"
+        );
         let mut b = TopologyBuilder::new("relay");
         b.config(config);
         let durable = durable.clone();
@@ -76,4 +82,31 @@ pub fn job(
             topology,
         )) as Box<dyn Summary>
     })
+}
+
+/// `url` with any user and password hidden (`https://***@host/…`).
+fn shown(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_handler_url_is_shown_without_its_credentials() {
+        assert_eq!(
+            super::shown("http://127.0.0.1:9000/orders"),
+            "http://127.0.0.1:9000/orders"
+        );
+        assert_eq!(
+            super::shown("https://u:p@orders.internal/x?a=b@c"),
+            "https://***@orders.internal/x?a=b@c"
+        );
+    }
 }

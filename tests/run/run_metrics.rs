@@ -100,7 +100,7 @@ fn the_binary_s_metrics_pass_promtool_check_metrics() {
     let mut child = Running::spawn(cmd);
     let base = super::support::admin_base(&mut child);
     let scrape = || {
-        reqwest::blocking::get(format!("{base}/metrics"))
+        super::support::get(format!("{base}/metrics"))
             .and_then(|r| r.text())
             .unwrap_or_default()
     };

@@ -126,7 +126,7 @@ fn under_block_a_dead_lettered_event_holds_its_order_back_until_an_operator_skip
         .args(["--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
     let base = admin_base(&mut child);
-    let http = reqwest::blocking::Client::new();
+    let http = super::support::http().build().unwrap();
     let metric = |name: &str| {
         let text = http
             .get(format!("{base}/metrics"))

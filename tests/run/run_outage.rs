@@ -60,8 +60,7 @@ fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lo
     // Every state the metrics show, in the order they show them, until the run ends.
     let mut seen: Vec<String> = Vec::new();
     let ended = wait_until(Duration::from_secs(120), || {
-        let Ok(text) = reqwest::blocking::get(format!("{base}/metrics")).and_then(|r| r.text())
-        else {
+        let Ok(text) = super::support::get(format!("{base}/metrics")).and_then(|r| r.text()) else {
             return true; // the run ended and its admin API with it
         };
         if let Some(state) = gateway_state(&text)

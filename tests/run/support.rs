@@ -307,3 +307,19 @@ pub fn admin_base(child: &mut Running) -> String {
     });
     found.expect("the admin address on stderr")
 }
+
+/// A blocking HTTP client's builder for the tests. The product builds reqwest without a TLS
+/// provider of its own (src/outbound hands it a rustls config over ring), so a client a test
+/// builds needs ring installed as the process's provider first: build every client here.
+pub fn http() -> reqwest::blocking::ClientBuilder {
+    static RING: std::sync::Once = std::sync::Once::new();
+    RING.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::blocking::Client::builder()
+}
+
+/// `GET url` with a client of [`http`].
+pub fn get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::blocking::Response> {
+    http().build()?.get(url).send()
+}

@@ -104,7 +104,7 @@ fn a_stream_s_source_is_in_metrics_and_readyz_and_every_entry_is_acknowledged() 
     .until_quiet();
     let app = std::thread::spawn(move || app::run_job(options, set, job));
 
-    let http = reqwest::blocking::Client::new();
+    let http = super::support::http().build().unwrap();
     let get = |path: &str| -> Option<(u16, String)> {
         let r = http.get(format!("http://{addr}{path}")).send().ok()?;
         Some((r.status().as_u16(), r.text().ok()?))

@@ -91,7 +91,7 @@ fn listing_eleven_thousand_letters_on_redis_is_answered_before_a_client_gives_up
             "1",
         ],
     );
-    let client = reqwest::blocking::Client::builder()
+    let client = super::support::http()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();

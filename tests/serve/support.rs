@@ -120,7 +120,7 @@ impl Server {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        let client = Client::builder().timeout(DEADLINE * 3).build().unwrap();
+        let client = http().timeout(DEADLINE * 3).build().unwrap();
         Server {
             child,
             base: format!("http://{addr}"),
@@ -273,4 +273,20 @@ pub fn status_and_json(r: Response) -> (u16, Value) {
     let body = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {text:?} (status {status})"));
     (status, body)
+}
+
+/// A blocking HTTP client's builder for the tests. The product builds reqwest without a TLS
+/// provider of its own (src/outbound hands it a rustls config over ring), so a client a test
+/// builds needs ring installed as the process's provider first: build every client here.
+pub fn http() -> reqwest::blocking::ClientBuilder {
+    static RING: std::sync::Once = std::sync::Once::new();
+    RING.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::blocking::Client::builder()
+}
+
+/// `GET url` with a client of [`http`].
+pub fn get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::blocking::Response> {
+    http().build()?.get(url).send()
 }

@@ -69,7 +69,7 @@ impl Console {
             base,
             rules,
             _data: data,
-            http: reqwest::blocking::Client::builder()
+            http: crate::support::http()
                 .timeout(Duration::from_secs(60))
                 .build()
                 .expect("an HTTP client"),

@@ -64,7 +64,7 @@ impl Browser {
             .spawn()
             .expect("start chromedriver");
         let port = driver_port(&mut driver);
-        let http = reqwest::blocking::Client::builder()
+        let http = crate::support::http()
             .timeout(Duration::from_secs(120))
             .build()
             .expect("an HTTP client");

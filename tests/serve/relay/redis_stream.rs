@@ -185,7 +185,7 @@ fn every_message_reaches_the_handler_and_ends_acked_or_dead_lettered_with_nothin
     assert_eq!(letters["total"], 4, "{letters}");
     let declined = received.iter().find(|r| n_of(r) % 10 == 7).unwrap();
     let id = declined.header("rebound-message-id");
-    let message = relay.get_json(&format!("/v1/messages/{id}"));
+    let message = relay.get_json(&format!("/v1/messages/{}", id.replace('/', "%2F")));
     assert_eq!(message["state"], "dead_lettered", "{message}");
     let failure = &message["failures"][0];
     assert_eq!(failure["code"], "PAY_FAILED", "{message}");
@@ -324,7 +324,7 @@ fn a_source_url_s_password_is_never_printed() {
         &["--source", &url, "--handler", &handler.url()],
     );
     let readyz = || {
-        reqwest::blocking::get(format!("{}/readyz", relay.base))
+        super::super::support::get(format!("{}/readyz", relay.base))
             .map(|r| (r.status().as_u16(), r.text().unwrap_or_default()))
             .unwrap_or((0, String::new()))
     };

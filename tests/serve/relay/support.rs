@@ -250,7 +250,7 @@ impl Relay {
 
     /// `GET path` of the admin API as text.
     pub fn get(&self, path: &str) -> String {
-        reqwest::blocking::get(format!("{}{path}", self.base))
+        super::super::support::get(format!("{}{path}", self.base))
             .and_then(|r| r.text())
             .unwrap_or_default()
     }
