@@ -46,7 +46,7 @@ fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
     });
     // Every fifth waits an hour for its retry; the rest are acked at once.
     let handler = HandlerServer::start(|r| {
-        if n_of(r) % 5 == 0 {
+        if n_of(r).is_multiple_of(5) {
             Answer::code(503, "SLOW")
         } else {
             Answer::ok()

@@ -221,7 +221,7 @@ fn a_retry_waiting_an_hour_holds_nothing_at_the_broker() {
     let server = TestServer::start();
     add(&server, 0, 30);
     let handler = HandlerServer::start(|r| {
-        if n_of(r) % 3 == 0 {
+        if n_of(r).is_multiple_of(3) {
             Answer::code(503, "SLOW")
         } else {
             Answer::ok()
