@@ -2,5 +2,6 @@
 //! handler the test runs (`sources.md`). `support` runs both.
 
 mod jetstream;
+mod readme;
 mod redis_stream;
 mod support;
