@@ -229,6 +229,7 @@ fn the_admin_api_next_to_a_run_shows_its_metrics_and_replays_into_it() {
     cmd.args(["--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
     let base = super::support::admin_base(&mut child);
+    rebound::outbound::use_ring_by_default();
     let http = reqwest::blocking::Client::new();
     let get = |path: &str| http.get(format!("{base}{path}")).send().unwrap();
 

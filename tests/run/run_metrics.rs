@@ -99,6 +99,7 @@ fn the_binary_s_metrics_pass_promtool_check_metrics() {
     cmd.args(["--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
     let base = super::support::admin_base(&mut child);
+    rebound::outbound::use_ring_by_default();
     let scrape = || {
         reqwest::blocking::get(format!("{base}/metrics"))
             .and_then(|r| r.text())

@@ -126,6 +126,7 @@ fn under_block_a_dead_lettered_event_holds_its_order_back_until_an_operator_skip
         .args(["--admin", "127.0.0.1:0"]);
     let mut child = Running::spawn(cmd);
     let base = admin_base(&mut child);
+    rebound::outbound::use_ring_by_default();
     let http = reqwest::blocking::Client::new();
     let metric = |name: &str| {
         let text = http

@@ -59,6 +59,7 @@ fn an_outage_opens_the_gateways_breaker_which_ramps_and_closes_and_nothing_is_lo
     let base = super::support::admin_base(&mut child);
     // Every state the metrics show, in the order they show them, until the run ends.
     let mut seen: Vec<String> = Vec::new();
+    rebound::outbound::use_ring_by_default();
     let ended = wait_until(Duration::from_secs(120), || {
         let Ok(text) = reqwest::blocking::get(format!("{base}/metrics")).and_then(|r| r.text())
         else {

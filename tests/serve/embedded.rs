@@ -108,6 +108,7 @@ fn an_embedded_topology_gets_the_admin_api_metrics_and_labels_and_ends_when_quie
     .until_quiet();
     let app = std::thread::spawn(move || app::run_job(options, set, job));
 
+    rebound::outbound::use_ring_by_default();
     let http = reqwest::blocking::Client::new();
     let get = |path: &str| -> Option<(u16, String)> {
         let r = http.get(format!("http://{addr}{path}")).send().ok()?;

@@ -104,6 +104,7 @@ fn a_stream_s_source_is_in_metrics_and_readyz_and_every_entry_is_acknowledged() 
     .until_quiet();
     let app = std::thread::spawn(move || app::run_job(options, set, job));
 
+    rebound::outbound::use_ring_by_default();
     let http = reqwest::blocking::Client::new();
     let get = |path: &str| -> Option<(u16, String)> {
         let r = http.get(format!("http://{addr}{path}")).send().ok()?;

@@ -91,6 +91,7 @@ fn listing_eleven_thousand_letters_on_redis_is_answered_before_a_client_gives_up
             "1",
         ],
     );
+    rebound::outbound::use_ring_by_default();
     let client = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()

@@ -120,6 +120,7 @@ impl Server {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
+        rebound::outbound::use_ring_by_default();
         let client = Client::builder().timeout(DEADLINE * 3).build().unwrap();
         Server {
             child,

@@ -65,6 +65,7 @@ impl Console {
             .env("REBOUND_ADMIN_TOKEN", TOKEN);
         let mut run = Running::spawn(cmd);
         let base = admin_base(&mut run);
+        rebound::outbound::use_ring_by_default();
         let console = Console {
             base,
             rules,

@@ -64,6 +64,7 @@ impl Browser {
             .spawn()
             .expect("start chromedriver");
         let port = driver_port(&mut driver);
+        rebound::outbound::use_ring_by_default();
         let http = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(120))
             .build()
