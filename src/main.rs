@@ -55,6 +55,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any HTTP client is built (the rules puller's too): see the function.
+    rebound::outbound::use_ring_by_default();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Check(args) => cmd::check::run(args),

@@ -227,6 +227,8 @@ pub fn run(options: Options, set: CompiledSet) -> Outcome {
 /// console, metrics, alerts, signals and bounded stop as `run` and `serve`. The options that
 /// only the bundled pipeline reads (`data`, `messages`, `topology`, …) are ignored.
 pub fn run_job(options: Options, set: CompiledSet, job: impl Job) -> Outcome {
+    // Before any HTTP client is built (the rules puller's): an embedding's `main` may not.
+    crate::outbound::use_ring_by_default();
     let view = options.console.view(options.messages);
     options.console.init_logging(&view, options.log_format);
     // A fleet's node checks and connects to the shared store first: the rules are published

@@ -10,8 +10,8 @@
 //! at start, not here; a receiver's `ca_file` is read here, so that a bad one is an error at
 //! its place in the file).
 //!
-//! Relative paths (`rules`, `data`, `admin.token_file`, a receiver's `ca_file`) are relative to the working directory,
-//! as the flags they stand for are.
+//! Relative paths (`rules`, `data`, `admin.token_file`, a receiver's `ca_file`) are relative
+//! to the working directory, as the flags they stand for are.
 //!
 //! [`deserialize_yaml`]: rebound_engine::load::deserialize_yaml
 

@@ -35,9 +35,22 @@ pub enum OutboundError {
     Build(String),
 }
 
+/// Makes ring the process's default rustls provider, if none is yet (idempotent, cheap).
+///
+/// reqwest is built with `rustls-no-provider` (so that no aws-lc is built), which it shares
+/// with every crate of the process that uses it: a reqwest client built without a TLS
+/// configuration of its own (the engine's rules puller, `reqwest::blocking::get` in a test)
+/// takes the process's default provider, and panics when there is none. `main` calls this
+/// first; so does [`client`].
+pub fn use_ring_by_default() {
+    // An error only says that a default is installed already, which is what is wanted.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// A pooled HTTP/1.1 client whose TLS trusts the system's roots, or only the certificates of
 /// `ca_file` when one is given. Redirects are not followed; no proxy is used.
 pub fn client(ca_file: Option<&Path>) -> Result<reqwest::Client, OutboundError> {
+    use_ring_by_default();
     let tls = tls::client_config(ca_file)?;
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)

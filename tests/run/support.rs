@@ -312,10 +312,7 @@ pub fn admin_base(child: &mut Running) -> String {
 /// provider of its own (src/outbound hands it a rustls config over ring), so a client a test
 /// builds needs ring installed as the process's provider first: build every client here.
 pub fn http() -> reqwest::blocking::ClientBuilder {
-    static RING: std::sync::Once = std::sync::Once::new();
-    RING.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    rebound::outbound::use_ring_by_default();
     reqwest::blocking::Client::builder()
 }
 

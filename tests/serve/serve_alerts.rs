@@ -29,10 +29,17 @@ fn rules() -> tempfile::TempDir {
 }
 
 fn config(dir: &Path, url: &str) -> std::path::PathBuf {
+    config_with(dir, url, "")
+}
+
+/// The configuration of one receiver `oncall` at `url`, with `more` keys of its own.
+fn config_with(dir: &Path, url: &str, more: &str) -> std::path::PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(
         &path,
-        format!("receivers:\n  oncall:\n    webhook: {url}\n    headers: {{ X-Team: payments }}\n"),
+        format!(
+            "receivers:\n  oncall:\n    webhook: {url}\n    headers: {{ X-Team: payments }}\n{more}"
+        ),
     )
     .unwrap();
     path
@@ -124,8 +131,13 @@ fn letters_arrive_batched_and_a_failed_delivery_is_retried() {
 
 /// `rebound run` alerting `url`: its report and stderr.
 fn run(dir: &Path, rules: &Path, url: &str) -> (Value, String) {
+    run_with(dir, rules, url, "")
+}
+
+/// `rebound run` alerting `url`, its receiver with `more` keys: its report and stderr.
+fn run_with(dir: &Path, rules: &Path, url: &str, more: &str) -> (Value, String) {
     let data = dir.join(format!("data-{}", url.len() + rand_suffix()));
-    let cfg = config(dir, url);
+    let cfg = config_with(dir, url, more);
     let out = Command::new(env!("CARGO_BIN_EXE_rebound"))
         .args([
             "run",
@@ -186,6 +198,42 @@ fn a_receiver_that_never_answers_slows_no_run_and_its_letters_are_counted_droppe
         "{silent_stderr}"
     );
     assert!(!answering.requests().is_empty());
+}
+
+#[test]
+fn an_https_receiver_with_its_ca_file_gets_every_letter_and_one_without_names_the_certificate() {
+    let rules = rules();
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, ca_pem) = Receiver::start_tls(Answer::Statuses(vec![200]));
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_pem).unwrap();
+    let more = format!("    ca_file: {}\n", ca_file.display());
+    let (report, stderr) = run_with(dir.path(), rules.path(), &receiver.url, &more);
+    let l3 = report["dead_letters_by_label"]["L3"].as_u64().unwrap_or(0);
+    assert!(l3 > 0, "{report}");
+    assert!(!stderr.contains("alerts not delivered"), "{stderr}");
+    let requests = receiver.requests();
+    assert!(requests.iter().all(|r| r.status == Some(200)));
+    let delivered: BTreeSet<String> = requests.iter().flat_map(|r| ids_of(&r.body)).collect();
+    assert_eq!(delivered.len() as u64, l3, "every L3 letter, over TLS");
+    assert!(
+        requests[0]
+            .headers
+            .iter()
+            .any(|(k, v)| k == "x-team" && v == "payments")
+    );
+
+    // The same receiver on the system's roots, which do not know its CA: nothing delivered,
+    // and the run says why.
+    let before = receiver.requests().len();
+    let (report, stderr) = run(dir.path(), rules.path(), &receiver.url);
+    assert_eq!(report["lost"], 0, "{report}");
+    assert!(stderr.contains("alerts not delivered"), "{stderr}");
+    assert!(
+        stderr.contains("invalid peer certificate") && stderr.contains("UnknownIssuer"),
+        "{stderr}"
+    );
+    assert_eq!(receiver.requests().len(), before);
 }
 
 #[test]

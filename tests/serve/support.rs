@@ -279,10 +279,7 @@ pub fn status_and_json(r: Response) -> (u16, Value) {
 /// provider of its own (src/outbound hands it a rustls config over ring), so a client a test
 /// builds needs ring installed as the process's provider first: build every client here.
 pub fn http() -> reqwest::blocking::ClientBuilder {
-    static RING: std::sync::Once = std::sync::Once::new();
-    RING.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    rebound::outbound::use_ring_by_default();
     reqwest::blocking::Client::builder()
 }
 
