@@ -50,6 +50,9 @@ pub enum JobError {
         "a fleet (--store redis://…) is joined only by the bundled pipeline; a TopologyJob runs on the store it is given"
     )]
     FleetUnsupported,
+    /// The job refused to start: why, in one line.
+    #[error("{0}")]
+    Refused(String),
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),

@@ -22,6 +22,7 @@ mod bundled;
 mod console;
 mod job;
 pub mod lifecycle;
+mod member;
 pub mod relay;
 pub mod shared_rules;
 mod topology;
@@ -30,7 +31,7 @@ pub use admin::{AdminListen, TokenFrom};
 use console::say_error;
 pub use console::{Console, LogFormat};
 pub use job::{Job, JobError, Running, Wiring};
-pub use topology::TopologyJob;
+pub use topology::{JobStore, TopologyJob};
 
 use crate::Outcome;
 use crate::admin::AdminState;

@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 
-use rebound_runtime::store::Store;
 use rebound_runtime::topology::{Config, TopologyBuilder};
 
-use super::TopologyJob;
 use super::job::{JobError, Summary};
+use super::{JobStore, TopologyJob};
 use crate::metrics::handler::HandlerStats;
 use crate::relay::Handler;
 use crate::relay::bolt::HandlerBolt;
@@ -24,15 +23,10 @@ impl Summary for RelayReport {
     }
 }
 
-/// The relay of `source` to `handler` over `store`, with the topology settings `config`
-/// (its `max_spout_pending` bounds what the broker holds unacknowledged, with one read
-/// batch).
-pub fn job(
-    source: SourceSpec,
-    handler: Handler,
-    config: Config,
-    store: Arc<dyn Store>,
-) -> TopologyJob {
+/// The relay of `source` to `handler` over `store` (its own, or a fleet's), with the topology
+/// settings `config` (its `max_spout_pending` bounds what the broker holds unacknowledged,
+/// with one read batch).
+pub fn job(source: SourceSpec, handler: Handler, config: Config, store: JobStore) -> TopologyJob {
     let name = source.url.name().to_owned();
     let source_stats = source.stats.clone();
     let handler_stats = Arc::new(HandlerStats::default());

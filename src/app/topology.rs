@@ -6,7 +6,7 @@ use std::time::Duration;
 use rebound_engine::PolicyHandle;
 use rebound_runtime::RunningTopology;
 use rebound_runtime::durable::labels::{self, KeeperLoop, LetterKeeper};
-use rebound_runtime::durable::{Durable, DurableOptions, JournalFailure};
+use rebound_runtime::durable::{Durable, DurableOptions, JournalFailure, SharedOptions};
 use rebound_runtime::fate::BoxFuture;
 use rebound_runtime::policy::{RulePolicy, TimeScale};
 use rebound_runtime::sources::SourceStats;
@@ -17,6 +17,7 @@ use rebound_runtime::topology::{MessageId, Topology};
 use tokio::time::Instant;
 
 use super::job::{Job, JobError, Running, Summary, Wiring};
+use super::member::{self, FleetMember};
 use crate::admin::AdminState;
 use crate::admin::desks::DurableDesk;
 use crate::metrics::handler::HandlerStats;
@@ -27,6 +28,18 @@ use crate::metrics::handler::HandlerStats;
 type Build = Box<
     dyn FnOnce(&Durable, &[MessageId], &Arc<PolicyHandle>) -> Result<Topology, JobError> + Send,
 >;
+
+/// Where a [`TopologyJob`] keeps its durable state.
+#[derive(Clone)]
+pub enum JobStore {
+    /// A store of its own (the embedded SQLite store): the job runs alone on it, and refuses
+    /// a fleet.
+    Own(Arc<dyn Store>),
+    /// The fleet's shared store (`--store redis://…`, `Options::fleet`): the job joins the
+    /// fleet as its node, the store divides the retries (claims) and its sources divide the
+    /// messages (a consumer group or a durable consumer).
+    Fleet,
+}
 
 /// Reads the job's report at the stop, from the topology's last counters.
 type Reporter = Box<dyn FnOnce(&StatsSnapshot) -> Box<dyn Summary> + Send + Sync>;
@@ -56,7 +69,7 @@ type Reporter = Box<dyn FnOnce(&StatsSnapshot) -> Box<dyn Summary> + Send + Sync
 /// # let _ = outcome; Ok(()) }
 /// ```
 pub struct TopologyJob {
-    store: Arc<dyn Store>,
+    store: JobStore,
     build: Build,
     scale: TimeScale,
     durable: DurableOptions,
@@ -74,7 +87,7 @@ impl TopologyJob {
         store: Arc<dyn Store>,
         build: impl FnOnce(&Durable, &[MessageId]) -> Result<Topology, JobError> + Send + 'static,
     ) -> TopologyJob {
-        TopologyJob::over_rules(store, move |durable, recovered, _| {
+        TopologyJob::over_rules(JobStore::Own(store), move |durable, recovered, _| {
             build(durable, recovered)
         })
     }
@@ -82,7 +95,7 @@ impl TopologyJob {
     /// As [`TopologyJob::new`], with `build` also given the rules in force (live: read
     /// [`PolicyHandle::current`] when it is needed).
     pub fn over_rules(
-        store: Arc<dyn Store>,
+        store: JobStore,
         build: impl FnOnce(&Durable, &[MessageId], &Arc<PolicyHandle>) -> Result<Topology, JobError>
         + Send
         + 'static,
@@ -149,11 +162,35 @@ impl Job for TopologyJob {
         wiring: Wiring,
     ) -> BoxFuture<'static, Result<Box<dyn Running>, JobError>> {
         Box::pin(async move {
-            if wiring.fleet.is_some() {
-                return Err(JobError::FleetUnsupported);
-            }
             let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
-            let durable = Durable::new(self.store, time, self.durable);
+            let (durable, joined) = match (self.store, &wiring.fleet) {
+                (JobStore::Own(store), None) => (Durable::new(store, time, self.durable), None),
+                (JobStore::Own(_), Some(_)) => return Err(JobError::FleetUnsupported),
+                (JobStore::Fleet, None) => {
+                    return Err(JobError::Refused(
+                        "this job runs on a fleet's shared store (--store redis://…), and none is given".into(),
+                    ));
+                }
+                (JobStore::Fleet, Some(link)) => {
+                    let l = link.clone();
+                    let (member, store) = tokio::task::spawn_blocking(move || member::join(&l))
+                        .await
+                        .map_err(|e| JobError::Task(e.to_string()))??;
+                    let mut options = self.durable;
+                    // A shared store's outage is waited out (writes queue up), as the bundled
+                    // pipeline's fleet does.
+                    options.journal.give_up_after = options
+                        .journal
+                        .give_up_after
+                        .max(crate::pipeline::fleet::FLEET_GIVE_UP);
+                    let shared = SharedOptions::new(link.options.node.clone(), link.options.lease);
+                    let durable = Durable::builder(store.clone(), time)
+                        .options(options)
+                        .shared(store, shared)
+                        .build();
+                    (durable, Some((link.clone(), member)))
+                }
+            };
             let d = durable.clone();
             let recovered = tokio::task::spawn_blocking(move || d.recover())
                 .await
@@ -161,10 +198,22 @@ impl Job for TopologyJob {
             let topology = (self.build)(&durable, &recovered, &wiring.rules)?;
             durable.on_dead_letters(labels::alerting(wiring.rules.clone(), wiring.alerts));
             let keeper = LetterKeeper::new(durable.clone(), wiring.rules.clone(), self.scale);
-            let seams = durable.seams(RulePolicy::new(wiring.rules, self.scale));
+            let seams = durable.seams(RulePolicy::new(wiring.rules.clone(), self.scale));
             let topology = topology.start(seams);
             let sweeping = keeper.spawn();
+            let member = joined.map(|(link, member)| {
+                let stats = topology.stats_handle();
+                let pending = Arc::new(move || stats.snapshot().pending);
+                FleetMember::start(
+                    &link,
+                    member,
+                    durable.clone(),
+                    wiring.rules.clone(),
+                    pending,
+                )
+            });
             Ok(Box::new(TopologyRunning {
+                member,
                 durable,
                 topology,
                 keeper,
@@ -180,6 +229,7 @@ impl Job for TopologyJob {
 }
 
 struct TopologyRunning {
+    member: Option<FleetMember>,
     durable: Durable,
     topology: RunningTopology,
     keeper: LetterKeeper,
@@ -198,6 +248,14 @@ impl Running for TopologyRunning {
         }
         if let Some(handler) = &self.handler {
             state.metrics.handler.attach(handler.clone());
+        }
+        if let Some(member) = &self.member {
+            let view = member.view().clone();
+            state
+                .metrics
+                .runtime
+                .attach_fleet_depth(view.state.queue_depth.clone());
+            state.fleet = Some(Arc::new(view));
         }
         state.metrics.runtime.attach(self.topology.stats_handle());
         state.metrics.letters.attach(self.keeper.clone());
@@ -241,6 +299,9 @@ impl Running for TopologyRunning {
                 );
             }
             self.durable.journal().flush().await;
+            if let Some(member) = self.member {
+                member.leave().await;
+            }
             Ok(self.reporter.map(|report| report(&stats.snapshot())))
         })
     }

@@ -6,7 +6,7 @@
 
 use super::duration;
 use crate::Outcome;
-use rebound::app::{self, AdminListen, TokenFrom};
+use rebound::app::{self, AdminListen, JobStore, TokenFrom};
 use rebound::config::{ConfigFile, SourceUrl, check_handler_url};
 use rebound::relay::source::SourceSpec;
 use rebound::relay::{Handler, HandlerOptions};
@@ -93,12 +93,7 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     let scale = super::time_scale(time_scale)?;
     let url = source_url(args.source.as_deref(), &file)?;
     let handler_options = handler_options(args.handler.as_deref(), &file)?;
-    if args.store.fleet(&file)?.is_some() {
-        eprintln!(
-            "error: relay runs on the embedded store for now (--store sqlite); a fleet of relays on --store redis://… is not built yet"
-        );
-        return Err(Outcome::Trouble);
-    }
+    let fleet = args.store.fleet(&file)?;
     let mut topology = file
         .topology
         .apply(rebound_runtime::topology::Config::default());
@@ -128,11 +123,19 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
         }
     };
     let (rules, set, data) = super::rules_and_data(args.rules, args.data, args.json, &file)?;
-    let store = SqliteStore::open(&data).map_err(|e| {
-        eprintln!("error: {e}");
-        Outcome::Trouble
-    })?;
-    let mut source = SourceSpec::new(url, args.store.consumer(&file)?, topology.max_spout_pending);
+    // On a fleet the node's name is its consumer's name too (each node its own, so the broker
+    // divides the stream); alone, the machine's name (the same across restarts).
+    let (store, consumer) = match &fleet {
+        Some(fleet) => (JobStore::Fleet, fleet.node.clone()),
+        None => {
+            let store = SqliteStore::open(&data).map_err(|e| {
+                eprintln!("error: {e}");
+                Outcome::Trouble
+            })?;
+            (JobStore::Own(Arc::new(store)), args.store.consumer(&file)?)
+        }
+    };
+    let mut source = SourceSpec::new(url, consumer, topology.max_spout_pending);
     source.lease = args.store.lease(&file);
     if let Some(setting) = &file.source {
         if let Some(biz) = &setting.biz {
@@ -158,11 +161,12 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
         url,
         interval: args.rules_poll_interval,
     });
+    options.fleet = fleet;
     options.topology = topology.clone();
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;
-    let job = app::relay::job(source, handler, topology, Arc::new(store)).time_scale(scale);
+    let job = app::relay::job(source, handler, topology, store).time_scale(scale);
     Ok(app::run_job(options, set, job))
 }
 

@@ -67,7 +67,7 @@ impl Default for FleetState {
 }
 
 impl FleetState {
-    fn answered(&self, ok: bool) {
+    pub(crate) fn answered(&self, ok: bool) {
         let was = self.store_up.swap(ok, Relaxed);
         let mut since = self
             .down_since
@@ -118,7 +118,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Pings the store every [`TICK`] (each ping bounded by [`PROBE`]) and says in `state`
 /// whether it answered, until aborted.
-async fn probe(store: Arc<RedisStore>, state: Arc<FleetState>) {
+pub(crate) async fn probe(store: Arc<RedisStore>, state: Arc<FleetState>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

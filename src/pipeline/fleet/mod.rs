@@ -136,7 +136,7 @@ impl std::fmt::Debug for FleetLink {
 /// How long a fleet's journal retries a store that does not answer before it gives up: a
 /// shared store's outage is waited out (writes queue up, the spout stops taking orders), not
 /// a reason to stop.
-const FLEET_GIVE_UP: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const FLEET_GIVE_UP: Duration = Duration::from_secs(24 * 3600);
 
 /// Connects to the shared store and checks the server as `--store-check` says. Blocking.
 pub fn connect(options: &FleetOptions) -> Result<RedisStore, PipelineError> {

@@ -75,6 +75,7 @@ type Decide = dyn Fn(&Received) -> Answer + Send + Sync;
 /// recorded. It stops when dropped.
 pub struct HandlerServer {
     pub addr: SocketAddr,
+    decide: Arc<Decide>,
     received: Arc<Mutex<Vec<Received>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -85,6 +86,44 @@ impl HandlerServer {
     pub fn start(decide: impl Fn(&Received) -> Answer + Send + Sync + 'static) -> HandlerServer {
         let received = Arc::new(Mutex::new(Vec::new()));
         let decide: Arc<Decide> = Arc::new(decide);
+        let (addr, stop, thread) = Self::serve("127.0.0.1:0".parse().unwrap(), &decide, &received);
+        HandlerServer {
+            addr,
+            decide,
+            received,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops it (connections refused from now on) until [`HandlerServer::restart`].
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Starts it again on the same address, answering as before.
+    pub fn restart(&mut self) {
+        self.stop();
+        let (_, stop, thread) = Self::serve(self.addr, &self.decide, &self.received);
+        self.stop = Some(stop);
+        self.thread = Some(thread);
+    }
+
+    fn serve(
+        addr: SocketAddr,
+        decide: &Arc<Decide>,
+        received: &Arc<Mutex<Vec<Received>>>,
+    ) -> (
+        SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let decide = decide.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();
         let log = received.clone();
@@ -95,29 +134,30 @@ impl HandlerServer {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let listener = loop {
+                    // The port may take a moment to be free again after a stop.
+                    match tokio::net::TcpListener::bind(addr).await {
+                        Ok(l) => break l,
+                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                };
                 bound_tx.send(listener.local_addr().unwrap()).unwrap();
                 let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
                     let (decide, log) = (decide.clone(), log.clone());
                     async move { answer(&*decide, &log, headers, body).await }
                 });
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
+                // A stop is abrupt, as a killed server's: the runtime goes, and with it every
+                // connection and every request in flight.
+                tokio::select! {
+                    served = axum::serve(listener, app).into_future() => served.unwrap(),
+                    _ = stopped => {}
+                }
             });
         });
         let addr = bound_rx
             .recv_timeout(DEADLINE)
             .expect("the handler listens");
-        HandlerServer {
-            addr,
-            received,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        (addr, stop, thread)
     }
 
     /// `http://127.0.0.1:PORT/orders`.

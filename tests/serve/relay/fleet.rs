@@ -1,0 +1,209 @@
+//! A fleet of `rebound relay` nodes on one Redis stream and `--store redis` (sources.md, "A
+//! fleet"): the consumer group divides the stream, the shared store divides the retries.
+//! Nodes are killed with SIGKILL three times and the handler's server once, mid-run; every
+//! message written to the stream ends acked by the handler or dead-lettered, exactly, and
+//! nothing is left pending at the broker.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rebound_store_redis::TestServer;
+
+use super::support::{Answer, HandlerServer, Received, Relay, within};
+
+/// A payment still processing is retried soon; a declined one is a dead letter at once; a
+/// handler that does not answer is tried again and again (its outage is waited out).
+const RULES: &str = "version: 1
+defaults:
+  retry: { max_retries: 2, backoff: { fixed: 50ms } }
+  dead_letter: L2
+rules:
+  - id: processing
+    match: { code: PAY_PROCESSING }
+    retry: { max_retries: 3, backoff: { fixed: 100ms } }
+    dead_letter: L1
+  - id: declined
+    match: { code: PAY_FAILED }
+    give_up: true
+    dead_letter: L3
+  - id: handler-down
+    match: { code: [HANDLER_UNAVAILABLE, HANDLER_TIMEOUT] }
+    retry: { max_retries: 1000, backoff: { fixed: 200ms } }
+    dead_letter: L2
+";
+
+const MESSAGES: usize = 600;
+
+fn n_of(r: &Received) -> usize {
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    v["n"].as_u64().unwrap() as usize
+}
+
+fn pending(server: &TestServer) -> u64 {
+    let mut c = server.client();
+    let Ok(redis::Value::Array(items)) = redis::cmd("XPENDING")
+        .arg("orders")
+        .arg("rebound")
+        .query::<redis::Value>(&mut c)
+    else {
+        return u64::MAX;
+    };
+    match items.first() {
+        Some(redis::Value::Int(n)) => *n as u64,
+        _ => u64::MAX,
+    }
+}
+
+#[test]
+fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
+    let server = TestServer::start_with(&["--appendonly", "yes"]);
+    {
+        let mut c = server.client();
+        let mut pipe = redis::pipe();
+        for i in 0..MESSAGES {
+            pipe.cmd("XADD")
+                .arg("orders")
+                .arg("*")
+                .arg("biz")
+                .arg("PAYMENT")
+                .arg("payload")
+                .arg(format!("{{\"n\":{i}}}"))
+                .ignore();
+        }
+        pipe.query::<()>(&mut c).unwrap();
+    }
+    // Every 50th is declined; every 10th is still processing on its first attempt.
+    let mut handler = HandlerServer::start(|r| {
+        let n = n_of(r);
+        if n % 50 == 7 {
+            Answer::code(422, "PAY_FAILED")
+        } else if n % 10 == 3 && r.header("rebound-attempt") == "1" {
+            Answer::code(503, "PAY_PROCESSING")
+        } else {
+            Answer::ok().after(Duration::from_millis(20))
+        }
+    });
+    let rules = tempfile::tempdir().unwrap();
+    std::fs::write(rules.path().join("rules.yaml"), RULES).unwrap();
+    let source = format!(
+        "redis-stream://127.0.0.1:{}/orders?group=rebound",
+        server.port()
+    );
+    let store = server.url();
+    let url = handler.url();
+    let start = |name: &str| {
+        let data = tempfile::tempdir().unwrap();
+        let relay = Relay::start(
+            rules.path(),
+            data.path(),
+            &[
+                "--source",
+                &source,
+                "--handler",
+                &url,
+                "--store",
+                &store,
+                "--node",
+                name,
+                "--lease",
+                "1s",
+            ],
+        );
+        (relay, data)
+    };
+    let mut nodes: Vec<_> = ["a", "b", "c"].iter().map(|n| start(n)).collect();
+    let seen = |handler: &HandlerServer| handler.received().len();
+    // Kill a node each time another sixth of the stream has been handled, and start a new one
+    // in its place; the handler's server goes down for a while once.
+    for (round, name) in ["a2", "b2", "c2"].iter().enumerate() {
+        let goal = (round + 1) * MESSAGES / 6;
+        assert!(
+            within(Duration::from_secs(30), || seen(&handler) >= goal),
+            "round {round}: the handler got {} of {goal}\n{}",
+            seen(&handler),
+            nodes[0].0.stderr()
+        );
+        let (victim, _data) = nodes.remove(0);
+        victim.kill9();
+        let ok_so_far = handler
+            .received()
+            .iter()
+            .filter(|r| r.header("rebound-attempt") == "1")
+            .count();
+        assert!(
+            ok_so_far < MESSAGES,
+            "round {round}: the kill came after the end"
+        );
+        if round == 1 {
+            handler.stop();
+            std::thread::sleep(Duration::from_millis(500));
+            handler.restart();
+        }
+        nodes.push(start(name));
+    }
+    let declined: BTreeSet<usize> = (0..MESSAGES).filter(|n| n % 50 == 7).collect();
+    let ok = |r: &Received| {
+        !(n_of(r) % 50 == 7 || (n_of(r) % 10 == 3 && r.header("rebound-attempt") == "1"))
+    };
+    let acked = || -> BTreeSet<usize> {
+        handler
+            .received()
+            .iter()
+            .filter(|r| ok(r))
+            .map(n_of)
+            .collect()
+    };
+    let letters = || nodes[0].0.get_json("/v1/dead-letters?limit=1000");
+    let lettered = || -> BTreeSet<usize> {
+        letters()["dead_letters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|l| l["id"].as_str().map(str::to_owned))
+            .filter_map(|id| {
+                let handled = handler.received();
+                handled
+                    .iter()
+                    .find(|r| r.header("rebound-message-id") == id)
+                    .map(n_of)
+            })
+            .collect()
+    };
+    let all_acked: BTreeSet<usize> = (0..MESSAGES).filter(|n| !declined.contains(n)).collect();
+    assert!(
+        within(Duration::from_secs(60), || {
+            acked() == all_acked && pending(&server) == 0 && lettered() == declined
+        }),
+        "acked {} of {}, {} pending, letters {:?} of {declined:?}\n{}",
+        acked().len(),
+        all_acked.len(),
+        pending(&server),
+        lettered(),
+        nodes[0].0.stderr()
+    );
+    // Exactly: one letter for each declined message, none for any other.
+    assert_eq!(letters()["total"], declined.len(), "{}", letters());
+    // A message the handler saw more than once carried the same Idempotency-Key each time.
+    let mut keys: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    for r in handler.received() {
+        keys.entry(n_of(&r))
+            .or_default()
+            .insert(r.header("idempotency-key").to_owned());
+    }
+    assert!(keys.values().all(|k| k.len() == 1));
+    // Once every message has its fate, no more come.
+    let settled = handler.received().len();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        handler.received().len(),
+        settled,
+        "requests after every fate"
+    );
+    let nodes_listed = nodes[0].0.get_json("/v1/nodes");
+    for (relay, _) in nodes {
+        let (status, _, stderr) = relay.terminate();
+        assert!(status.success(), "{status}\n{stderr}");
+    }
+    assert!(nodes_listed.to_string().contains("a2"), "{nodes_listed}");
+}
