@@ -363,3 +363,34 @@ fn a_source_url_s_password_is_never_printed() {
     assert!(stderr.contains("group"), "{stderr}");
     assert!(!stderr.contains("s3cret-pw"), "{stderr}");
 }
+
+#[test]
+fn a_redis_restarted_from_its_append_only_file_mid_run_loses_nothing() {
+    let mut server = TestServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    add(&server, 0, 300);
+    let handler = HandlerServer::start(|_| Answer::ok().after(Duration::from_millis(10)));
+    let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
+    let relay = Relay::start(
+        rules.path(),
+        data.path(),
+        &["--source", &source(&server), "--handler", &handler.url()],
+    );
+    assert!(
+        within(Duration::from_secs(20), || handler.received().len() >= 60),
+        "the handler got {}",
+        handler.received().len()
+    );
+    server.restart();
+    assert!(handler.received().len() < 300, "restarted mid-run");
+    let all: BTreeSet<usize> = (0..300).collect();
+    assert!(
+        within(Duration::from_secs(30), || acked(&handler, |_| true) == all
+            && pending(&server) == 0),
+        "{} of 300 handled, {} pending\n{}",
+        acked(&handler, |_| true).len(),
+        pending(&server),
+        relay.stderr()
+    );
+    let (status, _, stderr) = relay.terminate();
+    assert!(status.success(), "{status}\n{stderr}");
+}
