@@ -7,3 +7,4 @@ mod jetstream;
 mod readme;
 mod redis_stream;
 mod support;
+mod tls;
