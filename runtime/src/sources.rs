@@ -9,6 +9,9 @@ pub mod conformance;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
 
+use std::time::Duration;
+
+use crate::stats::Histogram;
 use crate::time::Timestamp;
 
 /// Where a custody ack came from (`rebound_source_custody_total{at}`).
@@ -57,6 +60,9 @@ pub struct SourceStats {
     pub lag: AtomicU64,
     down: AtomicBool,
     since: Mutex<Option<Timestamp>>,
+    /// From the moment the spout heard of a message's custody (right after the journal's
+    /// commit) to the broker's confirmation of its ack.
+    custody_latency: Mutex<Histogram>,
 }
 
 impl SourceStats {
@@ -68,6 +74,27 @@ impl SourceStats {
     /// Custody acks from `at` so far.
     pub fn custody(&self, at: CustodyAt) -> u64 {
         self.custody[at as usize].load(Relaxed)
+    }
+
+    /// Notes the time each of a batch of custody acks took, from the spout's `retained`,
+    /// `ack` or `dead_lettered` to the broker's confirmation.
+    pub fn observe_custody(&self, took: impl IntoIterator<Item = Duration>) {
+        let mut h = self
+            .custody_latency
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for d in took {
+            h.observe(d);
+        }
+    }
+
+    /// How long custody acks took so far, from the commit to the broker's confirmation
+    /// (read quantiles with [`Histogram::quantile`]).
+    pub fn custody_latency(&self) -> Histogram {
+        self.custody_latency
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Since when the broker does not answer, if it does not.

@@ -259,5 +259,12 @@ async fn main() {
         1_000 + BATCH,
         calls as f64 / retained.max(1) as f64
     );
+    let took = stats.custody_latency();
+    let q = |q: f64| took.quantile(q).map_or("-".into(), |d| format!("{d:?}"));
+    println!(
+        "custody ack, from the spout hearing of the journal's commit to XACK's answer: p50 {}, p99 {} (SQLite store)",
+        q(0.5),
+        q(0.99)
+    );
     running.shutdown(Duration::from_secs(5)).await;
 }

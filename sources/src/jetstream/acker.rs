@@ -34,11 +34,12 @@ const GIVE_UP_AFTER_CLOSE: u32 = 8;
 /// them are confirmed; meanwhile keeps the held messages in progress.
 pub(super) async fn run(
     url: JetStreamUrl,
-    mut acks: mpsc::UnboundedReceiver<u64>,
+    mut acks: mpsc::UnboundedReceiver<(u64, std::time::Instant)>,
     held: Arc<Held>,
     stats: Arc<SourceStats>,
 ) {
-    let mut batch: Vec<u64> = Vec::new();
+    // Each with the moment its custody began.
+    let mut batch: Vec<(u64, std::time::Instant)> = Vec::new();
     let mut open = true;
     let mut failures = 0u32;
     let mut next_try = Instant::now();
@@ -99,26 +100,33 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// Double-acks every held message of `batch` at once; returns those whose ack failed.
-async fn ack(batch: &[u64], held: &Held, stats: &SourceStats) -> Vec<u64> {
+async fn ack(
+    batch: &[(u64, std::time::Instant)],
+    held: &Held,
+    stats: &SourceStats,
+) -> Vec<(u64, std::time::Instant)> {
     let handles: Vec<_> = batch
         .iter()
         // One no longer held was confirmed already (its sequence came twice).
-        .filter_map(|&seq| held.acker(seq).map(|acker| (seq, acker)))
+        .filter_map(|&(seq, since)| held.acker(seq).map(|acker| (seq, since, acker)))
         .collect();
-    let results = join_all(handles.iter().map(|(_, acker)| acker.double_ack())).await;
+    let results = join_all(handles.iter().map(|(_, _, acker)| acker.double_ack())).await;
     let mut failed = Vec::new();
-    for ((seq, _), result) in handles.iter().zip(results) {
+    let mut took = Vec::with_capacity(handles.len());
+    for ((seq, since, _), result) in handles.iter().zip(results) {
         match result {
             Ok(()) => {
                 held.release(*seq);
                 stats.acked_at_broker.fetch_add(1, Relaxed);
+                took.push(since.elapsed());
             }
             Err(e) => {
                 tracing::debug!(seq, error = %e, "a double ack failed");
-                failed.push(*seq);
+                failed.push((*seq, *since));
             }
         }
     }
+    stats.observe_custody(took);
     if failed.len() < handles.len() {
         stats.reachable(true);
     }

@@ -102,7 +102,7 @@ impl JetStreamOptions {
 /// with [`JetStreamSource::start`] inside a tokio runtime.
 pub struct JetStreamSource {
     messages: mpsc::Receiver<Message>,
-    acks: mpsc::UnboundedSender<u64>,
+    acks: mpsc::UnboundedSender<(u64, std::time::Instant)>,
     /// Handed out and not yet acknowledged at the broker.
     unacked: HashSet<MessageId>,
     /// The length of `STREAM/`, before each id's sequence.
@@ -174,7 +174,7 @@ impl JetStreamSource {
         self.stats.count_custody(at);
         match id.as_str().get(self.prefix..).map(str::parse::<u64>) {
             Some(Ok(seq)) => {
-                let _ = self.acks.send(seq);
+                let _ = self.acks.send((seq, std::time::Instant::now()));
             }
             _ => tracing::error!(%id, "a message id this source handed out has no sequence"),
         }

@@ -46,7 +46,7 @@ struct Fetched {
 pub(super) async fn run(
     options: JetStreamOptions,
     entries: mpsc::Sender<Message>,
-    acks: mpsc::UnboundedSender<u64>,
+    acks: mpsc::UnboundedSender<(u64, std::time::Instant)>,
     held: Arc<Held>,
     durable: Option<Durable>,
     stats: Arc<SourceStats>,
@@ -229,7 +229,7 @@ fn take(
 async fn place(
     fetched: Vec<Fetched>,
     entries: &mpsc::Sender<Message>,
-    acks: &mpsc::UnboundedSender<u64>,
+    acks: &mpsc::UnboundedSender<(u64, std::time::Instant)>,
     durable: Option<&Durable>,
     stats: &SourceStats,
 ) -> bool {
@@ -251,7 +251,7 @@ async fn place(
         if known.contains(&f.message.id) {
             // Its custody ack was lost (a crash between the store's commit and the ack, or a
             // server that lost the ack): acknowledged again, not processed again.
-            let _ = acks.send(f.seq);
+            let _ = acks.send((f.seq, std::time::Instant::now()));
             continue;
         }
         if entries.send(f.message).await.is_err() {

@@ -17,7 +17,7 @@ const RETRY: Doubling = Doubling::new(Duration::from_millis(50), Duration::from_
 /// Where custody acks are queued for the acker, and how many it has sent.
 #[derive(Debug, Clone)]
 pub(super) struct Acks {
-    tx: mpsc::UnboundedSender<String>,
+    tx: mpsc::UnboundedSender<(String, Instant)>,
     progress: Arc<Progress>,
 }
 
@@ -29,7 +29,11 @@ pub(super) struct Progress {
 
 impl Acks {
     /// A queue, and its receiving end for [`run`].
-    pub(super) fn new() -> (Acks, mpsc::UnboundedReceiver<String>, Arc<Progress>) {
+    pub(super) fn new() -> (
+        Acks,
+        mpsc::UnboundedReceiver<(String, Instant)>,
+        Arc<Progress>,
+    ) {
         let (tx, rx) = mpsc::unbounded_channel();
         let progress = Arc::new(Progress::default());
         let acks = Acks {
@@ -39,10 +43,10 @@ impl Acks {
         (acks, rx, progress)
     }
 
-    /// Queues the ack of `entry`.
+    /// Queues the ack of `entry` (its custody began now).
     pub(super) fn send(&self, entry: String) {
         self.progress.queued.fetch_add(1, Relaxed);
-        if self.tx.send(entry).is_err() {
+        if self.tx.send((entry, Instant::now())).is_err() {
             self.progress.queued.fetch_sub(1, Relaxed);
         }
     }
@@ -73,7 +77,7 @@ impl Acks {
 pub(super) async fn run(
     client: redis::Client,
     url: StreamUrl,
-    mut acks: mpsc::UnboundedReceiver<String>,
+    mut acks: mpsc::UnboundedReceiver<(String, Instant)>,
     progress: Arc<Progress>,
     stats: Arc<SourceStats>,
 ) {
@@ -91,17 +95,18 @@ pub(super) async fn run(
         }
         let mut failures = 0;
         loop {
-            let acked: redis::RedisResult<u64> = redis::cmd("XACK")
-                .arg(&url.stream)
-                .arg(&url.group)
-                .arg(&batch)
-                .query_async(&mut conn)
-                .await;
+            let mut xack = redis::cmd("XACK");
+            xack.arg(&url.stream).arg(&url.group);
+            for (entry, _) in &batch {
+                xack.arg(entry);
+            }
+            let acked: redis::RedisResult<u64> = xack.query_async(&mut conn).await;
             match acked {
                 Ok(n) => {
                     stats.acked_at_broker.fetch_add(n, Relaxed);
                     stats.unacked.fetch_sub(batch.len() as u64, Relaxed);
                     progress.sent.fetch_add(batch.len() as u64, Relaxed);
+                    stats.observe_custody(batch.iter().map(|(_, since)| since.elapsed()));
                     stats.reachable(true);
                     break;
                 }
