@@ -6,5 +6,6 @@ mod fleet;
 mod jetstream;
 mod readme;
 mod redis_stream;
+mod refusals;
 mod support;
 mod tls;
