@@ -14,13 +14,13 @@ use tokio::task::JoinHandle;
 use rebound_engine::PolicyHandle;
 use rebound_runtime::durable::Durable;
 use rebound_runtime::store::StoreError;
-use rebound_store_redis::{Join, Member, NodeStatus, RedisStore};
+use rebound_store_redis::{Member, NodeStatus, RedisStore};
 
 use super::job::JobError;
 use crate::pipeline::FleetLink;
 use crate::pipeline::fleet::keeper::{FleetState, probe};
 use crate::pipeline::fleet::rules_report::RulesReport;
-use crate::pipeline::fleet::{FleetView, RulesErrors};
+use crate::pipeline::fleet::{FleetView, RulesErrors, join_as};
 
 /// A node that joined its fleet.
 pub(super) struct FleetMember {
@@ -33,18 +33,7 @@ pub(super) struct FleetMember {
 
 /// Joins `link`'s fleet as its node. Blocking.
 pub(super) fn join(link: &FleetLink) -> Result<(Member, Arc<RedisStore>), JobError> {
-    let fleet = &link.options;
-    let member = Member::new(fleet.node.clone());
-    if let Join::Taken { last_seen, .. } = link.store.join(&member, fleet.lease)? {
-        let ago = rebound_runtime::time::Timestamp::now() - last_seen;
-        return Err(JobError::Refused(format!(
-            "node {} is already live in namespace {} (seen {} ms ago); pass another --node, or wait {} for a dead one's lease",
-            fleet.node,
-            fleet.redis.namespace,
-            ago.as_millis(),
-            humantime::format_duration(fleet.lease)
-        )));
-    }
+    let member = join_as(&link.store, &link.options)?.map_err(JobError::Refused)?;
     Ok((member, link.store.clone()))
 }
 

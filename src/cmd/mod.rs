@@ -83,6 +83,17 @@ pub fn rules_and_data(
 
 /// The scale of `--time-scale` (or the configuration file's `time_scale`): a factor it refuses
 /// is said on stderr, exit 2.
+/// `--time-scale`, else the file's `time_scale`, else 1 (real time); a factor that is not a
+/// positive number is refused.
+pub fn time_scale_of(flag: Option<f64>, file: &ConfigFile) -> Result<TimeScale, Outcome> {
+    let factor = flag.or(file.time_scale).unwrap_or(1.0);
+    if !(factor.is_finite() && factor > 0.0) {
+        eprintln!("error: --time-scale must be a positive number, got {factor}");
+        return Err(Outcome::Trouble);
+    }
+    time_scale(factor)
+}
+
 pub fn time_scale(factor: f64) -> Result<TimeScale, Outcome> {
     TimeScale::new(factor).map_err(|e| {
         eprintln!("error: --time-scale: {e}");

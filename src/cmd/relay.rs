@@ -85,12 +85,7 @@ pub struct Args {
 /// file, the rule set or the store refuse it before it starts.
 pub fn run(args: Args) -> Result<Outcome, Outcome> {
     let file = super::load_config(args.config.as_deref())?;
-    let time_scale = args.time_scale.or(file.time_scale).unwrap_or(1.0);
-    if !(time_scale.is_finite() && time_scale > 0.0) {
-        eprintln!("error: --time-scale must be a positive number, got {time_scale}");
-        return Err(Outcome::Trouble);
-    }
-    let scale = super::time_scale(time_scale)?;
+    let scale = super::time_scale_of(args.time_scale, &file)?;
     let url = source_url(args.source.as_deref(), &file)?;
     let handler_options = handler_options(args.handler.as_deref(), &file)?;
     let fleet = args.store.fleet(&file)?;

@@ -71,12 +71,7 @@ pub struct Args {
 /// or the rule set refuse it before it starts.
 pub fn run(args: Args) -> Result<Outcome, Outcome> {
     let file = super::load_config(args.config.as_deref())?;
-    let time_scale = args.time_scale.or(file.time_scale).unwrap_or(1.0);
-    if !(time_scale.is_finite() && time_scale > 0.0) {
-        eprintln!("error: --time-scale must be a positive number, got {time_scale}");
-        return Err(Outcome::Trouble);
-    }
-    let scale = super::time_scale(time_scale)?;
+    let scale = super::time_scale_of(args.time_scale, &file)?;
     let Some(addr) = args.admin.or(file.admin.addr.clone()) else {
         eprintln!("error: serve needs --admin ADDR (or `admin: {{addr: ADDR}}` in --config)");
         return Err(Outcome::Trouble);

@@ -167,6 +167,26 @@ pub fn connect(options: &FleetOptions) -> Result<RedisStore, PipelineError> {
     Ok(store)
 }
 
+/// Joins the fleet on `store` as `fleet.node`: the member, or why not in one line (a live node
+/// has the name). Blocking.
+pub(crate) fn join_as(
+    store: &RedisStore,
+    fleet: &FleetOptions,
+) -> Result<Result<Member, String>, rebound_runtime::store::StoreError> {
+    let member = Member::new(fleet.node.clone());
+    if let Join::Taken { last_seen, .. } = store.join(&member, fleet.lease)? {
+        let ago = rebound_runtime::time::Timestamp::now() - last_seen;
+        return Ok(Err(format!(
+            "node {} is already live in namespace {} (seen {} ms ago); pass another --node, or wait {} for a dead one's lease",
+            fleet.node,
+            fleet.redis.namespace,
+            ago.as_millis(),
+            humantime::format_duration(fleet.lease)
+        )));
+    }
+    Ok(Ok(member))
+}
+
 /// Joins the fleet, records or checks the run, and makes the node's durable seams. Blocking.
 pub(super) fn prepare(
     options: &PipelineOptions,
@@ -175,17 +195,7 @@ pub(super) fn prepare(
 ) -> Result<Prepared, PipelineError> {
     let fleet = &link.options;
     let store = link.store.clone();
-    let member = Member::new(fleet.node.clone());
-    if let Join::Taken { last_seen, .. } = store.join(&member, fleet.lease)? {
-        let ago = rebound_runtime::time::Timestamp::now() - last_seen;
-        return Err(PipelineError::Refused(format!(
-            "node {} is already live in namespace {} (seen {} ms ago); pass another --node, or wait {} for a dead one's lease",
-            fleet.node,
-            fleet.redis.namespace,
-            ago.as_millis(),
-            humantime::format_duration(fleet.lease)
-        )));
-    }
+    let member = join_as(&store, fleet)?.map_err(PipelineError::Refused)?;
     let scale = options.time_scale.factor();
     let asked = run_params(options.messages, options.keyed, scale, options.faults.seed);
     let recorded = store.record_run(&asked)?;

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use rebound_store_redis::TestServer;
 
-use super::support::{Answer, HandlerServer, Received, Relay, within};
+use super::support::{Answer, HandlerServer, Relay, n_of, within, xadd};
 
 const RULES: &str = "version: 1
 defaults:
@@ -26,26 +26,6 @@ rules:
 
 /// The config of these relays: a short handler timeout.
 const CONFIG: &str = "handler:\n  timeout: 300ms\n";
-
-fn n_of(r: &Received) -> usize {
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    v["n"].as_u64().unwrap() as usize
-}
-
-fn add(server: &TestServer, stream: &str, n: usize) {
-    let mut c = server.client();
-    for i in 0..n {
-        let _: String = redis::cmd("XADD")
-            .arg(stream)
-            .arg("*")
-            .arg("biz")
-            .arg("PAYMENT")
-            .arg("payload")
-            .arg(format!("{{\"n\":{i}}}"))
-            .query(&mut c)
-            .unwrap();
-    }
-}
 
 /// The answer of row `n`.
 fn row(n: usize) -> Answer {
@@ -78,7 +58,7 @@ fn row(n: usize) -> Answer {
 #[test]
 fn each_answer_of_the_table_is_the_fate_sources_md_says() {
     let server = TestServer::start();
-    add(&server, "orders", 7);
+    xadd(&server, "orders", 0..7, |_| Vec::new());
     let handler = HandlerServer::start(|r| row(n_of(r)));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.yaml"), RULES).unwrap();
@@ -182,7 +162,7 @@ fn each_answer_of_the_table_is_the_fate_sources_md_says() {
     assert!(status.success(), "{status}\n{stderr}");
 
     // No handler at all (a closed port): HANDLER_UNAVAILABLE, the cause as the message.
-    add(&server, "lonely", 1);
+    xadd(&server, "lonely", 0..1, |_| Vec::new());
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let gone = format!("http://{}/orders", closed.local_addr().unwrap());
     drop(closed);

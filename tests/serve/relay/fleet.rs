@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rebound_store_redis::TestServer;
 
-use super::support::{Answer, HandlerServer, Received, Relay, within};
+use super::support::{Answer, HandlerServer, Received, Relay, n_of, pending, within, xadd};
 
 /// A payment still processing is retried soon; a declined one is a dead letter at once; a
 /// handler that does not answer is tried again and again (its outage is waited out).
@@ -34,44 +34,10 @@ rules:
 
 const MESSAGES: usize = 600;
 
-fn n_of(r: &Received) -> usize {
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    v["n"].as_u64().unwrap() as usize
-}
-
-fn pending(server: &TestServer) -> u64 {
-    let mut c = server.client();
-    let Ok(redis::Value::Array(items)) = redis::cmd("XPENDING")
-        .arg("orders")
-        .arg("rebound")
-        .query::<redis::Value>(&mut c)
-    else {
-        return u64::MAX;
-    };
-    match items.first() {
-        Some(redis::Value::Int(n)) => *n as u64,
-        _ => u64::MAX,
-    }
-}
-
 #[test]
 fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
     let server = TestServer::start_with(&["--appendonly", "yes"]);
-    {
-        let mut c = server.client();
-        let mut pipe = redis::pipe();
-        for i in 0..MESSAGES {
-            pipe.cmd("XADD")
-                .arg("orders")
-                .arg("*")
-                .arg("biz")
-                .arg("PAYMENT")
-                .arg("payload")
-                .arg(format!("{{\"n\":{i}}}"))
-                .ignore();
-        }
-        pipe.query::<()>(&mut c).unwrap();
-    }
+    xadd(&server, "orders", 0..MESSAGES, |_| Vec::new());
     // Every 50th is declined; every 10th is still processing on its first attempt.
     let mut handler = HandlerServer::start(|r| {
         let n = n_of(r);
@@ -173,12 +139,14 @@ fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
     let all_acked: BTreeSet<usize> = (0..MESSAGES).filter(|n| !declined.contains(n)).collect();
     assert!(
         within(Duration::from_secs(60), || {
-            acked() == all_acked && pending(&server) == 0 && lettered() == declined
+            acked() == all_acked
+                && pending(&server, "orders", "rebound") == 0
+                && lettered() == declined
         }),
         "acked {} of {}, {} pending, letters {:?} of {declined:?}\n{}",
         acked().len(),
         all_acked.len(),
-        pending(&server),
+        pending(&server, "orders", "rebound"),
         lettered(),
         nodes[0].0.stderr()
     );

@@ -10,12 +10,7 @@ use async_nats::jetstream::{self, stream};
 use rebound_sources::NatsServer;
 
 use super::redis_stream::rules_dir;
-use super::support::{Answer, HandlerServer, Received, Relay, within};
-
-fn n_of(r: &Received) -> usize {
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    v["n"].as_u64().unwrap() as usize
-}
+use super::support::{Answer, HandlerServer, Relay, n_of, within};
 
 #[test]
 fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {

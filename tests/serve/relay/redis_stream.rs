@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rebound_store_redis::TestServer;
 
-use super::support::{Answer, HandlerServer, Received, Relay, within};
+use super::support::{self, Answer, HandlerServer, Received, Relay, n_of, within, xadd};
 
 /// The rules of these tests: a payment still processing is retried soon, a declined one is a
 /// dead letter at once, a slow one waits an hour.
@@ -38,42 +38,14 @@ pub fn rules_dir() -> tempfile::TempDir {
 }
 
 fn add(server: &TestServer, from: usize, n: usize) {
-    let mut c = server.client();
-    for i in from..from + n {
-        let _: String = redis::cmd("XADD")
-            .arg("orders")
-            .arg("*")
-            .arg("biz")
-            .arg("PAYMENT")
-            .arg("key")
-            .arg(format!("order-{i}"))
-            .arg("trace")
-            .arg(format!("t-{i}"))
-            .arg("payload")
-            .arg(format!("{{\"n\":{i}}}"))
-            .query(&mut c)
-            .unwrap();
-    }
+    xadd(server, "orders", from..from + n, |i| {
+        vec![("key", format!("order-{i}")), ("trace", format!("t-{i}"))]
+    });
 }
 
 /// Entries read by the group and not acknowledged.
 fn pending(server: &TestServer) -> u64 {
-    let mut c = server.client();
-    // Before the group exists: everything is still to be read.
-    let Ok(reply) = redis::cmd("XPENDING")
-        .arg("orders")
-        .arg("rebound")
-        .query::<redis::Value>(&mut c)
-    else {
-        return u64::MAX;
-    };
-    match reply {
-        redis::Value::Array(items) => match items.first() {
-            Some(redis::Value::Int(n)) => *n as u64,
-            _ => 0,
-        },
-        _ => 0,
-    }
+    support::pending(server, "orders", "rebound")
 }
 
 fn source(server: &TestServer) -> String {
@@ -81,12 +53,6 @@ fn source(server: &TestServer) -> String {
         "redis-stream://127.0.0.1:{}/orders?group=rebound",
         server.port()
     )
-}
-
-/// `n` of the payload `{"n":N}`.
-fn n_of(r: &Received) -> usize {
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    v["n"].as_u64().unwrap() as usize
 }
 
 /// The ids the handler answered 200, by payload number.

@@ -357,3 +357,49 @@ pub fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
     check()
 }
+
+/// The `n` of a payload `{"n":N}`.
+pub fn n_of(r: &Received) -> usize {
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    v["n"].as_u64().unwrap() as usize
+}
+
+/// Adds entries `n` in `range` to `stream`, each with `biz PAYMENT`, `payload {"n":N}` and
+/// the fields `extra(n)`, in one pipeline.
+pub fn xadd(
+    server: &rebound_store_redis::TestServer,
+    stream: &str,
+    range: std::ops::Range<usize>,
+    extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+) {
+    let mut pipe = redis::pipe();
+    for n in range {
+        let cmd = pipe
+            .cmd("XADD")
+            .arg(stream)
+            .arg("*")
+            .arg("biz")
+            .arg("PAYMENT");
+        for (field, value) in extra(n) {
+            cmd.arg(field).arg(value);
+        }
+        cmd.arg("payload").arg(format!("{{\"n\":{n}}}")).ignore();
+    }
+    pipe.query::<()>(&mut server.client()).unwrap();
+}
+
+/// Entries of `stream` read by `group` and not acknowledged (`u64::MAX` while the group does
+/// not exist: everything is still to be read).
+pub fn pending(server: &rebound_store_redis::TestServer, stream: &str, group: &str) -> u64 {
+    let Ok(redis::Value::Array(items)) = redis::cmd("XPENDING")
+        .arg(stream)
+        .arg(group)
+        .query::<redis::Value>(&mut server.client())
+    else {
+        return u64::MAX;
+    };
+    match items.first() {
+        Some(redis::Value::Int(n)) => *n as u64,
+        _ => u64::MAX,
+    }
+}

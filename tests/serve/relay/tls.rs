@@ -8,28 +8,13 @@ use std::time::Duration;
 use rebound_store_redis::TestServer;
 
 use super::super::receiver::{Answer, Receiver};
-use super::support::{Relay, within};
-
-fn add(server: &TestServer, stream: &str, n: usize) {
-    let mut c = server.client();
-    for i in 0..n {
-        let _: String = redis::cmd("XADD")
-            .arg(stream)
-            .arg("*")
-            .arg("biz")
-            .arg("PAYMENT")
-            .arg("payload")
-            .arg(format!("{{\"n\":{i}}}"))
-            .query(&mut c)
-            .unwrap();
-    }
-}
+use super::support::{Relay, within, xadd};
 
 #[test]
 fn an_https_handler_is_trusted_through_ca_file_and_refused_without_it() {
     let server = TestServer::start();
-    add(&server, "orders", 10);
-    add(&server, "other", 1);
+    xadd(&server, "orders", 0..10, |_| Vec::new());
+    xadd(&server, "other", 0..1, |_| Vec::new());
     let (handler, ca_pem) = Receiver::start_tls(Answer::Statuses(vec![200]));
     let rules = super::redis_stream::rules_dir();
     let files = tempfile::tempdir().unwrap();
