@@ -12,6 +12,7 @@ use super::job::{JobError, Summary};
 use crate::metrics::handler::HandlerStats;
 use crate::relay::Handler;
 use crate::relay::bolt::HandlerBolt;
+use crate::relay::publish::Publisher;
 use crate::relay::report::RelayReport;
 use crate::relay::source::SourceSpec;
 
@@ -26,12 +27,13 @@ impl Summary for RelayReport {
 
 /// The relay of `source` to `handler` over `store`, with the topology settings `config`
 /// (its `max_spout_pending` bounds what the broker holds unacknowledged, with one read
-/// batch).
+/// batch), each stored dead letter also published by `publish` when given.
 pub fn job(
     source: SourceSpec,
     handler: Handler,
     config: Config,
     store: Arc<dyn Store>,
+    publish: Option<Publisher>,
 ) -> TopologyJob {
     let name = source.url.name().to_owned();
     let source_stats = source.stats.clone();
@@ -42,7 +44,7 @@ pub fn job(
         handler_stats.clone(),
     );
     let report_name = name.clone();
-    TopologyJob::over_rules(store, move |durable, _recovered, rules| {
+    let job = TopologyJob::over_rules(store, move |durable, _recovered, rules| {
         tracing::info!(
             source = %source.url,
             handler = %shown(handler.url()),
@@ -81,7 +83,11 @@ pub fn job(
             &report_handler,
             topology,
         )) as Box<dyn Summary>
-    })
+    });
+    match publish {
+        Some(publisher) => job.publisher(publisher),
+        None => job,
+    }
 }
 
 /// `url` with any user and password hidden (`https://***@host/…`).
