@@ -2,10 +2,11 @@
 //!
 //! Letters come in on a channel from the durable layer's observer, after their commit. The
 //! task sends them in order, each retried with [`Doubling`] waits until the broker accepts it,
-//! and moves the mark to each letter accepted. While the broker refuses, new letters queue in
+//! and moves the mark with each letter accepted (`mark.rs`). While the broker refuses, new letters queue in
 //! memory; past [`MAX_QUEUED`] the oldest are dropped from memory (they are in the store) and
 //! the task catches up from the store instead. A catch-up, also done at every start, lists the
-//! store's letters stored at or after the mark (all of them without one), oldest page first,
+//! store's letters stored at or after the mark's time (all of them without one) but those it
+//! names, oldest page first,
 //! and sends each; a letter also still queued is not sent twice.
 
 use std::collections::{HashSet, VecDeque};
@@ -171,7 +172,7 @@ impl Worker {
                         tracing::info!(to = %self.shown, refused = self.refused, "the dead letters' broker accepts again");
                     }
                     self.refused = 0;
-                    let mark = Mark::of(letter);
+                    let mark = Mark::accepted(self.mark.take(), letter);
                     if let Err(e) = self.marks.write(&mark) {
                         tracing::warn!(error = %e, "cannot write the dead letters' publish mark: a restart publishes some again");
                     }

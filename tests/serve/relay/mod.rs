@@ -2,6 +2,7 @@
 //! handler the test runs (`sources.md`). `support` runs both.
 
 mod jetstream;
+mod publish;
 mod readme;
 mod redis_stream;
 mod support;
