@@ -3,7 +3,8 @@
 //! handler that declines every order (the rules dead-letter `PAY_FAILED` at once). Each
 //! stored letter reaches the target with every field; one made while the target is down
 //! arrives once it is back, the refusals counted; one a relay killed before it could publish
-//! is published at its next start.
+//! is published at its next start. On a JetStream subject (a `nats-server -js`), the payload
+//! is the body and the fields are headers, each acked by the stream.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -272,6 +273,82 @@ fn a_relay_killed_before_it_could_publish_publishes_at_its_next_start() {
         published_ids(&target),
         relay.stderr()
     );
+    let (status, _, stderr) = relay.terminate();
+    assert!(status.success(), "{status}\n{stderr}");
+}
+
+#[test]
+fn a_letter_is_published_to_a_jetstream_subject_with_its_headers_and_acked() {
+    use async_nats::jetstream::{self, stream};
+    let source = TestServer::start();
+    let nats = rebound_sources::NatsServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dead = rt.block_on(async {
+        let client = async_nats::connect(nats.addr()).await.unwrap();
+        jetstream::new(client)
+            .create_stream(stream::Config {
+                name: "DEAD".into(),
+                subjects: vec!["dead.>".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    });
+    let handler = declining();
+    let (data, dir, rules) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        rules_dir(),
+    );
+    let config = dir.path().join("relay.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "dead_letters:\n  publish: nats://{}/dead.orders\n",
+            nats.addr()
+        ),
+    )
+    .unwrap();
+    add(&source, 0, 2);
+    let relay = start(
+        &source,
+        &handler,
+        rules.path(),
+        data.path(),
+        &config.display().to_string(),
+    );
+    let messages = || {
+        rt.block_on(async {
+            let mut out = Vec::new();
+            for seq in 1..=10 {
+                match dead.get_raw_message(seq).await {
+                    Ok(m) => out.push(m),
+                    Err(_) => break,
+                }
+            }
+            out
+        })
+    };
+    assert!(
+        within(Duration::from_secs(30), || messages().len() == 2
+            && counted(&relay, "published") == 2),
+        "{} on the stream\n{}",
+        messages().len(),
+        relay.stderr()
+    );
+    let ids: BTreeSet<String> = messages()
+        .iter()
+        .map(|m| {
+            let header = |name: &str| m.headers.get(name).map(|v| v.as_str().to_owned());
+            assert_eq!(m.subject.as_str(), "dead.orders");
+            assert_eq!(header("rebound-code").as_deref(), Some("PAY_FAILED"));
+            assert_eq!(header("rebound-label").as_deref(), Some("L3"));
+            assert_eq!(header("rebound-attempts").as_deref(), Some("1"));
+            assert!(String::from_utf8_lossy(&m.payload).starts_with("{\"n\":"));
+            header("rebound-id").unwrap()
+        })
+        .collect();
+    assert_eq!(ids, stored_ids(&relay));
     let (status, _, stderr) = relay.terminate();
     assert!(status.success(), "{status}\n{stderr}");
 }
