@@ -11,6 +11,7 @@ use super::{JobStore, TopologyJob};
 use crate::metrics::handler::HandlerStats;
 use crate::relay::Handler;
 use crate::relay::bolt::HandlerBolt;
+use crate::relay::publish::Publisher;
 use crate::relay::report::RelayReport;
 use crate::relay::source::SourceSpec;
 
@@ -25,8 +26,14 @@ impl Summary for RelayReport {
 
 /// The relay of `source` to `handler` over `store` (its own, or a fleet's), with the topology
 /// settings `config` (its `max_spout_pending` bounds what the broker holds unacknowledged,
-/// with one read batch).
-pub fn job(source: SourceSpec, handler: Handler, config: Config, store: JobStore) -> TopologyJob {
+/// with one read batch), each stored dead letter also published by `publish` when given.
+pub fn job(
+    source: SourceSpec,
+    handler: Handler,
+    config: Config,
+    store: JobStore,
+    publish: Option<Publisher>,
+) -> TopologyJob {
     let name = source.url.name().to_owned();
     let source_stats = source.stats.clone();
     let handler_stats = Arc::new(HandlerStats::default());
@@ -36,7 +43,7 @@ pub fn job(source: SourceSpec, handler: Handler, config: Config, store: JobStore
         handler_stats.clone(),
     );
     let report_name = name.clone();
-    TopologyJob::over_rules(store, move |durable, _recovered, rules| {
+    let job = TopologyJob::over_rules(store, move |durable, _recovered, rules| {
         tracing::info!(
             source = %source.url,
             handler = %shown(handler.url()),
@@ -75,7 +82,11 @@ pub fn job(source: SourceSpec, handler: Handler, config: Config, store: JobStore
             &report_handler,
             topology,
         )) as Box<dyn Summary>
-    })
+    });
+    match publish {
+        Some(publisher) => job.publisher(publisher),
+        None => job,
+    }
 }
 
 /// `url` with any user and password hidden (`https://***@host/…`).

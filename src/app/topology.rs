@@ -21,6 +21,7 @@ use super::member::{self, FleetMember};
 use crate::admin::AdminState;
 use crate::admin::desks::DurableDesk;
 use crate::metrics::handler::HandlerStats;
+use crate::relay::publish::{Publisher, STOP_WITHIN};
 
 /// Builds the embedding's topology over the durable layer, told the ids of the retries it
 /// recovered from the store (a source's position must not hand them out again) and the rules
@@ -76,6 +77,7 @@ pub struct TopologyJob {
     until_quiet: bool,
     sources: Vec<(String, Arc<SourceStats>)>,
     handler: Option<Arc<HandlerStats>>,
+    publisher: Option<Publisher>,
     reporter: Option<Reporter>,
 }
 
@@ -108,6 +110,7 @@ impl TopologyJob {
             until_quiet: false,
             sources: Vec::new(),
             handler: None,
+            publisher: None,
             reporter: None,
         }
     }
@@ -116,6 +119,15 @@ impl TopologyJob {
     /// (`rebound_handler_requests_total{class}`, `rebound_handler_seconds`).
     pub fn handler(mut self, stats: Arc<HandlerStats>) -> TopologyJob {
         self.handler = Some(stats);
+        self
+    }
+
+    /// Each stored dead letter is also published by `publisher` (`dead_letters.publish`):
+    /// it is told of each after the labels' alerts are, started with the topology (its
+    /// catch-up over the store first), given [`STOP_WITHIN`] at the stop for what is queued,
+    /// and counted in `/metrics` (`rebound_dead_letters_published_total{result}`).
+    pub fn publisher(mut self, publisher: Publisher) -> TopologyJob {
+        self.publisher = Some(publisher);
         self
     }
 
@@ -196,7 +208,18 @@ impl Job for TopologyJob {
                 .await
                 .map_err(|e| JobError::Task(e.to_string()))??;
             let topology = (self.build)(&durable, &recovered, &wiring.rules)?;
-            durable.on_dead_letters(labels::alerting(wiring.rules.clone(), wiring.alerts));
+            let alerting = labels::alerting(wiring.rules.clone(), wiring.alerts);
+            match self.publisher.clone() {
+                // The durable layer takes one observer: the publisher is told after the alerts.
+                Some(publisher) => durable.on_dead_letters(move |letters| {
+                    alerting(letters);
+                    publisher.letters(letters);
+                }),
+                None => durable.on_dead_letters(alerting),
+            }
+            if let Some(publisher) = &self.publisher {
+                publisher.start(durable.store().clone());
+            }
             let keeper = LetterKeeper::new(durable.clone(), wiring.rules.clone(), self.scale);
             let seams = durable.seams(RulePolicy::new(wiring.rules.clone(), self.scale));
             let topology = topology.start(seams);
@@ -222,6 +245,7 @@ impl Job for TopologyJob {
                 until_quiet: self.until_quiet,
                 sources: self.sources,
                 handler: self.handler,
+                publisher: self.publisher,
                 reporter: self.reporter,
             }) as Box<dyn Running>)
         })
@@ -238,6 +262,7 @@ struct TopologyRunning {
     until_quiet: bool,
     sources: Vec<(String, Arc<SourceStats>)>,
     handler: Option<Arc<HandlerStats>>,
+    publisher: Option<Publisher>,
     reporter: Option<Reporter>,
 }
 
@@ -256,6 +281,9 @@ impl Running for TopologyRunning {
                 .runtime
                 .attach_fleet_depth(view.state.queue_depth.clone());
             state.fleet = Some(Arc::new(view));
+        }
+        if let Some(publisher) = &self.publisher {
+            state.metrics.publish.attach(publisher.stats());
         }
         state.metrics.runtime.attach(self.topology.stats_handle());
         state.metrics.letters.attach(self.keeper.clone());
@@ -299,6 +327,9 @@ impl Running for TopologyRunning {
                 );
             }
             self.durable.journal().flush().await;
+            if let Some(publisher) = &self.publisher {
+                publisher.stop(STOP_WITHIN).await;
+            }
             if let Some(member) = self.member {
                 member.leave().await;
             }

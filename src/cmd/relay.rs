@@ -8,6 +8,7 @@ use super::duration;
 use crate::Outcome;
 use rebound::app::{self, AdminListen, JobStore, TokenFrom};
 use rebound::config::{ConfigFile, SourceUrl, check_handler_url};
+use rebound::relay::publish::Publisher;
 use rebound::relay::source::SourceSpec;
 use rebound::relay::{Handler, HandlerOptions};
 use rebound_runtime::store::SqliteStore;
@@ -36,7 +37,9 @@ pub struct Args {
     handler: Option<String>,
     /// A configuration file (YAML; docs/spec/operations.md and sources.md): every key
     /// optional, a flag given here wins over it. Besides serve's keys it takes `source:`
-    /// (url, biz, biz_token, fields) and `handler:` (url, timeout, concurrency, ca_file).
+    /// (url, biz, biz_token, fields), `handler:` (url, timeout, concurrency, ca_file) and
+    /// `dead_letters:` (publish: a redis-stream:// or nats:// URL each stored dead letter is
+    /// also published to).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The rule set directory (watched; pushes are written into it) [default: rules].
@@ -161,7 +164,13 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;
-    let job = app::relay::job(source, handler, topology, store).time_scale(scale);
+    let publish = file
+        .dead_letters
+        .publish
+        .clone()
+        .map(|url| Publisher::new(url, &options.data));
+    let job = app::relay::job(source, handler, topology, store, publish);
+    let job = job.time_scale(scale);
     Ok(app::run_job(options, set, job))
 }
 

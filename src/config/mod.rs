@@ -16,11 +16,13 @@
 //! [`deserialize_yaml`]: rebound_engine::load::deserialize_yaml
 
 mod parse;
+mod publish;
 mod receivers;
 mod relay;
 mod topology;
 
 pub use parse::HostName;
+pub use publish::{DeadLettersSetting, PublishUrl, PublishUrlError};
 pub use receivers::{Receiver, Receivers, undefined_receivers};
 pub use relay::{
     Fields, HandlerSetting, SourceSetting, SourceUrl, SourceUrlError, check_handler_url,
@@ -85,6 +87,9 @@ pub struct ConfigFile {
     /// `relay`'s handler: `--handler`, its timeout, concurrency and CA file.
     #[serde(default, deserialize_with = "parse::section")]
     pub handler: HandlerSetting,
+    /// `relay`'s dead letters: `publish`, where each stored one is also published.
+    #[serde(default, deserialize_with = "parse::section")]
+    pub dead_letters: DeadLettersSetting,
 }
 
 /// `store:`: the URL, alone or with the file its password is in.

@@ -316,3 +316,30 @@ fn the_admin_edges_default_to_the_spec_and_are_checked_where_written() {
     let e = first_error("admin:\n  max_conections: 4\n");
     assert!(e.help.unwrap_or_default().contains("max_connections"));
 }
+
+#[test]
+fn dead_letters_publish_is_read_checked_and_located() {
+    let config = parse("dead_letters:\n  publish: redis-stream://u:pw@127.0.0.1:6379/dead\n")
+        .expect("a Redis stream");
+    assert_eq!(
+        config.dead_letters.publish,
+        Some(PublishUrl::RedisStream {
+            server: "redis://u:pw@127.0.0.1:6379".into(),
+            stream: "dead".into()
+        })
+    );
+    let config = parse("dead_letters: {publish: 'nats://127.0.0.1:4222/dead.orders'}\n")
+        .expect("a JetStream subject");
+    assert_eq!(
+        config.dead_letters.publish.map(|u| u.to_string()),
+        Some("nats://127.0.0.1:4222/dead.orders".into())
+    );
+    assert_eq!(parse("dead_letters:\n").unwrap(), ConfigFile::default());
+    let d = first_error("dead_letters:\n  publsh: nats://h:1/x\n");
+    assert_eq!((d.line, d.column), (Some(2), Some(3)), "{d}");
+    assert_eq!(d.help.as_deref(), Some("did you mean 'publish'?"), "{d}");
+    let d = first_error("dead_letters:\n  publish: kafka://u:pw@h:9092/dead\n");
+    assert_eq!((d.line, d.column), (Some(2), Some(12)), "{d}");
+    assert!(d.message.contains("not in this build yet"), "{d}");
+    assert!(!d.message.contains("pw"), "{d}");
+}

@@ -25,6 +25,7 @@ pub mod fleet;
 pub mod gate;
 pub mod handler;
 pub mod letters;
+pub mod publish;
 pub mod recent;
 pub mod rule_errors;
 pub mod runtime;
@@ -59,6 +60,9 @@ pub struct Metrics {
     pub sources: Arc<sources::SourceMetrics>,
     /// A relay's handler; attach its stats to fill them.
     pub handler: Arc<handler::HandlerMetrics>,
+    /// A relay's dead letters published to the broker; attach its publisher's stats to fill
+    /// them.
+    pub publish: Arc<publish::PublishMetrics>,
     /// The last 15 minutes of per-second rates (not exported: `GET /v1/overview` shows them).
     pub recent: RecentRates,
 }
@@ -90,6 +94,8 @@ impl Metrics {
         registry.register_collector(Box::new(sources.clone()));
         let handler = Arc::new(handler::HandlerMetrics::default());
         registry.register_collector(Box::new(handler.clone()));
+        let publish = Arc::new(publish::PublishMetrics::default());
+        registry.register_collector(Box::new(publish.clone()));
         Metrics {
             registry,
             rules,
@@ -101,6 +107,7 @@ impl Metrics {
             gate,
             sources,
             handler,
+            publish,
             recent: RecentRates::default(),
         }
     }

@@ -7,12 +7,14 @@
 //! - `answer.rs`: the answer read as a fate ([`Answer`], [`AnswerClass`]), the table of
 //!   sources.md row by row.
 //! - [`source`]: the source it reads; [`bolt`]: the bolt that calls the handler for each
-//!   delivery; [`report`]: what it prints after its stop. The job that puts them together is
+//!   delivery; [`report`]: what it prints after its stop; [`publish`]: each stored dead letter
+//!   also published to the broker (`dead_letters.publish`). The job that puts them together is
 //!   `app::relay`.
 
 mod answer;
 pub mod bolt;
 mod handler;
+pub mod publish;
 pub mod report;
 pub mod source;
 

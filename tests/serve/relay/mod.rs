@@ -4,6 +4,7 @@
 mod fates;
 mod fleet;
 mod jetstream;
+mod publish;
 mod readme;
 mod redis_stream;
 mod refusals;

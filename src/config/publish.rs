@@ -1,0 +1,325 @@
+//! `dead_letters: {publish: URL}` (`sources.md`, "Dead letters to the broker"): where each
+//! stored dead letter is also published. The URL is a source URL's form without what only a
+//! reader needs: `redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM` (a `?group=` copied from
+//! a source URL is taken and means nothing here) or `nats://[USER:PASS@]HOST:PORT/SUBJECT`.
+//! The relay's publisher (`relay::publish`) sends to it.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer};
+
+use super::parse;
+
+/// Where dead letters are published, by the broker it names. Shown (`Display`, `Debug`)
+/// with everything up to the last `@` of its authority hidden.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PublishUrl {
+    /// `XADD` to a Redis stream.
+    RedisStream {
+        /// The server as redis-rs takes it (`redis://[USER:PASS@]HOST:PORT[/DB]`).
+        server: String,
+        /// The stream's key.
+        stream: String,
+    },
+    /// A JetStream publish, its ack awaited.
+    JetStream {
+        /// The server, `HOST:PORT` (no credentials: they go in the CONNECT).
+        server: String,
+        /// The user and password, percent-decoded, if the URL names them.
+        credentials: Option<(String, String)>,
+        /// The subject a stream of the server captures.
+        subject: String,
+    },
+}
+
+/// Why a publish URL was refused (it never repeats a password).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PublishUrlError(String);
+
+const REDIS: &str = "redis-stream://";
+const NATS: &str = "nats://";
+const FORMS: &str = "expected redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM or \
+                     nats://[USER:PASS@]HOST:PORT/SUBJECT";
+
+impl PublishUrl {
+    /// Parses `url` by its scheme.
+    pub fn parse(url: &str) -> Result<PublishUrl, PublishUrlError> {
+        let url = url.trim();
+        let fail = |why: String| PublishUrlError(format!("bad publish URL {}: {why}", redact(url)));
+        let scheme = url.split_once("://").map_or("", |(s, _)| s);
+        match scheme {
+            "redis-stream" | "nats" => {}
+            "kafka" | "amqp" | "amqps" => {
+                return Err(fail(format!(
+                    "publishing to {scheme}:// is not in this build yet (Redis Streams and NATS JetStream are); {FORMS}"
+                )));
+            }
+            "" => return Err(fail(format!("it has no scheme; {FORMS}"))),
+            _ => return Err(fail(format!("unknown scheme; {FORMS}"))),
+        }
+        let rest = &url[scheme.len() + "://".len()..];
+        let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = before_query
+            .split_once('/')
+            .ok_or_else(|| fail(format!("it names no stream or subject; {FORMS}")))?;
+        // Nothing of the authority is repeated in an error (a password with a raw `/` would
+        // be cut there and show up as the host).
+        let (user_info, host_port) = match authority.rsplit_once('@') {
+            Some((info, host_port)) => (Some(info), host_port),
+            None => (None, authority),
+        };
+        let port_ok = host_port
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !port_ok {
+            return Err(fail(format!(
+                "it names no HOST:PORT (the port is required); {FORMS}"
+            )));
+        }
+        if scheme == "redis-stream" {
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                if !pair.starts_with("group=") {
+                    return Err(fail(format!(
+                        "unknown parameter '{pair}' (a publish URL takes none); {FORMS}"
+                    )));
+                }
+            }
+            let (db, stream) = match path.split('/').collect::<Vec<_>>()[..] {
+                [stream] => (None, stream),
+                [db, stream] => {
+                    let db: u32 = db
+                        .parse()
+                        .map_err(|_| fail(format!("'{db}' is not a database number; {FORMS}")))?;
+                    (Some(db), stream)
+                }
+                _ => return Err(fail(format!("too many path segments; {FORMS}"))),
+            };
+            if stream.is_empty() {
+                return Err(fail(format!("it names no stream; {FORMS}")));
+            }
+            let server = match db {
+                Some(db) => format!("redis://{authority}/{db}"),
+                None => format!("redis://{authority}"),
+            };
+            // redis-rs's own reading of the server (its error never repeats the URL).
+            redis::Client::open(server.as_str())
+                .map_err(|_| fail(format!("redis-rs does not take its HOST:PORT; {FORMS}")))?;
+            return Ok(PublishUrl::RedisStream {
+                server,
+                stream: stream.to_owned(),
+            });
+        }
+        if !query.is_empty() {
+            return Err(fail(format!(
+                "a publish URL takes no parameters ('?{query}'); {FORMS}"
+            )));
+        }
+        let credentials = match user_info {
+            None => None,
+            Some(info) => {
+                let (user, password) = info.split_once(':').ok_or_else(|| {
+                    fail(format!(
+                        "the user-info before '@' is not USER:PASS; {FORMS}"
+                    ))
+                })?;
+                if user.is_empty() {
+                    return Err(fail(format!("the user before ':' is empty; {FORMS}")));
+                }
+                let user = decode(user).map_err(|why| fail(format!("the user {why}")))?;
+                let password =
+                    decode(password).map_err(|why| fail(format!("the password {why}")))?;
+                Some((user, password))
+            }
+        };
+        check_subject(path).map_err(fail)?;
+        host_port.parse::<async_nats::ServerAddr>().map_err(|_| {
+            fail(format!(
+                "the NATS client does not take its HOST:PORT; {FORMS}"
+            ))
+        })?;
+        Ok(PublishUrl::JetStream {
+            server: host_port.to_owned(),
+            credentials,
+            subject: path.to_owned(),
+        })
+    }
+
+    /// The stream or subject published to (for log lines and the metrics' help).
+    pub fn target(&self) -> &str {
+        match self {
+            PublishUrl::RedisStream { stream, .. } => stream,
+            PublishUrl::JetStream { subject, .. } => subject,
+        }
+    }
+}
+
+/// Shown with everything up to the authority's last `@` hidden.
+impl fmt::Display for PublishUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PublishUrl::RedisStream { server, stream } => {
+                let shown = redact(server);
+                let server = shown.strip_prefix("redis://").unwrap_or(&shown);
+                write!(f, "{REDIS}{server}/{stream}")
+            }
+            PublishUrl::JetStream {
+                server,
+                credentials,
+                subject,
+            } => {
+                let hidden = if credentials.is_some() { "***@" } else { "" };
+                write!(f, "{NATS}{hidden}{server}/{subject}")
+            }
+        }
+    }
+}
+
+/// Shown as [`Display`](fmt::Display) shows it: never with its password.
+impl fmt::Debug for PublishUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PublishUrl({self})")
+    }
+}
+
+/// `url` with everything up to its last `@` replaced by `***` (a password may hold a raw `/`
+/// or `?`, so the last `@` anywhere counts: a path with one is hidden too, never a password
+/// shown).
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Percent-decodes `s` (`%40` for `@`, …).
+fn decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("has a '%' not followed by two hex digits")?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "is not UTF-8 once decoded".to_owned())
+}
+
+/// A subject to publish to: dot-separated tokens, none empty, no wildcard, no whitespace.
+fn check_subject(subject: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("the subject '{subject}' {why}; {FORMS}"));
+    if subject.is_empty() {
+        return Err(format!("it names no subject; {FORMS}"));
+    }
+    if subject.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return bad("has whitespace");
+    }
+    if subject.split('.').any(str::is_empty) {
+        return bad("has an empty token (two dots, or a dot at an end)");
+    }
+    if subject.contains(['*', '>']) {
+        return bad("has a wildcard ('*' or '>'): a letter is published to one subject");
+    }
+    if subject.contains('/') {
+        return bad("has a '/' (only the subject follows HOST:PORT)");
+    }
+    Ok(())
+}
+
+/// `dead_letters:`: `{publish: URL}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLettersSetting {
+    /// Where each stored dead letter is also published.
+    #[serde(default, deserialize_with = "publish_url")]
+    pub publish: Option<PublishUrl>,
+}
+
+fn publish_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PublishUrl>, D::Error> {
+    parse::checked_str(d, "a redis-stream:// or nats:// URL", |s| {
+        PublishUrl::parse(s).map(Some).map_err(|e| e.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_forms_parse_and_never_show_their_password() {
+        let u = PublishUrl::parse("redis-stream://127.0.0.1:6379/dead").unwrap();
+        assert_eq!(
+            u,
+            PublishUrl::RedisStream {
+                server: "redis://127.0.0.1:6379".into(),
+                stream: "dead".into()
+            }
+        );
+        assert_eq!(u.to_string(), "redis-stream://127.0.0.1:6379/dead");
+        let u = PublishUrl::parse("redis-stream://app:s3cret@h:1/2/dead?group=g").unwrap();
+        assert_eq!(
+            u,
+            PublishUrl::RedisStream {
+                server: "redis://app:s3cret@h:1/2".into(),
+                stream: "dead".into()
+            }
+        );
+        assert_eq!(u.to_string(), "redis-stream://***@h:1/2/dead");
+        assert!(!format!("{u:?}").contains("s3cret"));
+        let u = PublishUrl::parse("nats://app:p%40ss@h:4222/dead.orders").unwrap();
+        assert_eq!(
+            u,
+            PublishUrl::JetStream {
+                server: "h:4222".into(),
+                credentials: Some(("app".into(), "p@ss".into())),
+                subject: "dead.orders".into()
+            }
+        );
+        assert_eq!(u.to_string(), "nats://***@h:4222/dead.orders");
+        assert_eq!(u.target(), "dead.orders");
+        assert!(!format!("{u:?}").contains("p@ss"));
+        let u = PublishUrl::parse("nats://127.0.0.1:4222/dead").unwrap();
+        assert_eq!(u.to_string(), "nats://127.0.0.1:4222/dead");
+    }
+
+    #[test]
+    fn a_bad_url_says_what_is_wrong_and_never_shows_the_password() {
+        for (url, says) in [
+            ("kafka://u:pw@h:9092/dead", "not in this build yet"),
+            ("amqp://u:pw@h:5672/dead", "not in this build yet"),
+            ("http://u:pw@h:1/dead", "unknown scheme"),
+            ("dead", "no scheme"),
+            ("redis-stream://u:pw@h:1", "names no stream"),
+            ("redis-stream://u:pw@h/dead", "HOST:PORT"),
+            ("redis-stream://u:pw@h:0/dead", "HOST:PORT"),
+            ("redis-stream://u:pw@h:1/x/dead", "not a database number"),
+            ("redis-stream://u:pw@h:1/0/", "names no stream"),
+            ("redis-stream://u:pw@h:1/dead?start=0", "unknown parameter"),
+            ("nats://u:pw@h:1/", "names no subject"),
+            ("nats://u:pw@h:1/dead.>", "wildcard"),
+            ("nats://u:pw@h:1/dead..x", "empty token"),
+            ("nats://u:pw@h:1/dead?consumer=c", "takes no parameters"),
+            ("nats://token@h:1/dead", "not USER:PASS"),
+            ("nats://u:p%zz@h:1/dead", "the password has a '%'"),
+            ("nats://u:p/w@h:1/dead", "HOST:PORT"),
+        ] {
+            let text = PublishUrl::parse(url).expect_err(url).to_string();
+            assert!(text.contains(says), "{url}: {text}");
+            assert!(
+                !text.contains("pw") && !text.contains("p/w") && !text.contains("p%zz"),
+                "{url}: {text}"
+            );
+        }
+    }
+}
