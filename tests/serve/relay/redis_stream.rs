@@ -25,6 +25,10 @@ rules:
     match: { code: PAY_FAILED }
     give_up: true
     dead_letter: L3
+  - id: wait
+    match: { code: WAIT }
+    retry: { max_retries: 1000, backoff: { fixed: 100ms } }
+    dead_letter: L1
   - id: slow
     match: { code: SLOW }
     retry: { max_retries: 3, backoff: { fixed: 1h } }
@@ -232,7 +236,17 @@ fn a_retry_waiting_an_hour_holds_nothing_at_the_broker() {
 fn a_relay_killed_with_sigkill_mid_run_loses_nothing() {
     let server = TestServer::start();
     add(&server, 0, 300);
-    let handler = HandlerServer::start(|_| Answer::ok().after(Duration::from_millis(5)));
+    // Messages from 100 on wait (a failure the rules retry) until the relay has been killed,
+    // so that the kill comes mid-run however fast the rest goes.
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = killed.clone();
+    let handler = HandlerServer::start(move |r| {
+        if n_of(r) >= 100 && !gate.load(std::sync::atomic::Ordering::SeqCst) {
+            Answer::code(503, "WAIT")
+        } else {
+            Answer::ok().after(Duration::from_millis(5))
+        }
+    });
     let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
     let args = [
         "--source",
@@ -250,15 +264,15 @@ fn a_relay_killed_with_sigkill_mid_run_loses_nothing() {
         handler.received().len()
     );
     relay.kill9();
-    let seen_before = handler.received().len();
-    assert!(seen_before < 300, "killed before the end ({seen_before})");
+    killed.store(true, std::sync::atomic::Ordering::SeqCst);
     let relay = Relay::start(rules.path(), data.path(), &args);
     let all: BTreeSet<usize> = (0..300).collect();
+    let ok = |r: &Received| r.status == 200;
     assert!(
-        within(Duration::from_secs(30), || acked(&handler, |_| true) == all
+        within(Duration::from_secs(30), || acked(&handler, ok) == all
             && pending(&server) == 0),
         "{} of 300 handled, {} pending\n{}",
-        acked(&handler, |_| true).len(),
+        acked(&handler, ok).len(),
         pending(&server),
         relay.stderr()
     );
@@ -334,7 +348,16 @@ fn a_source_url_s_password_is_never_printed() {
 fn a_redis_restarted_from_its_append_only_file_mid_run_loses_nothing() {
     let mut server = TestServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     add(&server, 0, 300);
-    let handler = HandlerServer::start(|_| Answer::ok().after(Duration::from_millis(10)));
+    // Messages from 100 on wait (a failure the rules retry) until the server has restarted.
+    let restarted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = restarted.clone();
+    let handler = HandlerServer::start(move |r| {
+        if n_of(r) >= 100 && !gate.load(std::sync::atomic::Ordering::SeqCst) {
+            Answer::code(503, "WAIT")
+        } else {
+            Answer::ok().after(Duration::from_millis(10))
+        }
+    });
     let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
     let relay = Relay::start(
         rules.path(),
@@ -347,13 +370,14 @@ fn a_redis_restarted_from_its_append_only_file_mid_run_loses_nothing() {
         handler.received().len()
     );
     server.restart();
-    assert!(handler.received().len() < 300, "restarted mid-run");
+    restarted.store(true, std::sync::atomic::Ordering::SeqCst);
     let all: BTreeSet<usize> = (0..300).collect();
+    let ok = |r: &Received| r.status == 200;
     assert!(
-        within(Duration::from_secs(30), || acked(&handler, |_| true) == all
+        within(Duration::from_secs(30), || acked(&handler, ok) == all
             && pending(&server) == 0),
         "{} of 300 handled, {} pending\n{}",
-        acked(&handler, |_| true).len(),
+        acked(&handler, ok).len(),
         pending(&server),
         relay.stderr()
     );

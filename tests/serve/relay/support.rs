@@ -23,6 +23,8 @@ pub struct Received {
     pub headers: BTreeMap<String, String>,
     /// Its body.
     pub body: String,
+    /// The status it was answered with.
+    pub status: u16,
 }
 
 impl Received {
@@ -199,8 +201,13 @@ async fn answer(
             })
             .collect(),
         body: String::from_utf8_lossy(&body).into_owned(),
+        status: 0,
     };
     let answer = decide(&received);
+    let received = Received {
+        status: answer.status,
+        ..received
+    };
     log.lock().unwrap().push(received);
     if !answer.delay.is_zero() {
         tokio::time::sleep(answer.delay).await;
