@@ -95,25 +95,29 @@ fn serve_on_a_fleet_leaves_a_bounded_number_of_fates_in_redis() {
             .query(&mut c)
             .unwrap()
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(90);
     let mut most = 0;
     loop {
         let made = new_orders(&a) + new_orders(&b);
         // The acked fates left are those above a position (a message above a retry still in
         // flight), written after the journal's hold: a bound that does not grow with the run.
+        // It is the rate (800/s) times the slowest tree or retry in flight, which on a loaded
+        // machine is a message timeout (one real second at this scale) and more: 1,000 was
+        // seen passed there. 2,500 holds on a loaded machine, and is still far below the
+        // 8,000 orders a store that kept every acked fate would hold.
         let acked_left = count_keys(&server, &fates).saturating_sub(letters(&server));
         most = most.max(acked_left);
         eprintln!("{made} orders, {acked_left} acked fates in redis");
         assert!(
-            acked_left <= 1_000,
+            acked_left <= 2_500,
             "{acked_left} acked fates left in redis after {made} orders"
         );
-        if made >= 4_000 {
+        if made >= 8_000 {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the fleet made only {made} orders in 60 s"
+            "the fleet made only {made} orders in 90 s"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
