@@ -12,11 +12,10 @@ use rebound_sources::NatsServer;
 use super::redis_stream::rules_dir;
 use super::support::{Answer, HandlerServer, Relay, n_of, within};
 
-#[test]
-fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
-    let server = NatsServer::start();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let js = rt.block_on(async {
+/// A stream `ORDERS` on `orders.>` in files, with `n` messages of `Rebound-Biz` PAYMENT, each
+/// acknowledged by the server; the client to look at it with.
+fn orders(server: &NatsServer, rt: &tokio::runtime::Runtime, n: usize) -> jetstream::Context {
+    rt.block_on(async {
         let client = async_nats::connect(server.addr()).await.unwrap();
         let js = jetstream::new(client);
         js.create_stream(stream::Config {
@@ -27,7 +26,7 @@ fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
         })
         .await
         .unwrap();
-        for i in 0..20 {
+        for i in 0..n {
             let mut headers = HeaderMap::new();
             headers.insert("Rebound-Biz", "PAYMENT");
             headers.insert("Rebound-Key", format!("order-{i}").as_str());
@@ -38,7 +37,23 @@ fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
                 .unwrap();
         }
         js
-    });
+    })
+}
+
+/// The consumer's `num_ack_pending` and `num_pending`, when the server says.
+fn held(rt: &tokio::runtime::Runtime, js: &jetstream::Context) -> Option<(usize, u64)> {
+    rt.block_on(async {
+        let stream = js.get_stream_no_info("ORDERS").await.ok()?;
+        let info = stream.consumer_info("rebound").await.ok()?;
+        Some((info.num_ack_pending, info.num_pending))
+    })
+}
+
+#[test]
+fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
+    let server = NatsServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let js = orders(&server, &rt, 20);
     // Every fifth waits an hour for its retry; the rest are acked at once.
     let handler = HandlerServer::start(|r| {
         if n_of(r).is_multiple_of(5) {
@@ -54,13 +69,7 @@ fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
         data.path(),
         &["--source", &url, "--handler", &handler.url()],
     );
-    let held = || {
-        rt.block_on(async {
-            let stream = js.get_stream_no_info("ORDERS").await.ok()?;
-            let info = stream.consumer_info("rebound").await.ok()?;
-            Some((info.num_ack_pending, info.num_pending))
-        })
-    };
+    let held = || held(&rt, &js);
     let handled = || handler.received().iter().map(n_of).collect::<BTreeSet<_>>();
     let all: BTreeSet<usize> = (0..20).collect();
     assert!(
@@ -99,4 +108,54 @@ fn a_jetstream_consumer_is_made_and_nothing_stays_pending_at_the_server() {
         stdout.contains("4 retries waiting in the store"),
         "{stdout}"
     );
+}
+
+#[test]
+fn a_nats_server_killed_and_restarted_from_its_store_mid_run_loses_nothing() {
+    let mut server = NatsServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let js = orders(&server, &rt, 200);
+    // Messages from 50 on wait (a failure the rules retry) until the server is back.
+    let restarted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = restarted.clone();
+    let handler = HandlerServer::start(move |r| {
+        if n_of(r) >= 50 && !gate.load(std::sync::atomic::Ordering::SeqCst) {
+            Answer::code(503, "WAIT")
+        } else {
+            Answer::ok()
+        }
+    });
+    let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
+    let url = format!("nats://{}/ORDERS?consumer=rebound", server.addr());
+    let relay = Relay::start(
+        rules.path(),
+        data.path(),
+        &["--source", &url, "--handler", &handler.url()],
+    );
+    let ok = || -> BTreeSet<usize> {
+        handler
+            .received()
+            .iter()
+            .filter(|r| r.status == 200)
+            .map(n_of)
+            .collect()
+    };
+    assert!(
+        within(Duration::from_secs(20), || ok().len() >= 40),
+        "{}",
+        relay.stderr()
+    );
+    server.restart();
+    restarted.store(true, std::sync::atomic::Ordering::SeqCst);
+    let all: BTreeSet<usize> = (0..200).collect();
+    assert!(
+        within(Duration::from_secs(40), || ok() == all
+            && held(&rt, &js) == Some((0, 0))),
+        "{} of 200 acked, held {:?}\n{}",
+        ok().len(),
+        held(&rt, &js),
+        relay.stderr()
+    );
+    let (status, _, stderr) = relay.terminate();
+    assert!(status.success(), "{status}\n{stderr}");
 }
