@@ -27,6 +27,19 @@
 //! Every run prints the CPU seconds it cost (the relay process, `redis-server`, and this
 //! process, which is the handler, and the hand loop in its runs): where the time goes.
 //!
+//! Measured on the 2-core dev machine (shared with other builds; `/proc/loadavg` is printed
+//! with each run), 50,000 messages: relay 22,781/s and 23,814/s against the hand loop's
+//! 30,400/s and 38,429/s (ratios 0.75 and 0.62; load 0.9 to 1.5); with 10% failing, 26,521/s,
+//! handler latency p50 1.48 ms and p99 3.99 ms, 0.042 Redis round trips per message. The relay
+//! spends about 50 µs of CPU per message where the loop spends about 24 µs; a `perf` profile of
+//! the relay: reqwest and hyper with the kernel's loopback `writev` 56%, redis-rs 11%, the
+//! journal writing an acked fate per message to SQLite (with its fsyncs) 11.5%, the handler
+//! bolt's task 8%, the runtime's spout, acker and executors about 8%. The reader makes twice
+//! the loop's `XREADGROUP` and `XACK` calls (partial batches read ahead, custody acks in
+//! smaller groups). Steady at 2,000/s: RSS flat at 52 MB; the data directory grows by about
+//! 40 bytes per message (every acked fate stays in the `fates` table: a Redis stream source
+//! writes no position that would prune them).
+//!
 //! ```sh
 //! cargo bench --bench relay
 //! BENCH_MESSAGES=100000 cargo bench --bench relay

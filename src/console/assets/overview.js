@@ -25,7 +25,7 @@ Rebound.start(() => {
     }
     const last = rates.length ? rates[rates.length - 1] : null;
     const pct = (x) => fmtNum(100 * x, 1) + '%';
-    const ms = (x) => (x === null ? '–' : fmtNum(x, 2) + ' ms');
+    const millis = (x) => (x === null ? '–' : fmtNum(x, 2) + ' ms');
     const letters = {};
     const breakers = [];
     let fuse = o.now.fuse_open;
@@ -84,8 +84,8 @@ Rebound.start(() => {
       ], o.sources, null, 'sources')] : null,
       o.handler ? [h('h2', {}, 'Handler'), table([
         ...Object.keys(o.handler.answers).map((c) => [c, (x) => fmtNum(x.answers[c], 0), 'num']),
-        ['latency p50', (x) => ms(x.latency_ms.p50), 'num'],
-        ['latency p99', (x) => ms(x.latency_ms.p99), 'num'],
+        ['latency p50', (x) => millis(x.latency_ms.p50), 'num'],
+        ['latency p99', (x) => millis(x.latency_ms.p99), 'num'],
       ], [o.handler], null, 'handler')] : null,
       nodes ? [h('h2', {}, 'Nodes'), table([
         ['node', (n) => n.node],
