@@ -36,8 +36,9 @@
 //! journal writing an acked fate per message to SQLite (with its fsyncs) 11.5%, the handler
 //! bolt's task 8%, the runtime's spout, acker and executors about 8%. The reader makes twice
 //! the loop's `XREADGROUP` and `XACK` calls (partial batches read ahead, custody acks in
-//! smaller groups). Steady at 2,000/s: RSS flat at 52 MB; the data directory grows by about
-//! 40 bytes per message (every acked fate stays in the `fates` table: a Redis stream source
+//! smaller groups). Steady at 2,000/s for 600 s (1.2 M messages, 10% failing once): RSS flat
+//! at 49 to 54 MB; the data directory grows linearly, 8.8 MB at 1 minute to 52 MB at 10, about
+//! 43 bytes per message (every acked fate stays in the `fates` table: a Redis stream source
 //! writes no position that would prune them).
 //!
 //! ```sh
