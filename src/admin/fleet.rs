@@ -21,7 +21,7 @@ pub trait FleetDesk: Send + Sync + std::fmt::Debug {
 }
 
 /// An RFC 3339 time, in UTC with milliseconds.
-fn rfc3339(t: Timestamp) -> String {
+pub(super) fn rfc3339(t: Timestamp) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(t.as_millis());
     humantime::format_rfc3339_millis(at).to_string()
 }

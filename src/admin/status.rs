@@ -2,12 +2,17 @@
 
 use super::AdminState;
 use super::error::ApiError;
+use crate::metrics::Metrics;
+use crate::metrics::handler::HandlerStats;
 use crate::metrics::recent;
+use crate::metrics::sources::SourceMetrics;
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use rebound_runtime::sources::CustodyAt;
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// `GET /healthz`: the process is up; also says which version decides.
 pub async fn healthz(State(state): State<AdminState>) -> Json<Value> {
@@ -40,7 +45,9 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
 /// rule-set version, whether it runs on a shared store (so `GET /v1/nodes` has nodes) and
 /// whether writes need the token, the counters now, and the last 15 minutes of rates per
 /// second, each the mean over the `window_s` seconds up to it (`metrics::recent`), oldest first
-/// (with `?since=MS`, only those after it).
+/// (with `?since=MS`, only those after it). A relay adds `sources` (each source's name, lag,
+/// unacked, custody by `at`, reachable or since when not) and `handler` (answers by class,
+/// latency p50/p99 in ms).
 pub async fn overview(
     State(state): State<AdminState>,
     query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
@@ -56,7 +63,7 @@ pub async fn overview(
     };
     let s = state.metrics.runtime.snapshot();
     let version = state.reloader.handle().current().version().to_string();
-    Ok(Json(json!({
+    let mut body = json!({
         "version": version,
         "shared": state.fleet.is_some(),
         "writes_need_token": state.token.is_some(),
@@ -73,7 +80,66 @@ pub async fn overview(
         "interval_s": recent::EVERY.as_secs(),
         "window_s": recent::EVERY.as_secs() * recent::WINDOW as u64,
         "rates": state.metrics.recent.rates_since(since),
-    })))
+    });
+    add_relay(&mut body, &state.metrics);
+    Ok(Json(body))
+}
+
+/// A relay's source and handler (`sources.md`) into the overview's `body`: `sources` and
+/// `handler`, each absent when none is attached (`serve`, `run`).
+fn add_relay(body: &mut Value, metrics: &Metrics) {
+    let sources = sources(&metrics.sources);
+    if !sources.is_empty() {
+        body["sources"] = Value::Array(sources);
+    }
+    if let Some(stats) = metrics.handler.stats() {
+        body["handler"] = handler(&stats);
+    }
+}
+
+/// Each attached source: its name, what it read, what the broker holds unacknowledged and has
+/// waiting (`lag`), its custody acks by what gave custody, and whether its broker answers.
+fn sources(metrics: &SourceMetrics) -> Vec<Value> {
+    metrics
+        .each()
+        .iter()
+        .map(|(name, stats)| {
+            let custody: serde_json::Map<String, Value> = CustodyAt::ALL
+                .iter()
+                .map(|at| (at.as_str().to_owned(), stats.custody(*at).into()))
+                .collect();
+            let since = stats.unreachable_since();
+            json!({
+                "name": name,
+                "received": stats.received.load(Relaxed),
+                "redelivered": stats.redelivered.load(Relaxed),
+                "unacked": stats.unacked.load(Relaxed),
+                "lag": stats.lag.load(Relaxed),
+                "custody": custody,
+                "reachable": since.is_none(),
+                "unreachable_since": since.map(super::fleet::rfc3339),
+            })
+        })
+        .collect()
+}
+
+/// The handler's answers by class and its latency's p50 and p99 in milliseconds (from the
+/// histogram's buckets; `null` before the first answer).
+fn handler(stats: &HandlerStats) -> Value {
+    let answers: serde_json::Map<String, Value> = stats
+        .by_class()
+        .iter()
+        .map(|(class, n)| ((*class).to_owned(), (*n).into()))
+        .collect();
+    let ms = |q| {
+        stats
+            .latency_quantile(q)
+            .map(|d| (d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0)
+    };
+    json!({
+        "answers": answers,
+        "latency_ms": { "p50": ms(0.5), "p99": ms(0.99) },
+    })
 }
 
 /// `GET /v1/overview?since=MS`: only the rates that ended after `since` (a refresh sends the
@@ -81,4 +147,66 @@ pub async fn overview(
 #[derive(Debug, serde::Deserialize)]
 pub struct OverviewQuery {
     since: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rebound_runtime::sources::SourceStats;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn the_overview_has_a_relay_s_source_and_handler_only_when_attached() {
+        let metrics = Metrics::new();
+        let mut body = json!({ "version": "v" });
+        add_relay(&mut body, &metrics);
+        assert_eq!(
+            body,
+            json!({ "version": "v" }),
+            "nothing attached, nothing added"
+        );
+
+        let source = Arc::new(SourceStats::default());
+        source.received.store(12, Relaxed);
+        source.unacked.store(3, Relaxed);
+        source.lag.store(40, Relaxed);
+        source.count_custody(CustodyAt::Retained);
+        source.count_custody(CustodyAt::Acked);
+        source.count_custody(CustodyAt::Acked);
+        metrics.sources.attach("<orders>", source.clone());
+        let handler = Arc::new(HandlerStats::default());
+        handler.answered("2xx", Some(200), Duration::from_micros(500));
+        handler.answered("5xx", Some(503), Duration::from_millis(3));
+        metrics.handler.attach(handler);
+        add_relay(&mut body, &metrics);
+        assert_eq!(
+            body["sources"],
+            json!([{
+                "name": "<orders>",
+                "received": 12,
+                "redelivered": 0,
+                "unacked": 3,
+                "lag": 40,
+                "custody": { "retained": 1, "acked": 2, "dead_lettered": 0 },
+                "reachable": true,
+                "unreachable_since": null,
+            }])
+        );
+        let answers = &body["handler"]["answers"];
+        assert_eq!(
+            *answers,
+            json!({ "2xx": 1, "4xx": 0, "5xx": 1, "timeout": 0, "unavailable": 0 })
+        );
+        let p50 = body["handler"]["latency_ms"]["p50"].as_f64().unwrap();
+        let p99 = body["handler"]["latency_ms"]["p99"].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 <= 1.0 && p99 > 2.0 && p99 <= 4.0, "{body}");
+
+        source.reachable(false);
+        let mut body = json!({});
+        add_relay(&mut body, &metrics);
+        assert_eq!(body["sources"][0]["reachable"], false);
+        let since = body["sources"][0]["unreachable_since"].as_str().unwrap();
+        humantime::parse_rfc3339(since).expect("an RFC 3339 time");
+    }
 }

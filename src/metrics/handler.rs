@@ -18,6 +18,10 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 /// The classes a handler's answers are counted by, in the order they are exported.
 pub const CLASSES: [&str; 5] = ["2xx", "4xx", "5xx", "timeout", "unavailable"];
 
+/// The histogram's buckets: 1 ms, doubling, to about 16 s.
+const FIRST_BOUND_S: f64 = 0.001;
+const BOUNDS: u16 = 15;
+
 /// What a handler answered: counted by class and by status, with the time each answer took.
 #[derive(Debug)]
 pub struct HandlerStats {
@@ -25,6 +29,9 @@ pub struct HandlerStats {
     /// Answers with a status, by status; `None`'s are the timeouts and unavailable ones.
     by_status: Mutex<BTreeMap<u16, u64>>,
     seconds: Histogram,
+    /// The same observations by bucket (not cumulative; the last one is above every bound),
+    /// for [`HandlerStats::latency_quantile`]: the exported histogram cannot be read back.
+    buckets: [AtomicU64; BOUNDS as usize + 1],
 }
 
 impl Default for HandlerStats {
@@ -32,9 +39,18 @@ impl Default for HandlerStats {
         HandlerStats {
             by_class: Default::default(),
             by_status: Mutex::default(),
-            // 1 ms to about 16 s.
-            seconds: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            seconds: Histogram::new(exponential_buckets(FIRST_BOUND_S, 2.0, BOUNDS)),
+            buckets: Default::default(),
         }
+    }
+}
+
+/// The upper bound of bucket `i` in seconds (`+inf` for the last).
+fn bound(i: usize) -> f64 {
+    if i >= usize::from(BOUNDS) {
+        f64::INFINITY
+    } else {
+        FIRST_BOUND_S * f64::from(1u32 << i)
     }
 }
 
@@ -54,7 +70,39 @@ impl HandlerStats {
                 .unwrap_or_else(PoisonError::into_inner);
             *by_status.entry(status).or_default() += 1;
         }
-        self.seconds.observe(latency.as_secs_f64());
+        let seconds = latency.as_secs_f64();
+        self.seconds.observe(seconds);
+        let i = (0..usize::from(BOUNDS))
+            .find(|&i| seconds <= bound(i))
+            .unwrap_or(usize::from(BOUNDS));
+        self.buckets[i].fetch_add(1, Relaxed);
+    }
+
+    /// The `q` quantile (0 to 1) of the answers' latency so far, from the histogram's buckets,
+    /// interpolated within its bucket as Prometheus's `histogram_quantile` does (so it is
+    /// as precise as the buckets are: 1 ms, then doubling); one above every bound is the
+    /// highest bound. `None` before the first answer.
+    pub fn latency_quantile(&self, q: f64) -> Option<Duration> {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let (mut lower, mut below) = (0.0, 0u64);
+        for (i, &n) in counts.iter().enumerate() {
+            let upper = bound(i);
+            if n > 0 && (below + n) as f64 >= rank {
+                if upper.is_infinite() {
+                    return Some(Duration::from_secs_f64(lower));
+                }
+                let within = (rank - below as f64).max(0.0) / n as f64;
+                return Some(Duration::from_secs_f64(lower + (upper - lower) * within));
+            }
+            below += n;
+            lower = upper;
+        }
+        Some(Duration::from_secs_f64(lower))
     }
 
     /// The answers so far by class, in [`CLASSES`]' order.
@@ -82,6 +130,15 @@ impl HandlerMetrics {
     pub fn attach(&self, stats: Arc<HandlerStats>) {
         *self.stats.lock().unwrap_or_else(PoisonError::into_inner) = Some(stats);
     }
+
+    /// The attached stats, if a relay attached its handler's (the console's overview reads
+    /// them).
+    pub fn stats(&self) -> Option<Arc<HandlerStats>> {
+        self.stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -91,12 +148,7 @@ struct ClassLabel {
 
 impl Collector for HandlerMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(stats) = self
-            .stats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        else {
+        let Some(stats) = self.stats() else {
             return Ok(());
         };
         let mut requests = encoder.encode_descriptor(
@@ -143,5 +195,24 @@ mod tests {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }
         assert_eq!(stats.by_status(), BTreeMap::from([(200, 1), (503, 2)]));
+    }
+
+    #[test]
+    fn latency_quantiles_come_from_the_buckets() {
+        let stats = HandlerStats::default();
+        assert_eq!(stats.latency_quantile(0.5), None);
+        // 98 answers within 1 ms, one at 3 ms (the 2-4 ms bucket), one above every bound.
+        for _ in 0..98 {
+            stats.answered("2xx", Some(200), Duration::from_micros(300));
+        }
+        stats.answered("5xx", Some(503), Duration::from_millis(3));
+        stats.answered("timeout", None, Duration::from_secs(60));
+        let ms = |q| stats.latency_quantile(q).unwrap().as_secs_f64() * 1000.0;
+        // The median is half-way into the first bucket (rank 50 of its 98).
+        assert!((ms(0.5) - 50.0 / 98.0).abs() < 1e-6, "{}", ms(0.5));
+        // The 99th is the 99th answer: the end of the 2-4 ms bucket.
+        assert!((ms(0.99) - 4.0).abs() < 1e-6, "{}", ms(0.99));
+        // Above every bound: the highest bound (16.384 s).
+        assert!((ms(1.0) - 16_384.0).abs() < 1e-6, "{}", ms(1.0));
     }
 }

@@ -36,7 +36,8 @@ impl SourceMetrics {
             .find_map(|(name, s)| s.unreachable_since().map(|at| (name.clone(), at)))
     }
 
-    fn each(&self) -> Vec<(String, Arc<SourceStats>)> {
+    /// Every attached source: its name and its stats (the console's overview reads them).
+    pub fn each(&self) -> Vec<(String, Arc<SourceStats>)> {
         self.sources
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

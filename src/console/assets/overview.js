@@ -1,6 +1,6 @@
 // /ui/: the live overview, refreshed every 2 s, from GET /v1/overview (the process's own
-// last 15 minutes), GET /metrics (dead letters, the fuse and breakers) and, in shared mode,
-// GET /v1/nodes.
+// last 15 minutes; a relay's source and handler), GET /metrics (dead letters, the fuse and
+// breakers) and, in shared mode, GET /v1/nodes.
 'use strict';
 
 Rebound.start(() => {
@@ -25,6 +25,7 @@ Rebound.start(() => {
     }
     const last = rates.length ? rates[rates.length - 1] : null;
     const pct = (x) => fmtNum(100 * x, 1) + '%';
+    const millis = (x) => (x === null ? '–' : fmtNum(x, 2) + ' ms');
     const letters = {};
     const breakers = [];
     let fuse = o.now.fuse_open;
@@ -69,6 +70,23 @@ Rebound.start(() => {
         ['key', (b) => b.key || '–'],
         ['state', (b) => h('span', { class: 'badge state-' + b.state }, b.state)],
       ], breakers),
+      o.sources ? [h('h2', {}, 'Source'), table([
+        ['source', (x) => x.name],
+        ['lag', (x) => fmtNum(x.lag, 0), 'num'],
+        ['unacked', (x) => fmtNum(x.unacked, 0), 'num'],
+        ['received', (x) => fmtNum(x.received, 0), 'num'],
+        ['custody: retained', (x) => fmtNum(x.custody.retained, 0), 'num'],
+        ['custody: acked', (x) => fmtNum(x.custody.acked, 0), 'num'],
+        ['custody: dead-lettered', (x) => fmtNum(x.custody.dead_lettered, 0), 'num'],
+        ['broker', (x) => (x.reachable
+          ? h('span', { class: 'badge ok' }, 'reachable')
+          : h('span', { class: 'badge bad' }, 'unreachable since ' + x.unreachable_since))],
+      ], o.sources, null, 'sources')] : null,
+      o.handler ? [h('h2', {}, 'Handler'), table([
+        ...Object.keys(o.handler.answers).map((c) => [c, (x) => fmtNum(x.answers[c], 0), 'num']),
+        ['latency p50', (x) => millis(x.latency_ms.p50), 'num'],
+        ['latency p99', (x) => millis(x.latency_ms.p99), 'num'],
+      ], [o.handler], null, 'handler')] : null,
       nodes ? [h('h2', {}, 'Nodes'), table([
         ['node', (n) => n.node],
         ['rule-set version', (n) => n.rules_version],

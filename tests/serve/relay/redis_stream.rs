@@ -171,6 +171,19 @@ fn every_message_reaches_the_handler_and_ends_acked_or_dead_lettered_with_nothin
     ] {
         assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
     }
+    // The console's overview: the source and the handler.
+    let overview = relay.get_json("/v1/overview");
+    let source = &overview["sources"][0];
+    assert_eq!(source["name"], "orders", "{overview}");
+    assert_eq!(source["received"], 40, "{overview}");
+    assert_eq!(source["custody"]["dead_lettered"], 4, "{overview}");
+    assert_eq!(source["reachable"], true, "{overview}");
+    assert_eq!(overview["handler"]["answers"]["2xx"], 36, "{overview}");
+    assert_eq!(overview["handler"]["answers"]["5xx"], 4, "{overview}");
+    assert!(
+        overview["handler"]["latency_ms"]["p99"].is_number(),
+        "{overview}"
+    );
     let (status, stdout, stderr) = relay.terminate();
     assert!(status.success(), "{status}\n{stderr}");
     for part in [
