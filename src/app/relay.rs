@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use rebound_runtime::durable::DurableOptions;
 use rebound_runtime::topology::{Config, TopologyBuilder};
 
 use super::job::{JobError, Summary};
@@ -83,6 +84,15 @@ pub fn job(
             topology,
         )) as Box<dyn Summary>
     });
+    // The broker keeps what a relay acked on its first delivery: no fate per message in the
+    // store, which no source position would ever prune (a stream has none) and which cost a
+    // write per message. A retried message's acked fate is written (it drops its retry row),
+    // and so is every dead letter. A crash between the handler's 2xx and the broker's ack
+    // redelivers the message, which is handed over again with the same Idempotency-Key
+    // (at-least-once).
+    let mut durable = DurableOptions::default();
+    durable.journal.record_every_ack = false;
+    let job = job.durable_options(durable);
     match publish {
         Some(publisher) => job.publisher(publisher),
         None => job,
