@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use rebound_engine::PolicyHandle;
+use rebound_engine::{PolicyHandle, Version};
 use rebound_runtime::topology::{DeferredBolt, PendingTuple, Value};
 
 use super::{Delivery, Handler};
@@ -25,17 +25,21 @@ pub struct HandlerBolt {
     rules: Arc<PolicyHandle>,
     stats: Arc<HandlerStats>,
     runtime: tokio::runtime::Handle,
+    /// The version in force as text, rendered once per version, not once per delivery.
+    version: (Version, Arc<str>),
 }
 
 impl HandlerBolt {
     /// A bolt over `handler`, saying which of `rules` is in force, counting into `stats`.
     /// Made inside a tokio runtime (the requests run on it).
     pub fn new(handler: Handler, rules: Arc<PolicyHandle>, stats: Arc<HandlerStats>) -> Self {
+        let current = *rules.current().version();
         HandlerBolt {
             handler,
             rules,
             stats,
             runtime: tokio::runtime::Handle::current(),
+            version: (current, current.to_string().into()),
         }
     }
 }
@@ -43,7 +47,11 @@ impl HandlerBolt {
 impl DeferredBolt for HandlerBolt {
     fn execute(&mut self, input: PendingTuple) {
         let (handler, stats) = (self.handler.clone(), self.stats.clone());
-        let version = self.rules.current().version().to_string();
+        let current = *self.rules.current().version();
+        if current != self.version.0 {
+            self.version = (current, current.to_string().into());
+        }
+        let version = self.version.1.clone();
         self.runtime.spawn(async move {
             let t = input.tuple();
             let headers = t
