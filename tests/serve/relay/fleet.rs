@@ -5,34 +5,18 @@
 //! nothing is left pending at the broker.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use rebound_store_redis::TestServer;
 
-use super::support::{Answer, HandlerServer, Received, Relay, n_of, pending, within, xadd};
+use super::redis_stream::rules_dir_with;
+use super::support::{
+    Answer, HandlerServer, Received, Relay, Release, n_of, pending, within, xadd,
+};
 
-/// A payment still processing is retried soon; a declined one is a dead letter at once; a
-/// handler that does not answer is tried again and again (its outage is waited out).
-const RULES: &str = "version: 1
-defaults:
-  retry: { max_retries: 2, backoff: { fixed: 50ms } }
-  dead_letter: L2
-rules:
-  - id: processing
-    match: { code: PAY_PROCESSING }
-    retry: { max_retries: 3, backoff: { fixed: 100ms } }
-    dead_letter: L1
-  - id: declined
-    match: { code: PAY_FAILED }
-    give_up: true
-    dead_letter: L3
-  - id: wait
-    match: { code: WAIT }
-    retry: { max_retries: 1000, backoff: { fixed: 100ms } }
-    dead_letter: L1
-  - id: handler-down
+/// The stream tests' rules, and a handler that does not answer is tried again and again (its
+/// outage is waited out).
+const HANDLER_DOWN: &str = "  - id: handler-down
     match: { code: [HANDLER_UNAVAILABLE, HANDLER_TIMEOUT] }
     retry: { max_retries: 1000, backoff: { fixed: 200ms } }
     dead_letter: L2
@@ -47,20 +31,15 @@ fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
     // The test releases the stream in quarters: a message past what is released waits (a
     // failure the rules retry, its retry in the shared store), so each kill comes mid-run
     // however fast the rest goes. Every 50th is declined.
-    let released = Arc::new(AtomicUsize::new(0));
-    let gate = released.clone();
-    let mut handler = HandlerServer::start(move |r| {
-        let n = n_of(r);
-        if n >= gate.load(SeqCst) {
-            Answer::code(503, "WAIT")
-        } else if n % 50 == 7 {
+    let released = Release::upto(0);
+    let mut handler = HandlerServer::start(released.answer(|r| {
+        if n_of(r) % 50 == 7 {
             Answer::code(422, "PAY_FAILED")
         } else {
             Answer::ok().after(Duration::from_millis(5))
         }
-    });
-    let rules = tempfile::tempdir().unwrap();
-    std::fs::write(rules.path().join("rules.yaml"), RULES).unwrap();
+    }));
+    let rules = rules_dir_with(HANDLER_DOWN);
     let source = format!(
         "redis-stream://127.0.0.1:{}/orders?group=rebound",
         server.port()
@@ -100,7 +79,7 @@ fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
     // Release another quarter, and once a sixth more of the stream has been answered, kill a
     // node and start a new one in its place; the handler's server goes down for a while once.
     for (round, name) in ["a2", "b2", "c2"].iter().enumerate() {
-        released.store((round + 1) * MESSAGES / 4, SeqCst);
+        released.to((round + 1) * MESSAGES / 4);
         let goal = (round + 1) * MESSAGES / 6;
         assert!(
             within(Duration::from_secs(30), || answered(&handler) >= goal),
@@ -117,7 +96,7 @@ fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
         }
         nodes.push(start(name));
     }
-    released.store(MESSAGES, SeqCst);
+    released.to(usize::MAX);
     let declined: BTreeSet<usize> = (0..MESSAGES).filter(|n| n % 50 == 7).collect();
     let ok = |r: &Received| r.status == 200;
     let acked = || -> BTreeSet<usize> {

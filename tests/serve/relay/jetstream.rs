@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, stream};
 use rebound_sources::NatsServer;
 
 use super::redis_stream::rules_dir;
-use super::support::{Answer, HandlerServer, Relay, n_of, within};
+use super::support::{Answer, HandlerServer, Relay, Release, n_of, within};
 
 /// A stream `ORDERS` on `orders.>` in files, with `n` messages of `Rebound-Biz` PAYMENT, each
 /// acknowledged by the server; the client to look at it with.
@@ -115,16 +115,9 @@ fn a_nats_server_killed_and_restarted_from_its_store_mid_run_loses_nothing() {
     let mut server = NatsServer::start();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let js = orders(&server, &rt, 200);
-    // Messages from 50 on wait (a failure the rules retry) until the server is back.
-    let restarted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gate = restarted.clone();
-    let handler = HandlerServer::start(move |r| {
-        if n_of(r) >= 50 && !gate.load(std::sync::atomic::Ordering::SeqCst) {
-            Answer::code(503, "WAIT")
-        } else {
-            Answer::ok()
-        }
-    });
+    // Messages from 50 on wait until the server is back.
+    let release = Release::upto(50);
+    let handler = HandlerServer::start(release.answer(|_| Answer::ok()));
     let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
     let url = format!("nats://{}/ORDERS?consumer=rebound", server.addr());
     let relay = Relay::start(
@@ -146,7 +139,7 @@ fn a_nats_server_killed_and_restarted_from_its_store_mid_run_loses_nothing() {
         relay.stderr()
     );
     server.restart();
-    restarted.store(true, std::sync::atomic::Ordering::SeqCst);
+    release.to(usize::MAX);
     let all: BTreeSet<usize> = (0..200).collect();
     assert!(
         within(Duration::from_secs(40), || ok() == all

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use rebound_store_redis::TestServer;
 
-use super::support::{self, Answer, HandlerServer, Received, Relay, n_of, within, xadd};
+use super::support::{self, Answer, HandlerServer, Received, Relay, Release, n_of, within, xadd};
 
 /// The rules of these tests: a payment still processing is retried soon, a declined one is a
-/// dead letter at once, a slow one waits an hour.
+/// dead letter at once, one held back by the test (`WAIT`) is retried again and again, a slow
+/// one waits an hour.
 const RULES: &str = "version: 1
 defaults:
   retry: { max_retries: 2, backoff: { fixed: 50ms } }
@@ -36,8 +37,13 @@ rules:
 ";
 
 pub fn rules_dir() -> tempfile::TempDir {
+    rules_dir_with("")
+}
+
+/// [`rules_dir`]'s rules, and `more` of them after (YAML list items under `rules:`).
+pub fn rules_dir_with(more: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("rules.yaml"), RULES).unwrap();
+    std::fs::write(dir.path().join("rules.yaml"), format!("{RULES}{more}")).unwrap();
     dir
 }
 
@@ -249,17 +255,10 @@ fn a_retry_waiting_an_hour_holds_nothing_at_the_broker() {
 fn a_relay_killed_with_sigkill_mid_run_loses_nothing() {
     let server = TestServer::start();
     add(&server, 0, 300);
-    // Messages from 100 on wait (a failure the rules retry) until the relay has been killed,
-    // so that the kill comes mid-run however fast the rest goes.
-    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gate = killed.clone();
-    let handler = HandlerServer::start(move |r| {
-        if n_of(r) >= 100 && !gate.load(std::sync::atomic::Ordering::SeqCst) {
-            Answer::code(503, "WAIT")
-        } else {
-            Answer::ok().after(Duration::from_millis(5))
-        }
-    });
+    // Messages from 100 on wait until the relay has been killed.
+    let release = Release::upto(100);
+    let handler =
+        HandlerServer::start(release.answer(|_| Answer::ok().after(Duration::from_millis(5))));
     let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
     let args = [
         "--source",
@@ -277,7 +276,7 @@ fn a_relay_killed_with_sigkill_mid_run_loses_nothing() {
         handler.received().len()
     );
     relay.kill9();
-    killed.store(true, std::sync::atomic::Ordering::SeqCst);
+    release.to(usize::MAX);
     let relay = Relay::start(rules.path(), data.path(), &args);
     let all: BTreeSet<usize> = (0..300).collect();
     let ok = |r: &Received| r.status == 200;
@@ -361,16 +360,10 @@ fn a_source_url_s_password_is_never_printed() {
 fn a_redis_restarted_from_its_append_only_file_mid_run_loses_nothing() {
     let mut server = TestServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     add(&server, 0, 300);
-    // Messages from 100 on wait (a failure the rules retry) until the server has restarted.
-    let restarted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gate = restarted.clone();
-    let handler = HandlerServer::start(move |r| {
-        if n_of(r) >= 100 && !gate.load(std::sync::atomic::Ordering::SeqCst) {
-            Answer::code(503, "WAIT")
-        } else {
-            Answer::ok().after(Duration::from_millis(10))
-        }
-    });
+    // Messages from 100 on wait until the server has restarted.
+    let release = Release::upto(100);
+    let handler =
+        HandlerServer::start(release.answer(|_| Answer::ok().after(Duration::from_millis(10))));
     let (rules, data) = (rules_dir(), tempfile::tempdir().unwrap());
     let relay = Relay::start(
         rules.path(),
@@ -383,7 +376,7 @@ fn a_redis_restarted_from_its_append_only_file_mid_run_loses_nothing() {
         handler.received().len()
     );
     server.restart();
-    restarted.store(true, std::sync::atomic::Ordering::SeqCst);
+    release.to(usize::MAX);
     let all: BTreeSet<usize> = (0..300).collect();
     let ok = |r: &Received| r.status == 200;
     assert!(

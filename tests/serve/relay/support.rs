@@ -410,3 +410,37 @@ pub fn pending(server: &rebound_store_redis::TestServer, stream: &str, group: &s
         _ => u64::MAX,
     }
 }
+
+/// How far the test has released the stream: a handler built with [`Release::answer`] answers
+/// a message numbered at or past it with 503 `WAIT` (a code the tests' rules retry again and
+/// again), so that a kill or a restart comes mid-run by construction, however fast the rest
+/// goes.
+#[derive(Clone)]
+pub struct Release(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Release {
+    /// Messages below `n` are released.
+    pub fn upto(n: usize) -> Release {
+        Release(std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n)))
+    }
+
+    /// Releases the messages below `n` (every message: `usize::MAX`).
+    pub fn to(&self, n: usize) {
+        self.0.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The handler's answer: `WAIT` for what is not released, else `then`'s.
+    pub fn answer(
+        &self,
+        then: impl Fn(&Received) -> Answer + Send + Sync + 'static,
+    ) -> impl Fn(&Received) -> Answer + Send + Sync + 'static {
+        let released = self.0.clone();
+        move |r| {
+            if n_of(r) >= released.load(std::sync::atomic::Ordering::SeqCst) {
+                Answer::code(503, "WAIT")
+            } else {
+                then(r)
+            }
+        }
+    }
+}
