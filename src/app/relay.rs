@@ -9,6 +9,7 @@ use rebound_runtime::topology::{Config, TopologyBuilder};
 
 use super::job::{JobError, Summary};
 use super::{JobStore, TopologyJob};
+use crate::config::redact_url;
 use crate::metrics::handler::HandlerStats;
 use crate::relay::Handler;
 use crate::relay::bolt::HandlerBolt;
@@ -47,7 +48,7 @@ pub fn job(
     let job = TopologyJob::over_rules(store, move |durable, _recovered, rules| {
         tracing::info!(
             source = %source.url,
-            handler = %shown(handler.url()),
+            handler = %redact_url(handler.url()),
             consumer = %source.consumer,
             "relaying"
         );
@@ -96,32 +97,5 @@ pub fn job(
     match publish {
         Some(publisher) => job.publisher(publisher),
         None => job,
-    }
-}
-
-/// `url` with any user and password hidden (`https://***@host/…`).
-fn shown(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***{}", &rest[at..]),
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_handler_url_is_shown_without_its_credentials() {
-        assert_eq!(
-            super::shown("http://127.0.0.1:9000/orders"),
-            "http://127.0.0.1:9000/orders"
-        );
-        assert_eq!(
-            super::shown("https://u:p@orders.internal/x?a=b@c"),
-            "https://***@orders.internal/x?a=b@c"
-        );
     }
 }

@@ -22,7 +22,7 @@ mod relay;
 mod topology;
 
 pub use parse::HostName;
-pub use publish::{DeadLettersSetting, PublishUrl, PublishUrlError};
+pub use publish::{DeadLettersSetting, PublishUrl, PublishUrlError, redact as redact_url};
 pub use receivers::{Receiver, Receivers, undefined_receivers};
 pub use relay::{
     Fields, HandlerSetting, SourceSetting, SourceUrl, SourceUrlError, check_handler_url,

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use rebound_sources::jetstream::percent_decode as decode;
 use serde::{Deserialize, Deserializer};
 
 use super::parse;
@@ -185,7 +186,7 @@ impl fmt::Debug for PublishUrl {
 /// `url` with everything up to its last `@` replaced by `***` (a password may hold a raw `/`
 /// or `?`, so the last `@` anywhere counts: a path with one is hidden too, never a password
 /// shown).
-fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -193,27 +194,6 @@ fn redact(url: &str) -> String {
         Some(at) => format!("{scheme}://***{}", &rest[at..]),
         None => url.to_owned(),
     }
-}
-
-/// Percent-decodes `s` (`%40` for `@`, …).
-fn decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or("has a '%' not followed by two hex digits")?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "is not UTF-8 once decoded".to_owned())
 }
 
 /// A subject to publish to: dot-separated tokens, none empty, no wildcard, no whitespace.
@@ -255,6 +235,19 @@ fn publish_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PublishUrl>, D:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_is_shown_without_what_precedes_its_last_at() {
+        assert_eq!(
+            redact("http://127.0.0.1:9000/orders"),
+            "http://127.0.0.1:9000/orders"
+        );
+        assert_eq!(
+            redact("https://u:p@orders.internal/x"),
+            "https://***@orders.internal/x"
+        );
+        assert_eq!(redact("https://u:p/w@h/x"), "https://***@h/x");
+    }
 
     #[test]
     fn the_forms_parse_and_never_show_their_password() {

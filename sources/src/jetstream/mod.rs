@@ -43,7 +43,7 @@ mod url;
 
 pub use mapping::{BIZ_HEADER, KEY_HEADER, MSG_ID_HEADER};
 pub use rebound_runtime::sources::{CustodyAt, SourceStats};
-pub use url::{Deliver, JetStreamUrl, JetStreamUrlError};
+pub use url::{Deliver, JetStreamUrl, JetStreamUrlError, decode as percent_decode};
 
 use std::collections::HashSet;
 use std::num::NonZeroUsize;

@@ -199,8 +199,9 @@ fn check_subject(subject: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Percent-decodes `s`; the error says what is wrong (its caller names the field).
-fn decode(s: &str) -> Result<String, String> {
+/// Percent-decodes `s` (`%40` for `@`, …); the error says what is wrong (its caller names the
+/// field).
+pub fn decode(s: &str) -> Result<String, String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
