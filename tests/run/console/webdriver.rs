@@ -105,17 +105,35 @@ impl Browser {
     /// holds the browser's own bars, even headless).
     pub fn set_viewport(&self, width: u32, height: u32) {
         let (mut w, mut h) = (i64::from(width), i64::from(height));
-        for _ in 0..3 {
-            self.post("/window/rect", json!({"width": w, "height": h}));
+        let inner = || {
             let inner = self.execute("return [window.innerWidth, window.innerHeight]", json!([]));
-            let (iw, ih) = (inner[0].as_i64().unwrap(), inner[1].as_i64().unwrap());
-            if iw == i64::from(width) && ih == i64::from(height) {
+            (inner[0].as_i64().unwrap(), inner[1].as_i64().unwrap())
+        };
+        let mut last = inner();
+        for _ in 0..3 {
+            let before = last;
+            self.post("/window/rect", json!({"width": w, "height": h}));
+            // The page sees a resize when the browser gets to it, which on a loaded machine can
+            // be after the command returns: read until it has (or the target is reached).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            last = inner();
+            while last == before
+                && last != (i64::from(width), i64::from(height))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(50));
+                last = inner();
+            }
+            if last == (i64::from(width), i64::from(height)) {
                 return;
             }
-            w += i64::from(width) - iw;
-            h += i64::from(height) - ih;
+            w += i64::from(width) - last.0;
+            h += i64::from(height) - last.1;
         }
-        panic!("cannot make the viewport {width}x{height}");
+        panic!(
+            "cannot make the viewport {width}x{height} (it stays {}x{})",
+            last.0, last.1
+        );
     }
 
     /// Navigates to `url` and waits for its load event.
