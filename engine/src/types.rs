@@ -172,11 +172,15 @@ pub enum GiveUpReason {
     /// The runtime's own: the rules would retry, but the failure's retry budget had no room
     /// and says `exhausted: dead_letter`. `decide` never returns it.
     Budget,
+    /// The runtime's own: the source refused the message before its first delivery (a
+    /// spout's `NextMessage::Refused`: a RabbitMQ message without a `message-id`), so it was
+    /// dead-lettered at once, undelivered, with its rule's label. `decide` never returns it.
+    Refused,
 }
 
 impl GiveUpReason {
-    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error`, `crash_loop`, `killed` or
-    /// `budget`.
+    /// `give_up`, `max_retries`, `max_elapsed`, `policy_error`, `crash_loop`, `killed`,
+    /// `budget` or `refused`.
     pub fn as_str(self) -> &'static str {
         match self {
             GiveUpReason::GiveUp => "give_up",
@@ -186,6 +190,7 @@ impl GiveUpReason {
             GiveUpReason::CrashLoop => "crash_loop",
             GiveUpReason::Killed => "killed",
             GiveUpReason::Budget => "budget",
+            GiveUpReason::Refused => "refused",
         }
     }
 }

@@ -47,7 +47,8 @@ impl Outcome {
                 GiveUpReason::PolicyError
                 | GiveUpReason::CrashLoop
                 | GiveUpReason::Killed
-                | GiveUpReason::Budget => None,
+                | GiveUpReason::Budget
+                | GiveUpReason::Refused => None,
             },
         }
     }

@@ -63,7 +63,12 @@ impl DeadLetterBatcher {
             let ids = batch
                 .into_iter()
                 .map(|d| {
-                    let key = d.message.key.map(|k| (k, d.message.biz));
+                    // A refused message (never delivered) holds no line of its key.
+                    let key = d
+                        .message
+                        .key
+                        .filter(|_| d.message.retry.attempt > 0)
+                        .map(|k| (k, d.message.biz));
                     (d.message.id, d.label, key)
                 })
                 .collect();

@@ -88,6 +88,59 @@ fn label_of(policy: &dyn FailurePolicy, rule: &RuleRef) -> Label {
     }
 }
 
+/// The dead letter of a message its source refused (`NextMessage::Refused`), never delivered:
+/// the rules are asked only for the label of the rule that matches `failure` (at attempt 1,
+/// the attempt it would have had); the reason is [`GiveUpReason::Refused`]. A panicking
+/// policy gives the label `POLICY_ERROR`, as in [`judge`].
+pub(crate) fn refuse(
+    mut message: Message,
+    failure: Failure,
+    policy: &dyn FailurePolicy,
+    wall: Timestamp,
+) -> DeadLetter {
+    let first = *message.retry.first_delivery.get_or_insert(wall);
+    let ctx = FailureContext {
+        biz: &message.biz,
+        code: &failure.code,
+        attempt: 1,
+        redrives: message.retry.redrives,
+        elapsed: wall - first,
+        retry_after: failure.retry_after,
+        last_delay: message.retry.last_delay(),
+        attrs: &failure.attrs,
+        headers: message.headers.view(),
+        now: wall.as_millis(),
+        signals: SignalView::Pairs(&[]),
+    };
+    let (label, rule, version) = match guarded(|| policy.decide(&ctx)) {
+        Ok(Decided {
+            decision: Decision::DeadLetter { label, rule, .. },
+            version,
+        }) => (label, rule, version),
+        Ok(Decided {
+            decision: Decision::Retry { rule, .. },
+            version,
+        }) => (label_of(policy, &rule), rule, version),
+        Err(p) => {
+            tracing::error!(id = %message.id, panic = %p.message, at = p.at(), "failure policy panicked labelling a refused message");
+            (
+                Label::from("POLICY_ERROR"),
+                RuleRef::Rule("none".into()),
+                Version::from_hash(0),
+            )
+        }
+    };
+    DeadLetter {
+        message,
+        failure,
+        label,
+        reason: GiveUpReason::Refused,
+        rule,
+        version,
+        at: wall,
+    }
+}
+
 /// Decides the fate of `case`. See the [module docs](self).
 pub(crate) fn judge(case: Case, policy: &dyn FailurePolicy, gate: &RetryGate) -> Verdict {
     let Case {

@@ -122,6 +122,7 @@ pub(super) fn reason_from_sql(table: &'static str, reason: &str) -> Result<GiveU
         "crash_loop" => GiveUpReason::CrashLoop,
         "killed" => GiveUpReason::Killed,
         "budget" => GiveUpReason::Budget,
+        "refused" => GiveUpReason::Refused,
         other => return Err(corrupt(table, "reason", other)),
     })
 }

@@ -14,6 +14,14 @@ pub enum NextMessage {
     /// The source is finished: no new messages will ever come. Retries of messages already
     /// delivered still flow, and fates are still reported.
     Exhausted,
+    /// A message the source cannot hand out (a RabbitMQ message without a `message-id`, which
+    /// has no stable id): the runtime dead-letters it at once, never delivering it, with this
+    /// failure, reason [`GiveUpReason::Refused`](rebound_engine::GiveUpReason::Refused) and the
+    /// label of the rule that matches the failure (`retry.attempt` stays 0). It counts under
+    /// `max_spout_pending` until it is stored; then the spout hears
+    /// [`Spout::dead_lettered`], its custody, as for any dead letter. Its ordering key, if
+    /// any, holds no line.
+    Refused(Message, crate::topology::Failure),
 }
 
 /// A source of messages.

@@ -231,3 +231,104 @@ async fn a_source_can_tell_which_redelivered_ids_the_store_has_custody_of() {
     // m-9 was never read; everything else is in the store's custody.
     assert_eq!(known, (1..=8).map(|i| format!("m-{i}")).collect::<Vec<_>>());
 }
+
+/// Refuses every third message (as a RabbitMQ source refuses one without a `message-id`),
+/// hands out the others; records every call it hears.
+struct Refuses {
+    inner: Source,
+}
+
+impl Spout for Refuses {
+    fn next(&mut self) -> NextMessage {
+        match self.inner.next() {
+            NextMessage::Ready(m) if self.inner.next.is_multiple_of(3) => {
+                let m = m.with_key("k");
+                NextMessage::Refused(m, Failure::new("NO_MESSAGE_ID", "no message-id"))
+            }
+            next => next,
+        }
+    }
+    fn ack(&mut self, id: &MessageId) {
+        self.inner.ack(id)
+    }
+    fn dead_lettered(&mut self, id: &MessageId) {
+        self.inner.dead_lettered(id)
+    }
+    fn retained(&mut self, id: &MessageId) {
+        self.inner.retained(id)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_message_is_dead_lettered_at_once_never_delivered_and_its_spout_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = open(dir.path());
+    let calls = Calls::default();
+    let delivered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut b = TopologyBuilder::new("refused");
+    let spout_calls = calls.clone();
+    b.spout("src", 1, move |_| Refuses {
+        inner: Source {
+            next: 0,
+            n: 30,
+            calls: spout_calls.clone(),
+        },
+    });
+    let seen = delivered.clone();
+    b.bolt("work", 1, move |_| Records(seen.clone()))
+        .shuffle("src");
+    // A policy that would retry everything: a refused message is never retried.
+    let running = b
+        .build()
+        .unwrap()
+        .start(durable.seams(policy(Duration::from_millis(1), 5)));
+    until("20 acked and 10 dead-lettered", || {
+        counts(&calls, "ack").len() == 20 && counts(&calls, "dead_lettered").len() == 10
+    })
+    .await;
+    running.wait_quiescent().await;
+    let refused: Vec<String> = (1..=30)
+        .filter(|i: &u64| i.is_multiple_of(3))
+        .map(|i| format!("m-{i}"))
+        .collect();
+    let told: Vec<String> = counts(&calls, "dead_lettered").into_keys().collect();
+    let mut sorted = refused.clone();
+    sorted.sort();
+    assert_eq!(
+        told, sorted,
+        "the spout hears dead_lettered for each refused message"
+    );
+    assert!(counts(&calls, "dead_lettered").values().all(|&n| n == 1));
+    assert!(counts(&calls, "retained").is_empty());
+    let delivered = delivered.lock().unwrap().clone();
+    assert_eq!(
+        delivered.len(),
+        20,
+        "only the others are delivered: {delivered:?}"
+    );
+    assert!(delivered.iter().all(|id| !refused.contains(id)));
+    for id in &refused {
+        let letter = store
+            .dead_letter(&MessageId::from(id.as_str()))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id} is stored as a dead letter"));
+        assert_eq!(letter.letter.failure.code, "NO_MESSAGE_ID");
+        assert_eq!(letter.letter.reason.as_str(), "refused");
+        assert_eq!(letter.letter.message.retry.attempt, 0, "never delivered");
+        assert_eq!(&letter.letter.message.payload[..], b"body", "kept whole");
+    }
+    let stats = running.stats();
+    assert_eq!(stats.failures_by_code.get("NO_MESSAGE_ID"), Some(&10));
+    running.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Acks every tuple, recording its message id.
+struct Records(Arc<Mutex<Vec<String>>>);
+
+impl Bolt for Records {
+    fn execute(&mut self, tuple: &Tuple, _: &mut Emitter<'_>) -> Result<(), Failure> {
+        let id = tuple.field("id").and_then(Value::as_str).unwrap_or("?");
+        self.0.lock().unwrap().push(id.to_string());
+        Ok(())
+    }
+}

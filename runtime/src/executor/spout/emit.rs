@@ -10,8 +10,9 @@ use crate::executor::guarded;
 use crate::executor::ordering::LineKey;
 use crate::executor::pending::{InFlight, SLOT_MASK};
 use crate::fairness::Turn;
+use crate::fate::judge;
 use crate::time::Timestamp;
-use crate::topology::{Message, NextMessage, Spout, Value, Values};
+use crate::topology::{Failure, Message, NextMessage, Spout, Value, Values};
 
 impl<S: Spout> SpoutTask<S> {
     pub(super) fn emit(&mut self, now: Instant) -> usize {
@@ -85,25 +86,45 @@ impl<S: Spout> SpoutTask<S> {
     }
 
     fn next_from_spout(&mut self) -> Option<Message> {
-        if self.source != Source::Open || self.lines.as_ref().is_some_and(|l| l.full()) {
-            return None;
+        loop {
+            if self.source != Source::Open
+                || self.lines.as_ref().is_some_and(|l| l.full())
+                || self.in_flight() >= self.p.cfg.max_spout_pending
+            {
+                return None;
+            }
+            match guarded(|| self.spout.next()) {
+                Ok(NextMessage::Ready(m)) => return Some(m),
+                Ok(NextMessage::Refused(m, failure)) => self.refused(m, failure),
+                Ok(NextMessage::Idle) => {
+                    self.source = Source::Idle;
+                    return None;
+                }
+                Ok(NextMessage::Exhausted) => {
+                    self.source = Source::Exhausted;
+                    return None;
+                }
+                Err(p) => {
+                    tracing::error!(panic = %p.message, at = p.at(), "spout panicked in next(); asking again later");
+                    self.source = Source::Idle;
+                    return None;
+                }
+            }
         }
-        match guarded(|| self.spout.next()) {
-            Ok(NextMessage::Ready(m)) => Some(m),
-            Ok(NextMessage::Idle) => {
-                self.source = Source::Idle;
-                None
-            }
-            Ok(NextMessage::Exhausted) => {
-                self.source = Source::Exhausted;
-                None
-            }
-            Err(p) => {
-                tracing::error!(panic = %p.message, at = p.at(), "spout panicked in next(); asking again later");
-                self.source = Source::Idle;
-                None
-            }
-        }
+    }
+
+    /// A message the spout refused: dead-lettered at once, undelivered (its slot under
+    /// `max_spout_pending` is held until the letter is stored).
+    fn refused(&mut self, msg: Message, failure: Failure) {
+        let letter = judge::refuse(msg, failure, self.p.policy.as_ref(), self.p.time.wall());
+        tracing::info!(
+            id = %letter.message.id, label = %letter.label, code = %letter.failure.code,
+            "dead letter (refused by its source)"
+        );
+        self.new_messages += 1;
+        self.p.stats.failure(&letter.failure.code);
+        self.dl_in_flight += 1;
+        self.dl_outbox.push(letter);
     }
 
     fn deliver(&mut self, mut msg: Message, line: Option<LineKey>, at: u64, wall: Timestamp) {
