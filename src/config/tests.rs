@@ -343,3 +343,22 @@ fn dead_letters_publish_is_read_checked_and_located() {
     assert!(d.message.contains("not in this build yet"), "{d}");
     assert!(!d.message.contains("pw"), "{d}");
 }
+
+#[test]
+fn the_source_section_takes_its_keys_and_names_a_bad_one() {
+    let config = parse(
+        "source:\n  url: nats://127.0.0.1:4222/ORDERS?consumer=rebound\n  biz: ORDER\n  biz_token: 2\n  fates_keep: 30m\n",
+    )
+    .expect("a good source section");
+    let source = config.source.expect("source:");
+    assert_eq!(source.biz.as_deref(), Some("ORDER"));
+    assert_eq!(source.biz_token.map(|n| n.get()), Some(2));
+    assert_eq!(source.fates_keep, Some(Duration::from_secs(1800)));
+    let d = first_error("source:\n  fates_keep: forever\n");
+    assert_eq!((d.line, d.column), (Some(2), Some(15)), "{d:?}");
+    assert!(
+        d.message.contains("bad duration 'forever'"),
+        "{}",
+        d.message
+    );
+}

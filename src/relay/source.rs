@@ -34,9 +34,17 @@ pub struct SourceSpec {
     /// The most messages held unacknowledged at the broker: the spout's pending bound plus
     /// one read batch.
     pub max_unacked: u64,
+    /// How long the store keeps a retried message's acked fate (`source.fates_keep`, default
+    /// [`FATES_KEEP`]): a broker source commits no position that would prune it.
+    pub fates_keep: Duration,
     /// Where the source counts what it does.
     pub stats: Arc<SourceStats>,
 }
+
+/// How long a retried message's acked fate is kept by default: far past a broker's
+/// redelivery of a message whose custody ack was lost (JetStream's ack wait, a Redis
+/// consumer's lease), so a fate the store forgot is never redelivered in practice.
+pub const FATES_KEEP: Duration = Duration::from_secs(3600);
 
 /// Messages per read.
 const BATCH: usize = 100;
@@ -52,6 +60,7 @@ impl SourceSpec {
             fields: FieldNames::default(),
             lease: Duration::from_secs(10),
             max_unacked: (max_spout_pending + BATCH) as u64,
+            fates_keep: FATES_KEEP,
             stats: Arc::default(),
         }
     }

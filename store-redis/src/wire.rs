@@ -16,8 +16,8 @@ use rebound_runtime::store::fields::{
     dead_letter_from_fields, replayed_delivery, retry_from_fields,
 };
 use rebound_runtime::store::{
-    Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction, Result,
-    ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
+    Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction,
+    PRUNE_AT_MOST, Result, ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -47,10 +47,16 @@ pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut A
             push_offset(args, offset(&retry.message).as_ref())?;
             pairs(args, |put| row.for_each(put));
         }
-        WriteOp::Acked { id, at: _, offset } => {
+        WriteOp::Acked { id, at, offset } => {
             args.push(b"A".to_vec());
             args.push(id.as_str().as_bytes().to_vec());
             push_offset(args, offset.as_ref())?;
+            args.push(exact("at", *at)?.into_bytes());
+        }
+        WriteOp::PruneFates { before } => {
+            args.push(b"F".to_vec());
+            args.push(exact("before", *before)?.into_bytes());
+            args.push(PRUNE_AT_MOST.to_string().into_bytes());
         }
         WriteOp::DeadLetter(dl) => {
             let row = DeadLetterFields::encode(dl)?;
