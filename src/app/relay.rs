@@ -46,11 +46,16 @@ pub fn job(
         handler_stats.clone(),
     );
     let report_name = name.clone();
-    let job = TopologyJob::over_rules(store, move |durable, _recovered, rules| {
+    let job = TopologyJob::over_rules(store, move |durable, _recovered, rules, shared| {
+        let mut source = source;
+        // A stream on the shared store's own server: the store acknowledges what it takes
+        // custody of in the script that writes it.
+        source.store_acks = shared.is_some_and(|store| source.ack_in_store(store));
         tracing::info!(
             source = %source.url,
             handler = %redact_url(handler.url()),
             consumer = %source.consumer,
+            custody_acks_by_store = source.store_acks,
             "relaying"
         );
         let mut b = TopologyBuilder::new("relay");

@@ -21,6 +21,7 @@
 --   E id at operator reason          expire
 --   N id at operator reason          retry now
 --   U id at operator reason action   an audit line only
+--   X group n entry…                 custody acks: XACK KEYS[2] group entry… (no answer)
 -- (A position's time is not kept: nothing reads it. An acked fate's is, without an offset:
 -- its score in acked-at, for F.)
 --
@@ -59,6 +60,10 @@
 --   N: the row is not due (gone, or in flight) [noretry]; else it is due at `at`, an audit
 --      line [done].
 --   U: an audit line, naming the message's latest letter if it has one [done].
+--   X: after every other op of the call, the entries are acknowledged to the group of the
+--      stream KEYS[2] (the store's custody of a stream source's messages: the schedules and
+--      dead letters of this call, whatever their answers, since the store has each message
+--      either way) [no answer: X is not a WriteOp].
 -- When a schedule made the head of the due set, `{NS}:wake` is published (a hint only).
 --
 -- Safe to run twice (a reply lost to a dropped connection): a second run finds the fates the
@@ -72,7 +77,7 @@ local DUE, INFLIGHT = P .. 'due', P .. 'inflight'
 
 -- ---- parse ---------------------------------------------------------------------------------
 
-local ops, i, n = {}, 1, #ARGV
+local ops, xacks, i, n = {}, {}, 1, #ARGV
 local function take()
   if i > n then error('apply.lua: malformed call: ARGV ends at ' .. n) end
   i = i + 1
@@ -88,7 +93,14 @@ end
 while i <= n do
   local op = { tag = take() }
   local t = op.tag
-  if t == 'S' then
+  if t == 'X' then
+    if not KEYS[2] then error('apply.lua: malformed call: custody acks without a stream key') end
+    op.group = take()
+    local count = tonumber(take())
+    if not count then error('apply.lua: malformed call: no entry count at ARGV ' .. (i - 1)) end
+    op.entries = {}
+    for k = 1, count do op.entries[k] = take() end
+  elseif t == 'S' then
     op.id, op.token, op.due, op.source, op.position = take(), take(), take(), take(), take()
     op.fields = take_pairs()
   elseif t == 'A' then
@@ -117,7 +129,7 @@ while i <= n do
   else
     error('apply.lua: malformed call: unknown op ' .. tostring(t) .. ' at ARGV ' .. (i - 1))
   end
-  ops[#ops + 1] = op
+  if t == 'X' then xacks[#xacks + 1] = op else ops[#ops + 1] = op end
 end
 
 -- ---- the ops -------------------------------------------------------------------------------
@@ -318,6 +330,12 @@ local RUN = { S = schedule, A = acked, D = dead_letter, P = position, R = replay
   E = expire, N = retry_now, U = audit_only, F = prune_fates }
 local answers = {}
 for k, op in ipairs(ops) do answers[k] = RUN[op.tag](op) end
+for _, op in ipairs(xacks) do
+  -- In chunks: a Lua call takes at most 8,000 arguments.
+  for from = 1, #op.entries, 1000 do
+    redis.call('XACK', KEYS[2], op.group, unpack(op.entries, from, math.min(from + 999, #op.entries)))
+  end
+end
 
 if head then
   local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
