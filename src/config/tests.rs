@@ -83,6 +83,7 @@ fn every_runtime_knob_is_reachable_under_topology() {
             on_dead_letter: OnDeadLetter::Block,
             max_held: 500,
         },
+        max_payload: 512 * 1024,
     };
     assert_eq!(set, want);
     // The other flags that fit.
@@ -361,4 +362,29 @@ fn the_source_section_takes_its_keys_and_names_a_bad_one() {
         "{}",
         d.message
     );
+}
+
+#[test]
+fn a_size_takes_bytes_or_a_unit_and_names_a_bad_one() {
+    for (text, bytes) in [
+        ("2048", 2048),
+        ("'100B'", 100),
+        ("512KiB", 512 * 1024),
+        ("1MiB", 1 << 20),
+        ("2MB", 2_000_000),
+        ("'1 GiB'", 1 << 30),
+    ] {
+        let config = parse(&format!("topology:\n  max_payload: {text}\n")).expect(text);
+        assert_eq!(config.topology.max_payload, Some(bytes), "{text}");
+    }
+    for (text, says) in [
+        ("0", "a size of zero"),
+        ("1.5", "bad size 1.5"),
+        ("lots", "bad size \"lots\""),
+        ("5PB", "bad size \"5PB\""),
+    ] {
+        let d = first_error(&format!("topology:\n  max_payload: {text}\n"));
+        assert_eq!((d.line, d.column), (Some(2), Some(16)), "{text}: {d:?}");
+        assert!(d.message.contains(says), "{text}: {}", d.message);
+    }
 }
