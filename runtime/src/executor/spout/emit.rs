@@ -138,7 +138,15 @@ impl<S: Spout> SpoutTask<S> {
     fn deliver(&mut self, mut msg: Message, line: Option<LineKey>, at: u64, wall: Timestamp) {
         match msg.retry.last_failure() {
             _ if msg.retry.attempt == 0 => self.new_messages += 1,
-            Some(last) => self.p.stats.retry_fired(last.rule.as_str()),
+            Some(last) => {
+                self.p.stats.retry_fired(last.rule.as_str());
+                // Due when its failure was decided plus its delay (an operator's "retry now"
+                // fires early: no lateness).
+                if let Some(delay) = last.delay {
+                    let due = last.at.saturating_add(delay);
+                    self.lateness.observe(wall - due);
+                }
+            }
             // Delivered before but never retried by a rule: nothing fired it.
             None => {}
         }
