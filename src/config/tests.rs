@@ -388,3 +388,36 @@ fn a_size_takes_bytes_or_a_unit_and_names_a_bad_one() {
         assert!(d.message.contains(says), "{text}: {}", d.message);
     }
 }
+
+#[test]
+fn a_receiver_is_a_webhook_or_an_alertmanager_and_may_ask_for_payloads() {
+    let config = parse(
+        "receivers:\n  hook:\n    webhook: http://127.0.0.1:9000/x\n  am:\n    alertmanager: http://127.0.0.1:9093\n    include_payload: true\n",
+    )
+    .expect("two receivers");
+    let hook = config.receivers.get("hook").unwrap();
+    assert_eq!(
+        (hook.kind, hook.include_payload),
+        (ReceiverKind::Webhook, false)
+    );
+    let am = config.receivers.get("am").unwrap();
+    assert_eq!(
+        (am.kind, am.include_payload, am.webhook.as_str()),
+        (ReceiverKind::Alertmanager, true, "http://127.0.0.1:9093")
+    );
+    for (text, says) in [
+        (
+            "receivers:\n  x:\n    webhook: http://a/b\n    alertmanager: http://a\n",
+            "receiver 'x' has both webhook: and alertmanager:",
+        ),
+        (
+            "receivers:\n  x:\n    include_payload: true\n",
+            "receiver 'x' needs webhook: URL or alertmanager: URL",
+        ),
+        ("receivers:\n  x:\n    alertmanager: ftp://a\n", "http"),
+    ] {
+        let d = first_error(text);
+        assert!(d.message.contains(says), "{text}: {}", d.message);
+        assert!(d.line.is_some(), "{text}: {d:?}");
+    }
+}
