@@ -4,8 +4,10 @@
 //! Two kinds:
 //!
 //! - **Per order** (the same at every attempt): a poison order that crashes the writer
-//!   (`PANIC`, every time), and an `INVENTORY` order whose stock never arrives
-//!   (`STOCK_INSUFFICIENT`, every time). The rules give both up after their retries.
+//!   (`PANIC`, every time), an `INVENTORY` order whose stock never arrives
+//!   (`STOCK_INSUFFICIENT`, every time; half of the orders' stock failures carry a held
+//!   `reservation`, retried only while it holds), and a `PAYMENT` the gateway refuses for good
+//!   (`PAY_FAILED`, given up at once). The rules give them up, after their retries or at once.
 //! - **Per attempt** (transient): `DB_LOCK_WAIT`, `NET_TIMEOUT`, `RATE_LIMITED` (with a
 //!   `retry_after` of 1–5 s), `PAY_PROCESSING` for `PAYMENT`, late stock for `INVENTORY`, a slow
 //!   write that outlasts the message timeout (the tree fails with `TIMEOUT`; the write still
@@ -13,7 +15,7 @@
 //!   crash (`PANIC`).
 //!
 //! With the default rates most messages succeed at once, about one in seven is retried, and
-//! about 1.5% end as dead letters (malformed and invalid payloads, poison orders, stock that
+//! about 1.8% end as dead letters (malformed and invalid payloads, poison orders, refused payments, stock that
 //! never came, payments still processing after their retries).
 //!
 //! **Faults heal.** A dead letter replayed by an operator or redriven by its label starts the
@@ -46,6 +48,12 @@ pub struct Faults {
     pub poison: f64,
     /// `INVENTORY` orders whose stock never arrives (`STOCK_INSUFFICIENT` at every attempt).
     pub out_of_stock: f64,
+    /// `INVENTORY` orders whose stock failures carry a held reservation (the attr
+    /// `reservation`: the shipped rules retry those only while the reservation holds).
+    pub reserved: f64,
+    /// `PAYMENT` orders the gateway refuses for good (`PAY_FAILED` at every attempt: the
+    /// shipped rules give them up at once).
+    pub pay_refused: f64,
     /// Per attempt: a lock wait (`DB_LOCK_WAIT`).
     pub db_lock: f64,
     /// Per attempt: a network timeout (`NET_TIMEOUT`).
@@ -70,6 +78,8 @@ impl Default for Faults {
             invalid: 0.003,
             poison: 0.0002,
             out_of_stock: 0.03,
+            reserved: 0.5,
+            pay_refused: 0.005,
             db_lock: 0.03,
             net_timeout: 0.02,
             rate_limited: 0.015,
@@ -90,6 +100,8 @@ impl Faults {
             invalid: 0.0,
             poison: 0.0,
             out_of_stock: 0.0,
+            reserved: 0.0,
+            pay_refused: 0.0,
             db_lock: 0.0,
             net_timeout: 0.0,
             rate_limited: 0.0,
@@ -113,9 +125,15 @@ impl Faults {
             return Fault::Panic;
         }
         if life == 0 && biz == "INVENTORY" && unit(self.seed, n, 11) < self.out_of_stock {
+            return Fault::Fail(self.stock(
+                n,
+                Failure::new("STOCK_INSUFFICIENT", "the item is out of stock"),
+            ));
+        }
+        if life == 0 && biz == "PAYMENT" && unit(self.seed, n, 12) < self.pay_refused {
             return Fault::Fail(
-                Failure::new("STOCK_INSUFFICIENT", "the item is out of stock")
-                    .with_attr("warehouse", "central"),
+                Failure::new("PAY_FAILED", "the payment gateway refused the card")
+                    .with_attr("downstream", GATEWAY),
             );
         }
         // Attempts stay far below 1,000 (a rule's max_retries is at most 100), so each life's
@@ -160,12 +178,22 @@ impl Faults {
             );
         }
         if biz == "INVENTORY" && next(self.stock_late) {
-            return Fault::Fail(
-                Failure::new("STOCK_INSUFFICIENT", "stock not yet replenished")
-                    .with_attr("warehouse", "central"),
-            );
+            return Fault::Fail(self.stock(
+                n,
+                Failure::new("STOCK_INSUFFICIENT", "stock not yet replenished"),
+            ));
         }
         Fault::None
+    }
+
+    /// A stock failure of order `n`, from its warehouse, with its reservation if it holds one.
+    fn stock(&self, n: u64, failure: Failure) -> Failure {
+        let failure = failure.with_attr("warehouse", "central");
+        if unit(self.seed, n, 13) < self.reserved {
+            failure.with_attr("reservation", format!("R-{n:06}"))
+        } else {
+            failure
+        }
     }
 }
 

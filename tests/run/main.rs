@@ -25,3 +25,4 @@ mod run_logs;
 mod run_metrics;
 mod run_ordered;
 mod run_outage;
+mod run_rules_fire;
