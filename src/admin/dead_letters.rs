@@ -39,6 +39,11 @@ pub trait DeadLetterDesk: Send + Sync + std::fmt::Debug {
     fn time_scale(&self) -> TimeScale {
         TimeScale::REAL
     }
+    /// Since when the store refuses the runtime's writes, and the last cause, while it does
+    /// (`/readyz`); `None` while it takes them, or for a desk that writes nothing itself.
+    fn unwritable(&self) -> Option<(rebound_runtime::time::Timestamp, String)> {
+        None
+    }
     /// Sends dead-lettered messages back into the topology as fresh deliveries. Blocking.
     fn replay(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<ScheduledRetry>>;
     /// Marks dead letters handled without delivering them again. Blocking.

@@ -126,6 +126,10 @@ impl DeadLetterDesk for DurableDesk {
         self.scale
     }
 
+    fn unwritable(&self) -> Option<(rebound_runtime::time::Timestamp, String)> {
+        self.durable.journal().failing()
+    }
+
     fn replay(&self, ids: &[MessageId], by: &Actor) -> store::Result<Each<ScheduledRetry>> {
         self.durable.replay_many(ids, &by.operator, &by.reason)
     }

@@ -20,6 +20,7 @@ mod serve_fleet_letters;
 mod serve_fleet_pace;
 mod serve_operator;
 mod serve_pull;
+mod serve_ready;
 mod serve_redrive;
 mod serve_watch;
 

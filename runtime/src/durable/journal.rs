@@ -53,7 +53,7 @@
 //! source position never moved past it.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -66,6 +66,8 @@ use tokio::sync::watch;
 use super::give_up::{JournalFailure, Retrying};
 use super::held::{CustodyTo, Held, Released};
 use super::held_acks::HeldAcks;
+use super::journal_counters::Counters;
+pub use super::journal_counters::JournalStats;
 use super::prune::FatePruner;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 use crate::time::Timestamp;
@@ -122,27 +124,6 @@ impl Default for JournalOptions {
     }
 }
 
-/// Counters of the journal's work.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JournalStats {
-    /// Writes committed.
-    pub committed: u64,
-    /// Transactions committed.
-    pub transactions: u64,
-    /// Failed attempts to commit a batch (each was retried).
-    pub failures: u64,
-    /// Writes never written (counted in `committed` too): queued retries a later write of the
-    /// same message made moot while they were held, and acked fates with no row to drop that
-    /// were not needed (see the [module docs](self)).
-    pub moot: u64,
-    /// Writes waiting for the disk: queued, or held retries. (An acked fate held until a
-    /// position covers it waits for the position, not the disk, and is not counted.)
-    pub backlog: u64,
-    /// Writes a shared store refused as stale ([`Applied::Stale`]): made under a claim that
-    /// was no longer this node's.
-    pub stale: u64,
-}
-
 /// Who waits for a batch of writes to commit.
 type Waiter = oneshot::Sender<Result<Vec<Applied>>>;
 
@@ -155,16 +136,6 @@ enum Entry {
     Wait(Vec<WriteOp>, Waiter),
     Flush(oneshot::Sender<()>),
     Rows(Vec<MessageId>),
-}
-
-#[derive(Default)]
-struct Counters {
-    committed: AtomicU64,
-    transactions: AtomicU64,
-    failures: AtomicU64,
-    moot: AtomicU64,
-    backlog: AtomicUsize,
-    stale: AtomicU64,
 }
 
 struct Inner {
@@ -304,6 +275,21 @@ impl Journal {
     /// The failure, if the journal has given up.
     pub fn failure(&self) -> Option<Arc<JournalFailure>> {
         self.inner.failed.borrow().clone()
+    }
+
+    /// Since when the store refuses the journal's commits, and the last cause, while it does
+    /// (it is retried meanwhile; after [`JournalOptions::give_up_after`] the journal gives up
+    /// and this stays). `None` while commits succeed: what a readiness probe asks.
+    pub fn failing(&self) -> Option<(Timestamp, String)> {
+        if !self.inner.counters.any_failing.load(Relaxed) {
+            return None;
+        }
+        self.inner
+            .counters
+            .failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Writes waiting for the disk (see [`JournalStats::backlog`]): what a source paces
@@ -663,8 +649,7 @@ fn commit(
     for _ in 0..3 {
         match store.apply(&ops) {
             Ok(applied) => {
-                counters.committed.fetch_add(ops.len() as u64, Relaxed);
-                counters.transactions.fetch_add(1, Relaxed);
+                counters.committed(ops.len() as u64);
                 count_stale(&applied, counters);
                 batch.tell_custody(&ops, &applied, false);
                 for (range, done) in batch.waiters.drain(..) {
@@ -673,7 +658,7 @@ fn commit(
                 return Ok(());
             }
             Err(e) => {
-                counters.failures.fetch_add(1, Relaxed);
+                counters.failed(&e);
                 retrying.failed(&e, ops.len(), || store.location())?;
             }
         }
@@ -683,10 +668,12 @@ fn commit(
     for (range, done) in batch.waiters.drain(..) {
         let writes = range.len() as u64;
         let result = store.apply(&ops[range]);
-        if let Ok(applied) = &result {
-            counters.committed.fetch_add(writes, Relaxed);
-            counters.transactions.fetch_add(1, Relaxed);
-            count_stale(applied, counters);
+        match &result {
+            Ok(applied) => {
+                counters.committed(writes);
+                count_stale(applied, counters);
+            }
+            Err(e) => counters.failed(e),
         }
         let _ = done.send(result);
     }
@@ -695,14 +682,13 @@ fn commit(
     loop {
         match store.apply(&loose) {
             Ok(applied) => {
-                counters.committed.fetch_add(loose.len() as u64, Relaxed);
-                counters.transactions.fetch_add(1, Relaxed);
+                counters.committed(loose.len() as u64);
                 count_stale(&applied, counters);
                 batch.tell_custody(&ops, &applied, true);
                 return Ok(());
             }
             Err(e) => {
-                counters.failures.fetch_add(1, Relaxed);
+                counters.failed(&e);
                 retrying.failed(&e, loose.len(), || store.location())?;
             }
         }

@@ -52,6 +52,7 @@ mod give_up;
 mod held;
 mod held_acks;
 pub mod journal;
+mod journal_counters;
 pub mod labels;
 mod operator;
 mod overdue;
