@@ -11,14 +11,16 @@ use tokio::time::Instant;
 /// what the pipeline keeps after the drain, the alerts' last sends and the async runtime's
 /// shutdown the last [`EXIT_SHARE`]. Past it the process exits anyway (as safe as a crash:
 /// the next start continues).
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+pub const STOP_TIMEOUT: Duration = StopBounds::DEFAULT.total;
 
 /// The share of [`STOP_TIMEOUT`] that trees in flight may take to finish.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(7);
+pub const DRAIN_TIMEOUT: Duration = StopBounds::DEFAULT.trees;
 
 /// The end of [`STOP_TIMEOUT`] kept for what follows the pipeline's stop: the alerts' last
 /// sends and the async runtime's shutdown.
-pub const EXIT_SHARE: Duration = Duration::from_secs(1);
+pub const EXIT_SHARE: Duration = crate::config::EXIT_SHARE;
+
+pub use crate::config::StopBounds;
 
 /// Exit code after a second signal, as a shell reports a process stopped by SIGINT.
 const INTERRUPTED: i32 = 130;
@@ -88,22 +90,23 @@ pub async fn interrupted_or_failed(signals: &mut Signals, running: &dyn Running)
 }
 
 /// Stops `running` gracefully so that the process can exit by `deadline` (the signal plus
-/// [`STOP_TIMEOUT`]): trees in flight finish (at most [`DRAIN_TIMEOUT`]), the last writes are
+/// `bounds.total`): trees in flight finish (at most `bounds.trees`), the last writes are
 /// committed, and the report is read if `report` asks for it (`serve` prints none), all
 /// [`EXIT_SHARE`] before `deadline`. An error says why the stop could not finish: the store
 /// failed, or the time ran out.
 pub async fn stop(
     running: Box<dyn Running>,
     deadline: Instant,
+    bounds: StopBounds,
     report: bool,
 ) -> Result<Option<Box<dyn Summary>>, JobError> {
     let by = deadline.checked_sub(EXIT_SHARE).unwrap_or(deadline);
     let failed = running.store_failed();
-    let stop = running.stop(by, DRAIN_TIMEOUT, report);
+    let stop = running.stop(by, bounds.trees, report);
     tokio::select! {
         stopped = tokio::time::timeout_at(by, stop) => match stopped {
             Ok(stopped) => stopped,
-            Err(_) => Err(JobError::Late(STOP_TIMEOUT.as_secs())),
+            Err(_) => Err(JobError::Late(bounds.total.as_secs())),
         },
         failure = failed => Err(JobError::StoreFailed(failure)),
     }

@@ -105,6 +105,8 @@ pub struct Options {
     /// `message_timeout` and the fuse window are in the rules' time (`--time-scale` divides
     /// them).
     pub topology: rebound_runtime::topology::Config,
+    /// How long a graceful stop may take, and its trees in flight (`topology.drain`).
+    pub stop: lifecycle::StopBounds,
     /// Where `alert:` labels send their dead letters (`receivers:` of the configuration
     /// file); empty without one. An [`crate::alerts::AlertDispatcher`] started on them is the
     /// job's alert sink.
@@ -165,6 +167,7 @@ impl Options {
             log_format: LogFormat::Text,
             fleet: None,
             topology: rebound_runtime::topology::Config::default(),
+            stop: lifecycle::StopBounds::default(),
             receivers: Receivers::default(),
         }
     }
@@ -291,6 +294,7 @@ async fn wire(
     rules_changed: pipeline::fleet::RulesChanged,
 ) -> Outcome {
     let console = options.console;
+    let stop_bounds = options.stop;
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => return trouble(&view, format!("cannot install the signal handlers: {e}")),
@@ -458,8 +462,8 @@ async fn wire(
             return Outcome::Trouble;
         }
     }
-    // The whole stop, from here to the exit, within STOP_TIMEOUT.
-    let deadline = tokio::time::Instant::now() + lifecycle::STOP_TIMEOUT;
+    // The whole stop, from here to the exit, within its bound (`topology.drain`).
+    let deadline = tokio::time::Instant::now() + stop_bounds.total;
     // A signal during the stop stops at once.
     signals.exit_on_next();
     // The admin API finishes the requests in flight, the spouts stop, trees in flight finish,
@@ -475,7 +479,7 @@ async fn wire(
                 .and_then(admin_result),
         }
     };
-    let stop = lifecycle::stop(running, deadline, console.prints_report());
+    let stop = lifecycle::stop(running, deadline, stop_bounds, console.prints_report());
     let (stopped, served) = tokio::join!(stop, admin_done);
     // The last letters are committed: send what is queued, within a bound that leaves the
     // runtime its shutdown before the deadline.

@@ -164,6 +164,9 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     });
     options.fleet = fleet;
     options.topology = topology.clone();
+    if let Some(drain) = file.topology.drain {
+        options.stop = drain.0;
+    }
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;

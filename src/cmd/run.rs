@@ -126,6 +126,9 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     options.fleet = fleet;
     options.admin = admin;
     options.topology = file.topology.apply(options.topology);
+    if let Some(drain) = file.topology.drain {
+        options.stop = drain.0;
+    }
     options.keyed = args.keyed || args.ordered;
     if args.ordered {
         options.topology.ordering.ordered = rebound_runtime::topology::Ordered::All;

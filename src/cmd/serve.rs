@@ -93,6 +93,9 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
         interval: args.rules_poll_interval,
     });
     options.topology = file.topology.apply(options.topology);
+    if let Some(drain) = file.topology.drain {
+        options.stop = drain.0;
+    }
     options.receivers = file.receivers;
     options.json = args.json;
     options.log_format = args.log_format;

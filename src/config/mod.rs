@@ -27,7 +27,7 @@ pub use receivers::{PAYLOAD_AT_MOST, Receiver, ReceiverKind, Receivers, undefine
 pub use relay::{
     Fields, HandlerSetting, SourceSetting, SourceUrl, SourceUrlError, check_handler_url,
 };
-pub use topology::{Fuse, Topology};
+pub use topology::{Drain, EXIT_SHARE, Fuse, StopBounds, Topology};
 
 use rebound_engine::{Diagnostic, SourceFile};
 use serde::Deserialize;

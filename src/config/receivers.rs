@@ -78,10 +78,47 @@ impl Receivers {
     }
 }
 
-/// A receiver as the file writes it, under its name.
+/// A receiver as the file writes it, under its name: [`Written`], with exactly one of
+/// `webhook:` and `alertmanager:`.
+struct Entry {
+    url: String,
+    kind: ReceiverKind,
+    headers: BTreeMap<HeaderName, HeaderValue>,
+    ca_file: Option<PathBuf>,
+    include_payload: bool,
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Entry, D::Error> {
+        let w = Written::deserialize(d)?;
+        let (url, kind) = match (w.webhook, w.alertmanager) {
+            (Some(url), None) => (url, ReceiverKind::Webhook),
+            (None, Some(url)) => (url, ReceiverKind::Alertmanager),
+            (Some(_), Some(_)) => {
+                return Err(serde::de::Error::custom(
+                    "a receiver has both webhook: and alertmanager:; give one",
+                ));
+            }
+            (None, None) => {
+                return Err(serde::de::Error::custom(
+                    "a receiver needs webhook: URL or alertmanager: URL",
+                ));
+            }
+        };
+        Ok(Entry {
+            url,
+            kind,
+            headers: w.headers,
+            ca_file: w.ca_file,
+            include_payload: w.include_payload,
+        })
+    }
+}
+
+/// A receiver's keys as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Entry {
+struct Written {
     #[serde(default, deserialize_with = "webhook")]
     webhook: Option<String>,
     #[serde(default, deserialize_with = "webhook")]
@@ -118,33 +155,17 @@ impl<'de> Deserialize<'de> for Name {
 impl<'de> Deserialize<'de> for Receivers {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Receivers, D::Error> {
         let entries = Option::<BTreeMap<Name, Entry>>::deserialize(d)?.unwrap_or_default();
-        let mut receivers = Vec::with_capacity(entries.len());
-        for (name, e) in entries {
-            let (webhook, kind) = match (e.webhook, e.alertmanager) {
-                (Some(url), None) => (url, ReceiverKind::Webhook),
-                (None, Some(url)) => (url, ReceiverKind::Alertmanager),
-                (Some(_), Some(_)) => {
-                    return Err(serde::de::Error::custom(format!(
-                        "receiver '{}' has both webhook: and alertmanager:; give one",
-                        name.0
-                    )));
-                }
-                (None, None) => {
-                    return Err(serde::de::Error::custom(format!(
-                        "receiver '{}' needs webhook: URL or alertmanager: URL",
-                        name.0
-                    )));
-                }
-            };
-            receivers.push(Receiver {
+        let receivers: Vec<Receiver> = entries
+            .into_iter()
+            .map(|(name, e)| Receiver {
                 name: name.0,
-                webhook,
-                kind,
+                webhook: e.url,
+                kind: e.kind,
                 include_payload: e.include_payload,
                 ca_file: e.ca_file,
                 headers: e.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect(),
-            });
-        }
+            })
+            .collect();
         Ok(Receivers::new(receivers))
     }
 }

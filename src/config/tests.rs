@@ -86,6 +86,13 @@ fn every_runtime_knob_is_reachable_under_topology() {
         max_payload: 512 * 1024,
     };
     assert_eq!(set, want);
+    assert_eq!(
+        config.topology.drain,
+        Some(Drain(StopBounds {
+            trees: Duration::from_secs(3),
+            total: Duration::from_secs(5),
+        }))
+    );
     // The other flags that fit.
     assert_eq!(config.lease, Some(Duration::from_secs(4)));
     assert_eq!(config.store_check, Some(StoreCheckSetting::Warn));
@@ -237,8 +244,8 @@ fn bad_values_are_located_and_say_what_was_expected() {
         ),
         (
             "receivers:\n  oncall: {}\n",
-            (2, 11),
-            "missing field 'webhook'",
+            (2, 3),
+            "a receiver needs webhook: URL or alertmanager: URL",
         ),
     ];
     for (text, (line, column), says) in cases {
@@ -408,16 +415,41 @@ fn a_receiver_is_a_webhook_or_an_alertmanager_and_may_ask_for_payloads() {
     for (text, says) in [
         (
             "receivers:\n  x:\n    webhook: http://a/b\n    alertmanager: http://a\n",
-            "receiver 'x' has both webhook: and alertmanager:",
+            "a receiver has both webhook: and alertmanager:",
         ),
         (
             "receivers:\n  x:\n    include_payload: true\n",
-            "receiver 'x' needs webhook: URL or alertmanager: URL",
+            "a receiver needs webhook: URL or alertmanager: URL",
         ),
         ("receivers:\n  x:\n    alertmanager: ftp://a\n", "http"),
     ] {
         let d = first_error(text);
         assert!(d.message.contains(says), "{text}: {}", d.message);
         assert!(d.line.is_some(), "{text}: {d:?}");
+    }
+}
+
+#[test]
+fn a_drain_must_leave_the_stop_a_second_and_names_what_is_wrong() {
+    let config = parse("topology:\n  drain: { stop: 30s }\n").unwrap();
+    assert_eq!(
+        config.topology.drain,
+        Some(Drain(StopBounds {
+            trees: Duration::from_secs(7),
+            total: Duration::from_secs(30),
+        }))
+    );
+    for (text, says) in [
+        (
+            "{ trees: 10s }",
+            "drain.trees (10s) must leave at least 1s of drain.stop (10s)",
+        ),
+        ("{ trees: 5s, stop: 5500ms }", "must leave at least 1s"),
+        ("{ stop: 0s }", "a duration of zero"),
+        ("{ wait: 5s }", "unknown field 'wait'"),
+    ] {
+        let d = first_error(&format!("topology:\n  drain: {text}\n"));
+        assert!(d.message.contains(says), "{text}: {}", d.message);
+        assert_eq!(d.line, Some(2), "{text}: {d:?}");
     }
 }

@@ -49,6 +49,9 @@ pub struct Topology {
     /// with code `PAYLOAD_TOO_LARGE`.
     #[serde(default, deserialize_with = "parse::bytes")]
     pub max_payload: Option<usize>,
+    /// How long a graceful stop may take (`drain: {trees: 7s, stop: 10s}`).
+    #[serde(default)]
+    pub drain: Option<Drain>,
 }
 
 /// `ordered:`: `all`, or a list of biz types (`[]`: none).
@@ -219,5 +222,67 @@ impl<'de> Deserialize<'de> for BizName {
                 Ok(BizName(s.to_owned()))
             }
         })
+    }
+}
+
+/// How long a graceful stop may take: `total` from the signal to the exit, of which trees in
+/// flight get `trees` to finish (`topology.drain`; `app::lifecycle` carries it out). `trees`
+/// leaves at least [`EXIT_SHARE`] of `total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopBounds {
+    /// What trees in flight may take.
+    pub trees: Duration,
+    /// The whole stop.
+    pub total: Duration,
+}
+
+impl StopBounds {
+    /// 7 s for trees in flight, 10 s in all.
+    pub const DEFAULT: StopBounds = StopBounds {
+        trees: Duration::from_secs(7),
+        total: Duration::from_secs(10),
+    };
+}
+
+impl Default for StopBounds {
+    fn default() -> Self {
+        StopBounds::DEFAULT
+    }
+}
+
+/// The end of a stop kept for what follows the pipeline's stop: the last writes' report, the
+/// alerts' last sends and the async runtime's shutdown.
+pub const EXIT_SHARE: Duration = Duration::from_secs(1);
+
+/// `topology.drain`: how long a graceful stop may take (`stop`, default 10 s, from the signal to
+/// the exit) and how much of it trees in flight get to finish (`trees`, default 7 s); `trees`
+/// must leave at least 1 s of `stop` (for the last writes and the exit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drain(pub StopBounds);
+
+impl<'de> Deserialize<'de> for Drain {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Drain, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Written {
+            #[serde(default, deserialize_with = "parse::duration")]
+            trees: Option<Duration>,
+            #[serde(default, deserialize_with = "parse::duration")]
+            stop: Option<Duration>,
+        }
+        let w = Written::deserialize(d)?;
+        let defaults = StopBounds::default();
+        let bounds = StopBounds {
+            trees: w.trees.unwrap_or(defaults.trees),
+            total: w.stop.unwrap_or(defaults.total),
+        };
+        if bounds.trees + EXIT_SHARE > bounds.total {
+            return Err(serde::de::Error::custom(format!(
+                "drain.trees ({:?}) must leave at least {:?} of drain.stop ({:?}) for the last \
+                 writes and the exit",
+                bounds.trees, EXIT_SHARE, bounds.total
+            )));
+        }
+        Ok(Drain(bounds))
     }
 }
