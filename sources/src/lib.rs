@@ -25,9 +25,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "amqp")]
+pub mod amqp;
 #[cfg(feature = "jetstream")]
 pub mod jetstream;
 #[cfg(feature = "test-server")]
 mod test_server;
+#[cfg(any(feature = "jetstream", feature = "amqp"))]
+mod url_text;
 #[cfg(feature = "test-server")]
 pub use test_server::NatsServer;
+#[cfg(feature = "test-server")]
+mod test_server_rabbit;
+#[cfg(feature = "test-server")]
+pub use test_server_rabbit::RabbitServer;
