@@ -121,6 +121,16 @@ impl RabbitHarness {
         })
     }
 
+    /// The harness's publisher (its connection, opened again after a restart).
+    pub async fn publisher(&self) -> tokio::sync::MutexGuard<'_, Publisher> {
+        self.publisher.lock().await
+    }
+
+    /// A channel of the test's own connection (confirm mode), for what a test declares.
+    pub async fn publisher_channel(&self) -> Channel {
+        self.publisher.lock().await.channel().await.clone()
+    }
+
     /// The source URL of the suite's queue.
     pub fn source_url(&self) -> AmqpUrl {
         AmqpUrl::parse(&format!("{}?queue={QUEUE}", self.server.url())).expect("the URL parses")
