@@ -89,6 +89,11 @@ impl Held {
         self.map.contains_key(id)
     }
 
+    /// `id` came back and was acknowledged as the store's (not held): nothing is owed for it.
+    pub(super) fn settled(&mut self, id: &MessageId) {
+        self.owed.remove(id);
+    }
+
     /// The channel is gone: every tag is dead.
     pub(super) fn channel_lost(&mut self) {
         for tags in self.map.values_mut() {

@@ -7,6 +7,14 @@
 //!
 //! A lost connection kills every delivery tag: the held messages stay held, without a tag,
 //! until the broker delivers them again (flagged `redelivered`) on the next channel.
+//!
+//! A broker killed with SIGKILL may come back without its last acks and without the
+//! `redelivered` flag on what it had delivered (a classic queue writes both behind, to its
+//! index), and deliver again, unflagged, messages whose custody the store already has. So after
+//! a lost connection the store is asked about every delivery, flagged or not, until
+//! [`AFTER_LOSS`] times `max_unacked` deliveries have passed (the messages such a broker can
+//! give back come first, from the head of its queue), as the JetStream reader does for a
+//! sequence it fetched before.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -34,6 +42,9 @@ pub(super) const RECONNECT: Doubling =
     Doubling::new(Duration::from_millis(100), Duration::from_secs(5));
 /// How often the queue's depth (its lag) is asked for.
 const LAG_EVERY: Duration = Duration::from_secs(2);
+/// After a lost connection, how many times `max_unacked` deliveries are checked against the
+/// store whatever their `redelivered` flag (see the module docs).
+const AFTER_LOSS: u64 = 2;
 /// The most deliveries or custody acks taken in one turn.
 const MAX_BATCH: usize = 256;
 
@@ -65,6 +76,8 @@ pub(super) async fn run(
         run,
     };
     let mut held = Held::default();
+    // Deliveries still to check against the store whatever their flag.
+    let mut suspect = 0u64;
     let mut failures = 0u32;
     // Channels opened so far (a part of an id-less message's id).
     let mut channels = 0u64;
@@ -132,7 +145,7 @@ pub(super) async fn run(
                             Err(e) => error = Some(e.to_string()),
                         }
                     }
-                    if !place(got, &mut held, &channel, &handed, durable.as_ref(), &stats).await {
+                    if !place(got, &mut held, &channel, &handed, durable.as_ref(), &mut suspect, &stats).await {
                         close(&connection).await;
                         return;
                     }
@@ -170,6 +183,7 @@ pub(super) async fn run(
             }
         };
         held.channel_lost();
+        suspect = AFTER_LOSS.saturating_mul(options.max_unacked.max(1));
         stats.unacked.store(0, Relaxed);
         stats.reachable(false);
         failures = 1;
@@ -278,6 +292,7 @@ async fn place(
     channel: &Channel,
     handed: &mpsc::UnboundedSender<Handed>,
     durable: Option<&Durable>,
+    suspect: &mut u64,
     stats: &SourceStats,
 ) -> bool {
     if got.is_empty() {
@@ -286,7 +301,11 @@ async fn place(
     stats.received.fetch_add(got.len() as u64, Relaxed);
     let again: Vec<MessageId> = got
         .iter()
-        .filter(|g| g.redelivered && g.has_id)
+        .filter(|g| {
+            let after_loss = *suspect > 0;
+            *suspect = suspect.saturating_sub(1);
+            (g.redelivered || after_loss) && g.has_id
+        })
         .map(|g| g.message.id.clone())
         .collect();
     stats
@@ -308,6 +327,7 @@ async fn place(
         if known.contains(&g.message.id) && !held.contains(&g.message.id) {
             // Its custody ack was lost (a crash between the store's commit and the ack, or a
             // broker that lost the ack): acknowledged again, not processed again.
+            held.settled(&g.message.id);
             ack_now.push(g.tag);
             continue;
         }

@@ -144,10 +144,12 @@ async fn a_broker_killed_while_messages_are_held_hands_none_out_twice() {
     s.ack(&first[0].id);
     s.ack(&first[1].id);
     h.restart();
+    // Delivered again (a broker killed with SIGKILL may not flag them `redelivered`: its
+    // index writes the flag behind), the two owed acknowledged at once.
     until(
         "the five delivered again and the two owed acknowledged",
         90,
-        || stats.redelivered.load(Relaxed) >= 5 && h.unacked() == 3,
+        || stats.received.load(Relaxed) >= 10 && h.unacked() == 3,
     )
     .await;
     assert!(
