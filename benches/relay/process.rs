@@ -89,10 +89,27 @@ pub(crate) struct Relay {
 
 impl Relay {
     pub(crate) fn start(redis_port: u16, stream: &str, handler: &str) -> Relay {
+        Relay::start_with(redis_port, stream, handler, None)
+    }
+
+    /// [`Relay::start`] with a configuration file of `config`'s text, if given.
+    pub(crate) fn start_with(
+        redis_port: u16,
+        stream: &str,
+        handler: &str,
+        config: Option<&str>,
+    ) -> Relay {
         let data = tempfile::tempdir().unwrap();
         let rules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rebound"))
-            .arg("relay")
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rebound"));
+        if let Some(text) = config {
+            let file = data.path().join("relay.yaml");
+            std::fs::write(&file, text).unwrap();
+            command.arg("relay").arg("--config").arg(file);
+        } else {
+            command.arg("relay");
+        }
+        let mut child = command
             .arg("--source")
             .arg(format!(
                 "redis-stream://127.0.0.1:{redis_port}/{stream}?group={GROUP}"

@@ -54,15 +54,22 @@ pub(crate) fn steady(
     let stream = "steady";
     fill(server, stream, 0, 1);
     seen.reset(true);
-    let relay = Relay::start(server.port(), stream, handler);
+    // `source.fates_keep` (default 1 h): how long a retried message's acked fate is kept.
+    let keep = std::env::var("BENCH_STEADY_FATES_KEEP").ok();
+    let config = keep
+        .as_ref()
+        .map(|keep| format!("source:\n  fates_keep: {keep}\n"));
+    let relay = Relay::start_with(server.port(), stream, handler, config.as_deref());
+    let every = env_u64("BENCH_STEADY_PRINT_SECS", 60).max(1);
     println!(
-        "steady: {rate}/s for {secs} s (every tenth message fails once), relay pid {}, load {}",
+        "steady: {rate}/s for {secs} s (every tenth message fails once), fates kept {}, relay pid {}, load {}",
+        keep.as_deref().unwrap_or("1h"),
         relay.pid(),
         load()
     );
     let start = Instant::now();
     let mut added = 1;
-    let mut next_print = 60;
+    let mut next_print = every;
     let tick = Duration::from_millis(100);
     let mut c = server.client();
     while start.elapsed().as_secs() < secs {
@@ -92,7 +99,7 @@ pub(crate) fn steady(
                 seen.ok.load(Relaxed),
                 pending(&mut c, stream),
             );
-            next_print += 60;
+            next_print += every;
         }
         std::thread::sleep(tick);
     }

@@ -17,7 +17,8 @@
 //!
 //! What the cases pin, from the contract in `store/mod.rs`: recovery of scheduled retries with
 //! their due times, the retry row living until the fate, first fate wins, acked fates pruned
-//! behind their source's position (only their own source's, never dead-lettered ones), positions
+//! behind their source's position (only their own source's, never dead-lettered ones) or, without
+//! an offset, by time (`PruneFates`), positions
 //! only moving forward, mixed ops in order in one transaction, dead-letter listing and paging,
 //! a dead letter keeping its failure's attrs, replay and skip with the audit log and their
 //! refusals as [`Applied`] replies, and applying the same batch twice ending in the same state.
@@ -73,6 +74,7 @@ macro_rules! conformance_suite {
                 first_fate_wins_and_a_second_fate_is_reported_not_written,
                 pruning_forgets_old_acks_but_keeps_dead_letter_fates,
                 a_position_prunes_only_its_own_sources_acked_fates_with_offsets,
+                pruning_by_time_forgets_only_old_acked_fates_without_an_offset,
                 apply_runs_mixed_ops_in_order_in_one_transaction,
                 positions_are_kept_per_source,
                 positions_only_move_forward,

@@ -150,6 +150,66 @@ pub fn pruning_forgets_old_acks_but_keeps_dead_letter_fates(s: &dyn Store) {
     );
 }
 
+/// `PruneFates` forgets the acked fates without an offset recorded before its time, and only
+/// them: a fate at that time or later, one with an offset (its position prunes it), a dead
+/// letter's and a retry row stay. A pruned message is unknown: it may be scheduled again (a
+/// redelivery after the retention is a new delivery). Pruning in steps gets them all, and
+/// pruning what is pruned is nothing.
+pub fn pruning_by_time_forgets_only_old_acked_fates_without_an_offset(s: &dyn Store) {
+    let mut old: Vec<WriteOp> = (0..250)
+        .map(|i| acked(&format!("old-{i}"), 10 + i))
+        .collect();
+    old.extend([
+        acked("at-the-line", 1_000),
+        acked("new", 2_000),
+        acked_at("positioned", 10, "orders", 1),
+        dead(letter("dead", "ORDER", "L1", "X", 5)),
+        schedule(retry("waiting", 50)),
+    ]);
+    apply_done(s, old);
+    apply_done(s, [WriteOp::PruneFates { before: ms(1_000) }]);
+    let ids: Vec<MessageId> = (0..250)
+        .map(|i| mid(&format!("old-{i}")))
+        .chain(["at-the-line", "new", "positioned", "dead"].map(mid))
+        .collect();
+    assert_eq!(
+        fates(s, &ids),
+        [
+            (mid("at-the-line"), Fate::Acked),
+            (mid("dead"), Fate::DeadLettered),
+            (mid("new"), Fate::Acked),
+            (mid("positioned"), Fate::Acked),
+        ]
+    );
+    assert_eq!(scheduled_ids(s), [(mid("waiting"), ms(50))]);
+    // Forgotten: a redelivery of it may be scheduled again; a kept fate still refuses one.
+    assert_eq!(
+        apply(
+            s,
+            [schedule(retry("old-7", 60)), schedule(retry("new", 60))]
+        ),
+        [Applied::Done, Applied::FateAlreadyKnown(Fate::Acked)]
+    );
+    apply_done(
+        s,
+        [
+            WriteOp::PruneFates { before: ms(1_000) },
+            WriteOp::PruneFates { before: ms(3_000) },
+        ],
+    );
+    assert_eq!(
+        fates(s, &ids),
+        [
+            (mid("dead"), Fate::DeadLettered),
+            (mid("positioned"), Fate::Acked)
+        ]
+    );
+    assert_eq!(
+        s.dead_letter(&mid("dead")).unwrap().unwrap().letter,
+        letter("dead", "ORDER", "L1", "X", 5)
+    );
+}
+
 /// A position prunes the acked fates at or below it of its own source only, in the same
 /// transaction as the fates it covers; positions of other sources (even with the same number)
 /// prune nothing else.

@@ -222,6 +222,10 @@ pub(crate) fn acker_for(root: u64, ackers: usize) -> usize {
     }
 }
 
+/// A batch of fates for one spout task, with the moment the acker sent it (the spout task
+/// measures from it how long fates wait between the two: `rebound_ack_seconds`).
+pub(crate) type Fates = (crate::time::Instant, Vec<Terminal>);
+
 /// The acker task: applies batches to its ledger, rotates on time, and sends each spout task
 /// the terminals of its trees in batches.
 ///
@@ -230,7 +234,7 @@ pub(crate) fn acker_for(root: u64, ackers: usize) -> usize {
 /// can always make progress, which is what keeps the bounded channels deadlock-free.
 pub(crate) async fn run_acker(
     mut rx: mpsc::Receiver<Vec<AckerMsg>>,
-    spouts: Arc<[mpsc::Sender<Vec<Terminal>>]>,
+    spouts: Arc<[mpsc::Sender<Fates>]>,
     message_timeout: Duration,
 ) {
     let mut ledger = Ledger::new();
@@ -285,7 +289,7 @@ pub(crate) async fn run_acker(
             if buf.is_empty() {
                 continue;
             }
-            let batch = std::mem::replace(buf, Vec::with_capacity(buf.len()));
+            let batch = (now, std::mem::replace(buf, Vec::with_capacity(buf.len())));
             match spouts[spout].try_send(batch) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(batch)) => {

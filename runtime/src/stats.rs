@@ -208,6 +208,8 @@ pub struct Stats {
     dead_letters_by_label: Mutex<BTreeMap<String, u64>>,
     complete_latency: AtomicHistogram,
     retry_delay: AtomicHistogram,
+    retry_lateness: AtomicHistogram,
+    ack_wait: AtomicHistogram,
     /// Per bolt component, in the topology's order: its name and its tasks' time per tuple.
     bolt_latency: Vec<(String, AtomicHistogram)>,
     /// Each spout task's earliest due retry (wall clock), by task.
@@ -266,6 +268,13 @@ pub struct StatsSnapshot {
     /// The delay of each scheduled retry (the real time it waits), bucketed by
     /// [`RETRY_DELAY_BOUNDS`].
     pub retry_delay: Histogram,
+    /// How much later than its due time each retry fired (its due time: when its failure was
+    /// decided plus its delay; a retry held by the fuse, a budget, a breaker or its key counts
+    /// the hold), in [`LATENCY_BOUNDS`].
+    pub retry_lateness: Histogram,
+    /// How long each fate waited between the acker (the tree complete, or failed) and its
+    /// spout task hearing it, in [`LATENCY_BOUNDS`].
+    pub ack_wait: Histogram,
     /// Per bolt component (the topology's name for it): the time its tasks spent on each tuple,
     /// bucketed by [`BOLT_LATENCY_BOUNDS`].
     pub bolt_latency: BTreeMap<String, Histogram>,
@@ -306,6 +315,8 @@ impl From<&StatsSnapshot> for Stats {
             dead_letters_by_label: Mutex::new(s.dead_letters_by_label.clone()),
             complete_latency: AtomicHistogram::from_snapshot(&s.complete_latency),
             retry_delay: AtomicHistogram::from_snapshot(&s.retry_delay),
+            retry_lateness: AtomicHistogram::from_snapshot(&s.retry_lateness),
+            ack_wait: AtomicHistogram::from_snapshot(&s.ack_wait),
             bolt_latency: s
                 .bolt_latency
                 .iter()
@@ -377,6 +388,8 @@ impl Stats {
             dead_letters_by_label: map(&self.dead_letters_by_label),
             complete_latency: self.complete_latency.snapshot(),
             retry_delay: self.retry_delay.snapshot(),
+            retry_lateness: self.retry_lateness.snapshot(),
+            ack_wait: self.ack_wait.snapshot(),
             bolt_latency: self
                 .bolt_latency
                 .iter()
@@ -479,6 +492,15 @@ impl Stats {
     /// Adds a task-local complete-latency histogram and clears it.
     pub(crate) fn merge_latency(&self, local: &mut Histogram) {
         self.complete_latency.add(local);
+    }
+    /// Adds a task-local histogram of fates' waits between the acker and the task, and clears
+    /// it.
+    pub(crate) fn merge_ack_wait(&self, local: &mut Histogram) {
+        self.ack_wait.add(local);
+    }
+    /// Adds a task-local histogram of retries' lateness, and clears it.
+    pub(crate) fn merge_lateness(&self, local: &mut Histogram) {
+        self.retry_lateness.add(local);
     }
     /// Moves the held messages and the blocked keys of ordered keys by these deltas.
     pub(crate) fn add_ordered(&self, held: i64, keys_blocked: i64) {

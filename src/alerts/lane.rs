@@ -256,7 +256,7 @@ impl Lane {
         on_give_up: OnGiveUp,
     ) -> bool {
         let n = batch.len() as u64;
-        let body = Request::body(batch);
+        let body = request.body(batch);
         let give_up_at = Instant::now() + self.options.give_up_after;
         let backoff = Doubling::new(self.options.retry_first, self.options.retry_max);
         let mut failures = 0;

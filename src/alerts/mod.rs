@@ -6,7 +6,8 @@
 //! unknown receiver counts the letter as dropped. Each receiver has a task of its own (a
 //! *lane*, `lane.rs`) that takes a batch off its queue (at most `batch_max` letters, waiting at
 //! most `batch_wait` after the first) and `POST`s it as `{"dead_letters": [ … ]}` with the
-//! receiver's headers (`webhook.rs`, over `http://` or `https://`). A delivery with no answer within `timeout`, or with a
+//! receiver's headers (`webhook.rs`, over `http://` or `https://`), or to an Alertmanager as
+//! its alerts, one per letter (`alertmanager.rs`). A delivery with no answer within `timeout`, or with a
 //! status other than 2xx, is a failed attempt: the lane tries again after a backoff (from
 //! `retry_first`, doubling, at most `retry_max`) until `give_up_after` has passed since the
 //! batch's first attempt, and then counts its letters as dropped. While a lane retries, its
@@ -27,6 +28,7 @@
 //! letter with an `alert:` label is announced, and exports [`AlertDispatcher::counts`] as
 //! `rebound_alerts_total{receiver, result}` (`metrics::AlertMetrics` reads them).
 
+pub mod alertmanager;
 mod backlog;
 mod lane;
 mod webhook;
@@ -107,6 +109,8 @@ pub struct AlertDispatcher {
 struct Shared {
     /// Each defined receiver's counts and deferral, by name; fixed at start.
     counts: BTreeMap<String, Arc<LaneState>>,
+    /// The receivers that asked for the payload (`include_payload`).
+    with_payload: std::collections::BTreeSet<String>,
     /// Each receiver's queue; emptied by shutdown, after which sends are dropped.
     queues: RwLock<BTreeMap<String, mpsc::Sender<Queued>>>,
     /// Where deferred letters are read back from, once the integrator says.
@@ -155,6 +159,11 @@ impl AlertDispatcher {
         AlertDispatcher {
             shared: Arc::new(Shared {
                 counts,
+                with_payload: receivers
+                    .iter()
+                    .filter(|r| r.include_payload)
+                    .map(|r| r.name.clone())
+                    .collect(),
                 queues: RwLock::new(queues),
                 unknown: Mutex::new(BTreeMap::new()),
                 backlog,
@@ -297,11 +306,24 @@ impl AlertDispatcher {
 mod tests;
 
 /// The labels' `alert:` letters (see [`rebound_runtime::durable::labels::alerting`]) are sent
-/// as the admin API lists them, without the payload, with their status.
+/// as the admin API lists them, without the payload (for a receiver with `include_payload`,
+/// with `payload_base64`: at most [`PAYLOAD_AT_MOST`](crate::config::PAYLOAD_AT_MOST) bytes of
+/// it, and `payload_truncated`), with their status.
 impl rebound_runtime::durable::labels::AlertSink for AlertDispatcher {
     fn send(&self, receiver: &str, letter: &rebound_runtime::fate::DeadLetter) {
         let mut json = crate::json::letter_fields(letter, false);
         json.insert("status".into(), "dead".into());
+        if self.shared.with_payload.contains(receiver) {
+            use base64::Engine as _;
+            let payload = &letter.message.payload;
+            let shown = &payload[..payload.len().min(crate::config::PAYLOAD_AT_MOST)];
+            let encoded = base64::engine::general_purpose::STANDARD.encode(shown);
+            json.insert("payload_base64".into(), encoded.into());
+            json.insert(
+                "payload_truncated".into(),
+                (shown.len() < payload.len()).into(),
+            );
+        }
         AlertDispatcher::send(self, receiver, serde_json::Value::Object(json));
     }
 }

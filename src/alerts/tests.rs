@@ -81,6 +81,8 @@ fn receiver(name: &str, addr: SocketAddr) -> Receiver {
     Receiver {
         name: name.to_owned(),
         webhook: format!("http://{addr}/hook"),
+        kind: Default::default(),
+        include_payload: false,
         ca_file: None,
         headers: [("X-Team".to_owned(), "payments".to_owned())].into(),
     }

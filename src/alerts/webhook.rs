@@ -2,17 +2,20 @@
 //! product's client ([`crate::outbound`]): a pool of its own per receiver, whose TLS trusts
 //! the receiver's `ca_file` or the system's roots.
 
-use crate::config::Receiver;
+use super::alertmanager;
+use crate::config::{Receiver, ReceiverKind};
 use crate::outbound;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use std::time::Duration;
 
-/// What a receiver's requests carry besides the body: its client, URL and headers, made once.
+/// What a receiver's requests carry besides the body: its client, URL and headers, made once,
+/// and what it speaks.
 pub(super) struct Request {
     client: reqwest::Client,
     url: reqwest::Url,
     headers: HeaderMap,
+    kind: ReceiverKind,
 }
 
 /// How one attempt ended.
@@ -23,6 +26,9 @@ pub(super) enum Attempt {
     Failed(String),
 }
 
+/// Where an Alertmanager takes alerts, below its base URL.
+const ALERTS_PATH: &str = "/api/v2/alerts";
+
 /// The most of an answer's body that is read (to put the connection back in the pool); past
 /// it the connection is closed instead.
 const MAX_ANSWER_BODY: usize = 64 * 1024;
@@ -31,13 +37,17 @@ impl Request {
     /// The request for `receiver`, or why its webhook, headers or CA file are not usable
     /// (the configuration checks them; a `Receiver` built in code may not be).
     pub(super) fn new(receiver: &Receiver) -> Result<Request, String> {
-        let url = reqwest::Url::parse(&receiver.webhook)
+        let mut url = reqwest::Url::parse(&receiver.webhook)
             .map_err(|e| format!("webhook {:?}: {e}", receiver.webhook))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
                 "webhook {:?}: expected an http:// or https:// URL",
                 receiver.webhook
             ));
+        }
+        if receiver.kind == ReceiverKind::Alertmanager && !url.path().ends_with(ALERTS_PATH) {
+            let path = format!("{}{ALERTS_PATH}", url.path().trim_end_matches('/'));
+            url.set_path(&path);
         }
         let mut headers = HeaderMap::new();
         for (name, value) in &receiver.headers {
@@ -52,12 +62,17 @@ impl Request {
             client,
             url,
             headers,
+            kind: receiver.kind,
         })
     }
 
-    /// The body of a batch: `{"dead_letters": [ … ]}`.
-    pub(super) fn body(letters: Vec<serde_json::Value>) -> Bytes {
-        let doc = serde_json::json!({ "dead_letters": letters });
+    /// The body of a batch: `{"dead_letters": [ … ]}` for a webhook, an array of alerts (one
+    /// per letter, `alertmanager.rs`) for an Alertmanager.
+    pub(super) fn body(&self, letters: Vec<serde_json::Value>) -> Bytes {
+        let doc = match self.kind {
+            ReceiverKind::Webhook => serde_json::json!({ "dead_letters": letters }),
+            ReceiverKind::Alertmanager => letters.iter().map(alertmanager::alert).collect(),
+        };
         Bytes::from(serde_json::to_vec(&doc).unwrap_or_default())
     }
 

@@ -37,6 +37,7 @@ pub fn job(
     publish: Option<Publisher>,
 ) -> TopologyJob {
     let name = source.url.name().to_owned();
+    let fates_keep = source.fates_keep;
     let source_stats = source.stats.clone();
     let handler_stats = Arc::new(HandlerStats::default());
     let (report_source, report_handler, bolt_stats) = (
@@ -45,11 +46,16 @@ pub fn job(
         handler_stats.clone(),
     );
     let report_name = name.clone();
-    let job = TopologyJob::over_rules(store, move |durable, _recovered, rules| {
+    let job = TopologyJob::over_rules(store, move |durable, _recovered, rules, shared| {
+        let mut source = source;
+        // A stream on the shared store's own server: the store acknowledges what it takes
+        // custody of in the script that writes it.
+        source.store_acks = shared.is_some_and(|store| source.ack_in_store(store));
         tracing::info!(
             source = %source.url,
             handler = %redact_url(handler.url()),
             consumer = %source.consumer,
+            custody_acks_by_store = source.store_acks,
             "relaying"
         );
         let mut b = TopologyBuilder::new("relay");
@@ -88,11 +94,13 @@ pub fn job(
     // The broker keeps what a relay acked on its first delivery: no fate per message in the
     // store, which no source position would ever prune (a stream has none) and which cost a
     // write per message. A retried message's acked fate is written (it drops its retry row),
-    // and so is every dead letter. A crash between the handler's 2xx and the broker's ack
+    // and kept for `fates_keep`, so that a redelivery (a custody ack lost to a crash) is known;
+    // every dead letter is kept. A crash between the handler's 2xx and the broker's ack
     // redelivers the message, which is handed over again with the same Idempotency-Key
     // (at-least-once).
     let mut durable = DurableOptions::default();
     durable.journal.record_every_ack = false;
+    durable.journal.fates_keep = Some(fates_keep);
     let job = job.durable_options(durable);
     match publish {
         Some(publisher) => job.publisher(publisher),

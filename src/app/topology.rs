@@ -22,12 +22,21 @@ use crate::admin::AdminState;
 use crate::admin::desks::DurableDesk;
 use crate::metrics::handler::HandlerStats;
 use crate::relay::publish::{Publisher, STOP_WITHIN};
+use rebound_store_redis::RedisStore;
 
 /// Builds the embedding's topology over the durable layer, told the ids of the retries it
-/// recovered from the store (a source's position must not hand them out again) and the rules
-/// in force (a bolt that says which set decided, as a relay's handler requests do).
+/// recovered from the store (a source's position must not hand them out again), the rules
+/// in force (a bolt that says which set decided, as a relay's handler requests do) and, on a
+/// fleet, its shared store (a Redis stream on the store's server has its custody acks sent
+/// by the store: `RedisStore::ack_custody_of`).
 type Build = Box<
-    dyn FnOnce(&Durable, &[MessageId], &Arc<PolicyHandle>) -> Result<Topology, JobError> + Send,
+    dyn FnOnce(
+            &Durable,
+            &[MessageId],
+            &Arc<PolicyHandle>,
+            Option<&Arc<RedisStore>>,
+        ) -> Result<Topology, JobError>
+        + Send,
 >;
 
 /// Where a [`TopologyJob`] keeps its durable state.
@@ -89,16 +98,21 @@ impl TopologyJob {
         store: Arc<dyn Store>,
         build: impl FnOnce(&Durable, &[MessageId]) -> Result<Topology, JobError> + Send + 'static,
     ) -> TopologyJob {
-        TopologyJob::over_rules(JobStore::Own(store), move |durable, recovered, _| {
+        TopologyJob::over_rules(JobStore::Own(store), move |durable, recovered, _, _| {
             build(durable, recovered)
         })
     }
 
     /// As [`TopologyJob::new`], with `build` also given the rules in force (live: read
-    /// [`PolicyHandle::current`] when it is needed).
+    /// [`PolicyHandle::current`] when it is needed) and, on a fleet, the shared store.
     pub fn over_rules(
         store: JobStore,
-        build: impl FnOnce(&Durable, &[MessageId], &Arc<PolicyHandle>) -> Result<Topology, JobError>
+        build: impl FnOnce(
+            &Durable,
+            &[MessageId],
+            &Arc<PolicyHandle>,
+            Option<&Arc<RedisStore>>,
+        ) -> Result<Topology, JobError>
         + Send
         + 'static,
     ) -> TopologyJob {
@@ -175,8 +189,10 @@ impl Job for TopologyJob {
     ) -> BoxFuture<'static, Result<Box<dyn Running>, JobError>> {
         Box::pin(async move {
             let time: Arc<dyn TimeSource> = Arc::new(TokioTime::new());
-            let (durable, joined) = match (self.store, &wiring.fleet) {
-                (JobStore::Own(store), None) => (Durable::new(store, time, self.durable), None),
+            let (durable, joined, shared) = match (self.store, &wiring.fleet) {
+                (JobStore::Own(store), None) => {
+                    (Durable::new(store, time, self.durable), None, None)
+                }
                 (JobStore::Own(_), Some(_)) => return Err(JobError::FleetUnsupported),
                 (JobStore::Fleet, None) => {
                     return Err(JobError::Refused(
@@ -198,16 +214,16 @@ impl Job for TopologyJob {
                     let shared = SharedOptions::new(link.options.node.clone(), link.options.lease);
                     let durable = Durable::builder(store.clone(), time)
                         .options(options)
-                        .shared(store, shared)
+                        .shared(store.clone(), shared)
                         .build();
-                    (durable, Some((link.clone(), member)))
+                    (durable, Some((link.clone(), member)), Some(store))
                 }
             };
             let d = durable.clone();
             let recovered = tokio::task::spawn_blocking(move || d.recover())
                 .await
                 .map_err(|e| JobError::Task(e.to_string()))??;
-            let topology = (self.build)(&durable, &recovered, &wiring.rules)?;
+            let topology = (self.build)(&durable, &recovered, &wiring.rules, shared.as_ref())?;
             let alerting = labels::alerting(wiring.rules.clone(), wiring.alerts);
             match self.publisher.clone() {
                 // The durable layer takes one observer: the publisher is told after the alerts.

@@ -140,6 +140,9 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
             source.biz = biz.clone();
         }
         source.biz_token = setting.biz_token;
+        if let Some(keep) = setting.fates_keep {
+            source.fates_keep = keep;
+        }
         let names = FieldNames::default();
         source.fields = FieldNames {
             biz: setting.fields.biz.clone().unwrap_or(names.biz),

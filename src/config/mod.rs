@@ -23,7 +23,7 @@ mod topology;
 
 pub use parse::HostName;
 pub use publish::{DeadLettersSetting, PublishUrl, PublishUrlError, redact as redact_url};
-pub use receivers::{Receiver, Receivers, undefined_receivers};
+pub use receivers::{PAYLOAD_AT_MOST, Receiver, ReceiverKind, Receivers, undefined_receivers};
 pub use relay::{
     Fields, HandlerSetting, SourceSetting, SourceUrl, SourceUrlError, check_handler_url,
 };

@@ -121,6 +121,45 @@ pub(super) fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usi
     })
 }
 
+/// A size in bytes of at least 1: a whole number of bytes, or a number with a unit (`512KiB`,
+/// `1MiB`, `2MB`; `B`, `KiB`, `MiB`, `GiB`, and the decimal `KB`, `MB`, `GB`).
+pub(super) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    const EXPECTED: &str = "a size such as '1MiB', '512KiB' or a whole number of bytes";
+    checked_number(d, EXPECTED, |n| {
+        let n = match n {
+            Number::Whole(n) => n,
+            Number::Real(x) => return Err(format!("bad size {x}; expected {EXPECTED}")),
+            Number::Text(s) => {
+                size_of(s).ok_or_else(|| format!("bad size {s:?}; expected {EXPECTED}"))?
+            }
+        };
+        if n == 0 {
+            return Err(format!("a size of zero; expected {EXPECTED}"));
+        }
+        usize::try_from(n)
+            .map(Some)
+            .map_err(|_| format!("{n} bytes is too large"))
+    })
+}
+
+/// `s` (`1MiB`, `512 KiB`, `2MB`, `100B`) in bytes, if it is a size.
+fn size_of(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let unit: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(unit)
+}
+
 /// A count of at least 1 (`messages`).
 pub(super) fn count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     checked_number(d, "a whole number of at least 1", |n| {

@@ -6,19 +6,40 @@ use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// One receiver: a webhook that takes `POST {"dead_letters": [ … ]}`.
+/// One receiver: a webhook that takes `POST {"dead_letters": [ … ]}`, or a Prometheus
+/// Alertmanager that takes its `POST /api/v2/alerts`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Receiver {
     /// Its name, as `alert: NAME` labels name it (the key under `receivers:`).
     pub name: String,
-    /// An `http://` or `https://` URL (checked to parse).
+    /// An `http://` or `https://` URL (checked to parse): the webhook's, or the Alertmanager's
+    /// (its base URL; `/api/v2/alerts` is added unless the path already ends so).
     pub webhook: String,
+    /// What the receiver speaks (`webhook:` or `alertmanager:` in the file).
+    pub kind: ReceiverKind,
+    /// Send each letter's payload too (`include_payload: true`): base64, at most
+    /// [`PAYLOAD_AT_MOST`] bytes of it. Off by default: payloads may hold personal data.
+    pub include_payload: bool,
     /// `ca_file`: the PEM file of the CA certificates an `https://` webhook's certificate is
     /// checked against (checked to hold one); `None`: the system's roots.
     pub ca_file: Option<PathBuf>,
     /// Headers added to every request (`X-Team: payments`), checked to be valid HTTP.
     pub headers: BTreeMap<String, String>,
 }
+
+/// What a receiver speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReceiverKind {
+    /// `POST {"dead_letters": [ … ]}` (`webhook: URL`).
+    #[default]
+    Webhook,
+    /// A Prometheus Alertmanager (`alertmanager: URL`): `POST /api/v2/alerts`, one alert per
+    /// letter.
+    Alertmanager,
+}
+
+/// The most bytes of a payload a receiver with `include_payload` is sent.
+pub const PAYLOAD_AT_MOST: usize = 4096;
 
 /// Every receiver a configuration defines, by name. Empty when the file has none (or there is
 /// no file).
@@ -61,12 +82,20 @@ impl Receivers {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Entry {
-    #[serde(deserialize_with = "parse::webhook")]
-    webhook: String,
+    #[serde(default, deserialize_with = "webhook")]
+    webhook: Option<String>,
+    #[serde(default, deserialize_with = "webhook")]
+    alertmanager: Option<String>,
     #[serde(default)]
     headers: BTreeMap<HeaderName, HeaderValue>,
     #[serde(default, deserialize_with = "parse::ca_file")]
     ca_file: Option<PathBuf>,
+    #[serde(default)]
+    include_payload: bool,
+}
+
+fn webhook<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    parse::webhook(d).map(Some)
 }
 
 /// A receiver's name: the key under `receivers:`.
@@ -89,14 +118,34 @@ impl<'de> Deserialize<'de> for Name {
 impl<'de> Deserialize<'de> for Receivers {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Receivers, D::Error> {
         let entries = Option::<BTreeMap<Name, Entry>>::deserialize(d)?.unwrap_or_default();
-        Ok(Receivers::new(entries.into_iter().map(|(name, e)| {
-            Receiver {
+        let mut receivers = Vec::with_capacity(entries.len());
+        for (name, e) in entries {
+            let (webhook, kind) = match (e.webhook, e.alertmanager) {
+                (Some(url), None) => (url, ReceiverKind::Webhook),
+                (None, Some(url)) => (url, ReceiverKind::Alertmanager),
+                (Some(_), Some(_)) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "receiver '{}' has both webhook: and alertmanager:; give one",
+                        name.0
+                    )));
+                }
+                (None, None) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "receiver '{}' needs webhook: URL or alertmanager: URL",
+                        name.0
+                    )));
+                }
+            };
+            receivers.push(Receiver {
                 name: name.0,
-                webhook: e.webhook,
+                webhook,
+                kind,
+                include_payload: e.include_payload,
                 ca_file: e.ca_file,
                 headers: e.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect(),
-            }
-        })))
+            });
+        }
+        Ok(Receivers::new(receivers))
     }
 }
 

@@ -99,7 +99,7 @@ impl std::fmt::Debug for SourceUrl {
     }
 }
 
-/// `source:`: `{url: URL, biz: NAME, biz_token: N, fields: {biz, key, payload}}`.
+/// `source:`: `{url: URL, biz: NAME, biz_token: N, fields: {biz, key, payload}, fates_keep: 1h}`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSetting {
@@ -115,6 +115,10 @@ pub struct SourceSetting {
     /// Redis Streams: the entry fields a message's biz, key and payload come from.
     #[serde(default)]
     pub fields: Fields,
+    /// How long the store keeps a retried message's acked fate, to know it if the broker
+    /// delivers it again (default 1 h; a broker redelivers within its ack wait or a lease).
+    #[serde(default, deserialize_with = "parse::duration")]
+    pub fates_keep: Option<Duration>,
 }
 
 /// `source.fields:` (each defaults to its own name).

@@ -83,6 +83,7 @@ fn every_runtime_knob_is_reachable_under_topology() {
             on_dead_letter: OnDeadLetter::Block,
             max_held: 500,
         },
+        max_payload: 512 * 1024,
     };
     assert_eq!(set, want);
     // The other flags that fit.
@@ -342,4 +343,81 @@ fn dead_letters_publish_is_read_checked_and_located() {
     assert_eq!((d.line, d.column), (Some(2), Some(12)), "{d}");
     assert!(d.message.contains("not in this build yet"), "{d}");
     assert!(!d.message.contains("pw"), "{d}");
+}
+
+#[test]
+fn the_source_section_takes_its_keys_and_names_a_bad_one() {
+    let config = parse(
+        "source:\n  url: nats://127.0.0.1:4222/ORDERS?consumer=rebound\n  biz: ORDER\n  biz_token: 2\n  fates_keep: 30m\n",
+    )
+    .expect("a good source section");
+    let source = config.source.expect("source:");
+    assert_eq!(source.biz.as_deref(), Some("ORDER"));
+    assert_eq!(source.biz_token.map(|n| n.get()), Some(2));
+    assert_eq!(source.fates_keep, Some(Duration::from_secs(1800)));
+    let d = first_error("source:\n  fates_keep: forever\n");
+    assert_eq!((d.line, d.column), (Some(2), Some(15)), "{d:?}");
+    assert!(
+        d.message.contains("bad duration 'forever'"),
+        "{}",
+        d.message
+    );
+}
+
+#[test]
+fn a_size_takes_bytes_or_a_unit_and_names_a_bad_one() {
+    for (text, bytes) in [
+        ("2048", 2048),
+        ("'100B'", 100),
+        ("512KiB", 512 * 1024),
+        ("1MiB", 1 << 20),
+        ("2MB", 2_000_000),
+        ("'1 GiB'", 1 << 30),
+    ] {
+        let config = parse(&format!("topology:\n  max_payload: {text}\n")).expect(text);
+        assert_eq!(config.topology.max_payload, Some(bytes), "{text}");
+    }
+    for (text, says) in [
+        ("0", "a size of zero"),
+        ("1.5", "bad size 1.5"),
+        ("lots", "bad size \"lots\""),
+        ("5PB", "bad size \"5PB\""),
+    ] {
+        let d = first_error(&format!("topology:\n  max_payload: {text}\n"));
+        assert_eq!((d.line, d.column), (Some(2), Some(16)), "{text}: {d:?}");
+        assert!(d.message.contains(says), "{text}: {}", d.message);
+    }
+}
+
+#[test]
+fn a_receiver_is_a_webhook_or_an_alertmanager_and_may_ask_for_payloads() {
+    let config = parse(
+        "receivers:\n  hook:\n    webhook: http://127.0.0.1:9000/x\n  am:\n    alertmanager: http://127.0.0.1:9093\n    include_payload: true\n",
+    )
+    .expect("two receivers");
+    let hook = config.receivers.get("hook").unwrap();
+    assert_eq!(
+        (hook.kind, hook.include_payload),
+        (ReceiverKind::Webhook, false)
+    );
+    let am = config.receivers.get("am").unwrap();
+    assert_eq!(
+        (am.kind, am.include_payload, am.webhook.as_str()),
+        (ReceiverKind::Alertmanager, true, "http://127.0.0.1:9093")
+    );
+    for (text, says) in [
+        (
+            "receivers:\n  x:\n    webhook: http://a/b\n    alertmanager: http://a\n",
+            "receiver 'x' has both webhook: and alertmanager:",
+        ),
+        (
+            "receivers:\n  x:\n    include_payload: true\n",
+            "receiver 'x' needs webhook: URL or alertmanager: URL",
+        ),
+        ("receivers:\n  x:\n    alertmanager: ftp://a\n", "http"),
+    ] {
+        let d = first_error(text);
+        assert!(d.message.contains(says), "{text}: {}", d.message);
+        assert!(d.line.is_some(), "{text}: {d:?}");
+    }
 }

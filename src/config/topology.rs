@@ -45,6 +45,10 @@ pub struct Topology {
     /// At most this many messages held behind their keys, per spout task.
     #[serde(default, deserialize_with = "parse::at_least_one")]
     pub max_held: Option<usize>,
+    /// The largest payload a message may have (default 1 MiB); a larger one is a dead letter
+    /// with code `PAYLOAD_TOO_LARGE`.
+    #[serde(default, deserialize_with = "parse::bytes")]
+    pub max_payload: Option<usize>,
 }
 
 /// `ordered:`: `all`, or a list of biz types (`[]`: none).
@@ -99,6 +103,7 @@ impl Topology {
             };
         }
         set(&mut config.ordering.max_held, self.max_held);
+        set(&mut config.max_payload, self.max_payload);
         match self.fuse {
             None => {}
             Some(Fuse::Off) => config.fuse.enabled = false,

@@ -80,6 +80,8 @@ mod tests {
         let receivers = Receivers::new([Receiver {
             name: "oncall".to_owned(),
             webhook: "http://127.0.0.1:9/hook".to_owned(),
+            kind: Default::default(),
+            include_payload: false,
             ca_file: None,
             headers: Default::default(),
         }]);

@@ -366,6 +366,19 @@ impl Collector for RuntimeMetrics {
             "Delays waited before scheduled retries.",
             &Seconds(&s.retry_delay, &RETRY_DELAY_BOUNDS),
         )?;
+        single(
+            e,
+            "retry_lateness_seconds",
+            "How much later than its due time each retry fired (a retry held by the fuse, a \
+             budget, a breaker or its key counts the hold).",
+            &Seconds(&s.retry_lateness, &LATENCY_BOUNDS),
+        )?;
+        single(
+            e,
+            "ack_seconds",
+            "How long each fate waited between the acker and its spout task.",
+            &Seconds(&s.ack_wait, &LATENCY_BOUNDS),
+        )?;
         bolt_latency(e, &s)?;
         Ok(())
     }
@@ -378,7 +391,9 @@ mod tests {
     use std::sync::Arc;
 
     /// Every runtime metric name of the spec, as a Prometheus scraper sees it.
-    const NAMES: [&str; 19] = [
+    const NAMES: [&str; 21] = [
+        "rebound_retry_lateness_seconds_bucket",
+        "rebound_ack_seconds_count",
         "rebound_messages_emitted_total",
         "rebound_messages_new_total 0\n",
         "rebound_messages_acked_total",

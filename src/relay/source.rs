@@ -12,6 +12,7 @@ use rebound_runtime::topology::Spout;
 use rebound_sources::amqp::{AmqpOptions, AmqpSource};
 use rebound_sources::jetstream::{JetStreamOptions, JetStreamSource};
 use rebound_store_redis::stream::{FieldNames, StreamOptions, StreamSource};
+use rebound_store_redis::{RedisStore, StreamCustody};
 
 pub use crate::config::{SourceUrl, SourceUrlError};
 
@@ -35,9 +36,20 @@ pub struct SourceSpec {
     /// The most messages held unacknowledged at the broker: the spout's pending bound plus
     /// one read batch.
     pub max_unacked: u64,
+    /// Redis Streams: the shared store sends the custody acks of retries and dead letters
+    /// ([`SourceSpec::ack_in_store`]), so the source does not.
+    pub store_acks: bool,
+    /// How long the store keeps a retried message's acked fate (`source.fates_keep`, default
+    /// [`FATES_KEEP`]): a broker source commits no position that would prune it.
+    pub fates_keep: Duration,
     /// Where the source counts what it does.
     pub stats: Arc<SourceStats>,
 }
+
+/// How long a retried message's acked fate is kept by default: far past a broker's
+/// redelivery of a message whose custody ack was lost (JetStream's ack wait, a Redis
+/// consumer's lease), so a fate the store forgot is never redelivered in practice.
+pub const FATES_KEEP: Duration = Duration::from_secs(3600);
 
 /// Messages per read.
 const BATCH: usize = 100;
@@ -53,8 +65,25 @@ impl SourceSpec {
             fields: FieldNames::default(),
             lease: Duration::from_secs(10),
             max_unacked: (max_spout_pending + BATCH) as u64,
+            fates_keep: FATES_KEEP,
+            store_acks: false,
             stats: Arc::default(),
         }
+    }
+
+    /// With a Redis stream on `store`'s server and database: has `store` acknowledge, in the
+    /// script of each write that takes custody of a message (its first retry, its dead
+    /// letter), the message's entry (`sources.md`: "the store write and the `XACK` in one
+    /// script"), and says so (true). Any other source, or a stream elsewhere: false.
+    pub fn ack_in_store(&self, store: &RedisStore) -> bool {
+        let SourceUrl::RedisStream(url) = &self.url else {
+            return false;
+        };
+        store.serves(&url.server)
+            && store.ack_custody_of(StreamCustody {
+                stream: url.stream.clone(),
+                group: url.group.clone(),
+            })
     }
 
     /// Starts the source (on the current tokio runtime), told by `durable` which redelivered
@@ -70,6 +99,7 @@ impl SourceSpec {
                 options.fields = self.fields.clone();
                 options.default_biz = self.biz.clone();
                 options.stats = self.stats.clone();
+                options.store_acks = self.store_acks;
                 let source = StreamSource::start(options, durable)
                     .map_err(|e| SourceUrlError::new(e.to_string()))?;
                 Ok(Box::new(source))

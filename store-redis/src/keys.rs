@@ -9,6 +9,7 @@
 //! | `{NS}:seq` | string | `INCR`: scheduling order (a row's `seq`) and fencing tokens |
 //! | `{NS}:f:<id>` | string | a message's fate: `acked` or `dead` |
 //! | `{NS}:acked:<source>` | zset | id → source position of acked fates with an offset (pruned by the source's position) |
+//! | `{NS}:acked-at` | zset | id → time (ms) of acked fates without an offset (pruned by `WriteOp::PruneFates`) |
 //! | `{NS}:dl:seq` | string | `INCR`: dead-letter ids (1, 2, 3…, as SQLite numbers its rows) |
 //! | `{NS}:dl:<n>` | hash | dead letter `n`: the fields of `rows.rs`'s dead-letter columns and `status` |
 //! | `{NS}:dl` | zset | n → n, every dead letter (newest first by score) |

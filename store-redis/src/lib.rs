@@ -68,6 +68,22 @@ pub struct RedisStore {
     keys: Keys,
     /// How a message's offset names its source (set by [`RedisStore::name_offsets`]).
     offsets: Arc<OnceLock<OffsetOf>>,
+    /// The stream whose custody acks the store's writes carry (set by
+    /// [`RedisStore::ack_custody_of`]).
+    custody: Arc<OnceLock<StreamCustody>>,
+    /// The server and database, as `redis://HOST:PORT/DB` (no credentials).
+    server: String,
+}
+
+/// A Redis stream read by a consumer group on the store's own server, whose custody acks the
+/// store sends in the same script as the writes that take custody (`sources.md`: "with
+/// `--store redis` on the same server, the store write and the `XACK` in one script").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamCustody {
+    /// The stream's key.
+    pub stream: String,
+    /// The consumer group.
+    pub group: String,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -87,6 +103,8 @@ impl RedisStore {
             keys: Keys::new(&options.namespace),
             io,
             offsets: Arc::default(),
+            custody: Arc::default(),
+            server: conn::redacted(&options.url),
         })
     }
 
@@ -99,6 +117,24 @@ impl RedisStore {
     /// it, only kept fates do. Only the first call counts; every clone shares it.
     pub fn name_offsets(&self, f: impl Fn(&Message) -> Option<Offset> + Send + Sync + 'static) {
         let _ = self.offsets.set(Box::new(f));
+    }
+
+    /// From now on, every write that takes custody of a message of `custody.stream` (a
+    /// retry's schedule, a dead letter: ids `STREAM/ENTRY-ID`) also acknowledges its entry to
+    /// the group (`XACK`) in the same script, atomically with the write: no crash can come
+    /// between the store's commit and the broker's ack. The stream source is then told not to
+    /// send those acks itself ([`StreamOptions::store_acks`](stream::StreamOptions::store_acks)).
+    /// The stream must be on this store's server and database. Set once; false if a stream
+    /// was already set.
+    pub fn ack_custody_of(&self, custody: StreamCustody) -> bool {
+        self.custody.set(custody).is_ok()
+    }
+
+    /// Whether the Redis URL `url` names this store's server and database (host and port as
+    /// written: `localhost` is not `127.0.0.1`). False if it does not parse.
+    pub fn serves(&self, url: &str) -> bool {
+        redis::IntoConnectionInfo::into_connection_info(url).is_ok()
+            && conn::redacted(url) == self.server
     }
 
     /// The namespace's keys.

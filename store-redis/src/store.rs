@@ -34,10 +34,13 @@ static APPLY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scri
 const READ_CHUNK: usize = 1000;
 
 impl RedisStore {
-    /// One `apply.lua` call.
+    /// One `apply.lua` call (with the custody stream's key as `KEYS[2]`, when there is one).
     fn apply_call(&self, args: Args) -> Result<Vec<Value>> {
         let mut call = APPLY.prepare_invoke();
         call.key(self.keys.prefix());
+        if let Some(custody) = self.custody.get() {
+            call.key(&custody.stream);
+        }
         for arg in args {
             call.arg(arg);
         }
@@ -145,6 +148,9 @@ impl Store for RedisStore {
                 chunk
                     .iter()
                     .try_for_each(|op| wire::encode_op(op, self.offsets.get(), &mut args))?;
+                if let Some(custody) = self.custody.get() {
+                    wire::encode_custody(custody, chunk, &mut args);
+                }
                 Ok((chunk.len(), args))
             })
             .collect::<Result<Vec<_>>>()?;

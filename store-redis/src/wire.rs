@@ -11,13 +11,15 @@ use std::collections::HashMap;
 
 use redis::Value;
 
+use crate::StreamCustody;
+
 use rebound_runtime::store::fields::{
     DeadLetterFields, MESSAGE_FIELDS, OPTIONAL_MESSAGE_FIELDS, RetryFields,
     dead_letter_from_fields, replayed_delivery, retry_from_fields,
 };
 use rebound_runtime::store::{
-    Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction, Result,
-    ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
+    Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction,
+    PRUNE_AT_MOST, Result, ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -47,10 +49,16 @@ pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut A
             push_offset(args, offset(&retry.message).as_ref())?;
             pairs(args, |put| row.for_each(put));
         }
-        WriteOp::Acked { id, at: _, offset } => {
+        WriteOp::Acked { id, at, offset } => {
             args.push(b"A".to_vec());
             args.push(id.as_str().as_bytes().to_vec());
             push_offset(args, offset.as_ref())?;
+            args.push(exact("at", *at)?.into_bytes());
+        }
+        WriteOp::PruneFates { before } => {
+            args.push(b"F".to_vec());
+            args.push(exact("before", *before)?.into_bytes());
+            args.push(PRUNE_AT_MOST.to_string().into_bytes());
         }
         WriteOp::DeadLetter(dl) => {
             let row = DeadLetterFields::encode(dl)?;
@@ -106,6 +114,31 @@ pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut A
         }
     }
     Ok(())
+}
+
+/// Appends the custody acks of `ops` to `args` (`X group n entry…`, no answer of its own):
+/// the entries of `custody.stream` whose message a schedule or a dead letter of `ops` takes
+/// into the store's custody. None, nothing appended.
+pub(super) fn encode_custody(custody: &StreamCustody, ops: &[WriteOp], args: &mut Args) {
+    let entries: Vec<&[u8]> = ops
+        .iter()
+        .filter_map(|op| match op {
+            WriteOp::Schedule(retry) => Some(&retry.message.id),
+            WriteOp::DeadLetter(dl) => Some(&dl.message.id),
+            _ => None,
+        })
+        .filter_map(|id| {
+            let entry = id.as_str().strip_prefix(custody.stream.as_str())?;
+            entry.strip_prefix('/').map(str::as_bytes)
+        })
+        .collect();
+    if entries.is_empty() {
+        return;
+    }
+    args.push(b"X".to_vec());
+    args.push(custody.group.as_bytes().to_vec());
+    args.push(entries.len().to_string().into_bytes());
+    args.extend(entries.into_iter().map(<[u8]>::to_vec));
 }
 
 /// A message's source and position, or two empty arguments when it has no offset.

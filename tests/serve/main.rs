@@ -1,7 +1,7 @@
 //! `rebound serve`, end to end over loopback, one module per former test file: the start-up
 //! line and `--json` (`cli_serve`), the admin API (`serve_api`), the dead-letter desk
 //! (`serve_dead_letters`), the operator's routes (`serve_operator`), alerts to a webhook (`serve_alerts`, with a
-//! `receiver` of the test's own), labels that redrive
+//! `receiver` of the test's own) and to a real Alertmanager (`serve_alertmanager`), labels that redrive
 //! (`serve_redrive`), the config-center puller (`serve_pull`) and the rules watcher
 //! (`serve_watch`). `support` starts the binary and speaks HTTP to it.
 
@@ -11,6 +11,7 @@ mod support;
 mod cli_serve;
 mod embedded;
 mod embedded_stream;
+mod serve_alertmanager;
 mod serve_alerts;
 mod serve_api;
 mod serve_dead_letters;

@@ -66,6 +66,7 @@ use tokio::sync::watch;
 use super::give_up::{JournalFailure, Retrying};
 use super::held::{CustodyTo, Held, Released};
 use super::held_acks::HeldAcks;
+use super::prune::FatePruner;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 use crate::time::Timestamp;
 
@@ -97,6 +98,13 @@ pub struct JournalOptions {
     /// which this journal does not know of. The store still prunes the fates a position
     /// covers, so they stay bounded.
     pub write_every_ack: bool,
+    /// How long an acked fate without an offset is kept (`None`, the default: for ever). A
+    /// broker source commits no position that would prune its retried messages' acked fates;
+    /// with this set the journal prunes them (`durable/prune.rs`,
+    /// [`WriteOp::PruneFates`]) once they are this much older than the newest it wrote, so
+    /// the store keeps a window of them, not all. A redelivery after the window is a new
+    /// delivery to the store.
+    pub fates_keep: Option<Duration>,
 }
 
 impl Default for JournalOptions {
@@ -109,6 +117,7 @@ impl Default for JournalOptions {
             max_held_acks: 262_144,
             record_every_ack: true,
             write_every_ack: false,
+            fates_keep: None,
         }
     }
 }
@@ -367,6 +376,8 @@ struct Ledger {
     acks: HeldAcks,
     record_every_ack: bool,
     write_every_ack: bool,
+    /// When to prune the acked fates without an offset (`fates_keep`).
+    pruner: Option<FatePruner>,
 }
 
 impl Batch {
@@ -445,6 +456,21 @@ impl Batch {
         self.counted += 1;
         self.loose.push(self.ops.len());
         self.ops.push(op);
+    }
+
+    /// Adds the journal's own prune, if one is due, after the acked fates it covers (it was
+    /// never queued, so it is not in the backlog).
+    fn prune(&mut self, ledger: &mut Ledger) {
+        let Some(pruner) = &mut ledger.pruner else {
+            return;
+        };
+        for op in &self.ops {
+            pruner.saw(op);
+        }
+        if let Some(op) = pruner.due(self.now) {
+            self.loose.push(self.ops.len());
+            self.ops.push(op);
+        }
     }
 
     /// Adds held retries, to be written now.
@@ -528,6 +554,7 @@ fn run(
     let mut ledger = Ledger {
         record_every_ack,
         write_every_ack,
+        pruner: options.fates_keep.map(FatePruner::new),
         ..Ledger::default()
     };
     let mut next: Option<Entry> = None;
@@ -586,6 +613,7 @@ fn run(
             batch.release(ledger.held.all());
         }
         batch.settle_acks(&mut ledger, options, all);
+        batch.prune(&mut ledger);
         // Moot writes count as committed: what they would have written is already settled.
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);

@@ -127,6 +127,7 @@ fn kinds(ops: &[WriteOp]) -> Vec<String> {
             WriteOp::DeadLetter(d) => format!("dead letter {}", d.id()),
             WriteOp::Acked { id, .. } => format!("acked {id}"),
             WriteOp::Position { position, .. } => format!("position {position}"),
+            WriteOp::PruneFates { before } => format!("prune before {}", before.as_millis()),
             WriteOp::Replay(a) => format!("replay {}", a.id),
             WriteOp::Skip(a) => format!("skip {}", a.id),
             WriteOp::Redrive(a) => format!("redrive {}", a.id),
@@ -354,4 +355,51 @@ fn a_commit_of_no_ops_is_answered_at_once() {
     let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
     let journal = Journal::spawn(store, JournalOptions::default());
     assert_eq!(journal.commit_blocking(Vec::new()).unwrap(), Vec::new());
+}
+
+#[tokio::test]
+async fn with_fates_keep_the_acked_fates_without_an_offset_are_kept_for_a_window_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let options = JournalOptions {
+        fates_keep: Some(Duration::from_secs(10)),
+        ..JournalOptions::default()
+    };
+    let journal = Journal::spawn(store.clone(), options);
+    let acked = |id: &str, at_s: u64, offset: Option<Offset>| WriteOp::Acked {
+        id: MessageId::from(id),
+        at: Timestamp::from_millis(at_s * 1_000),
+        offset,
+    };
+    journal.write_behind(acked("early", 10, None));
+    journal.write_behind(dead_letter("letter"));
+    journal.flush().await;
+    // 100 s later: the early fate is out of the window, and goes with the next batch.
+    journal.write_behind(acked("later", 110, None));
+    let positioned = Offset {
+        source: "src".into(),
+        position: 1,
+    };
+    journal.write_behind(acked("positioned", 10, Some(positioned)));
+    journal.flush().await;
+    // The pruner waits a tenth of the window (at least 1 s) between prunes: a write after
+    // that carries it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while fate_of(&store, &id("early")).is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "early was never pruned"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        journal.write_behind(acked("tick", 111, None));
+        journal.flush().await;
+    }
+    assert_eq!(fate_of(&store, &id("later")), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("positioned")), Some(Fate::Acked));
+    assert_eq!(fate_of(&store, &id("letter")), Some(Fate::DeadLettered));
+    assert_eq!(
+        journal.stats().backlog,
+        0,
+        "the journal's own prunes are not backlog"
+    );
 }

@@ -55,6 +55,7 @@ pub mod journal;
 pub mod labels;
 mod operator;
 mod overdue;
+mod prune;
 mod queue;
 mod shared_queue;
 mod source;

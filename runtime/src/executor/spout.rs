@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::gating::{self, Gating};
 use super::{Control, SpoutStatus, guarded};
-use crate::acker::Terminal;
+use crate::acker::{Fates, Terminal};
 use crate::adaptive::{self, Heat};
 use crate::fairness::Mixer;
 use crate::fate::judge::{Case, Verdict, judge};
@@ -48,7 +48,7 @@ pub(crate) struct SpoutParts {
     pub(crate) global: u32,
     pub(crate) cfg: Arc<Config>,
     pub(crate) outbox: Outbox,
-    pub(crate) fates: mpsc::Receiver<Vec<Terminal>>,
+    pub(crate) fates: mpsc::Receiver<Fates>,
     pub(crate) policy: Arc<dyn FailurePolicy>,
     pub(crate) queue: Box<dyn RetryQueue>,
     /// What the ordered keys hear from outside the task, if anything.
@@ -97,6 +97,10 @@ pub(crate) struct SpoutTask<S: Spout> {
     acked: u64,
     acked_by_attempt: [u64; ACKED_ATTEMPTS],
     latency: Histogram,
+    /// How long each fate waited between the acker and this task.
+    ack_wait: Histogram,
+    /// How much later than its due time each retry fired.
+    lateness: Histogram,
     published_pending: usize,
     published_queue: usize,
     published_next_due: Option<Timestamp>,
@@ -106,7 +110,7 @@ pub(crate) struct SpoutTask<S: Spout> {
 }
 
 enum Event {
-    Fates(Vec<Terminal>),
+    Fates(Fates),
     Stored(Vec<Stored>),
     Control,
     Timer,
@@ -141,6 +145,8 @@ impl<S: Spout> SpoutTask<S> {
             acked: 0,
             acked_by_attempt: [0; ACKED_ATTEMPTS],
             latency: Histogram::default(),
+            ack_wait: Histogram::default(),
+            lateness: Histogram::default(),
             published_pending: 0,
             published_queue: 0,
             published_next_due: None,
@@ -165,11 +171,11 @@ impl<S: Spout> SpoutTask<S> {
             let now = self.p.time.now();
             let mut progressed = false;
             for _ in 0..64 {
-                let Ok(batch) = self.p.fates.try_recv() else {
+                let Ok(fates) = self.p.fates.try_recv() else {
                     break;
                 };
                 progressed = true;
-                self.on_terminals(batch, now);
+                self.on_fates(fates, now);
             }
             while let Ok(ids) = self.dl_done.try_recv() {
                 progressed = true;
@@ -211,9 +217,9 @@ impl<S: Spout> SpoutTask<S> {
             }
             if !progressed {
                 match self.wait(control).await {
-                    Event::Fates(batch) => {
+                    Event::Fates(fates) => {
                         let now = self.p.time.now();
-                        self.on_terminals(batch, now);
+                        self.on_fates(fates, now);
                     }
                     Event::Stored(ids) => self.on_stored(ids, self.p.time.now()),
                     Event::Control | Event::Timer => {}
@@ -276,6 +282,16 @@ impl<S: Spout> SpoutTask<S> {
             () = sleep => Event::Timer,
             () = filled => Event::Timer,
         }
+    }
+
+    /// A batch of fates from the acker: how long each waited since the acker sent it, then
+    /// each fate.
+    fn on_fates(&mut self, (sent, batch): Fates, now: Instant) {
+        let waited = crate::time::now().saturating_duration_since(sent);
+        for _ in 0..batch.len() {
+            self.ack_wait.observe(waited);
+        }
+        self.on_terminals(batch, now);
     }
 
     fn on_terminals(&mut self, batch: Vec<Terminal>, now: Instant) {

@@ -26,7 +26,9 @@
 //!   fate is refused the same way.
 //! - An acked fate may carry the message's source [`Offset`]; once that source's position
 //!   ([`WriteOp::Position`]) reaches it, the fate is pruned in the same transaction: the
-//!   position is the record of everything at or below it. Fates stay bounded.
+//!   position is the record of everything at or below it. An acked fate without one (a
+//!   broker source's) is pruned by time ([`WriteOp::PruneFates`], which the journal sends with
+//!   `fates_keep`). Fates stay bounded.
 //! - Dead letters are rows of their own with a status (`dead`, `replayed`, `skipped`). A replay
 //!   makes the message a fresh delivery (a retry due at once, attempt 0), marks the letter
 //!   `replayed` (history kept), clears the fate and writes the audit log; a skip marks it
@@ -190,6 +192,9 @@ pub fn bulk_actions(
         .collect()
 }
 
+/// The most fates one [`WriteOp::PruneFates`] may forget on a store that prunes in steps.
+pub const PRUNE_AT_MOST: usize = 10_000;
+
 /// One write. [`Store::apply`] applies a slice of them, in order, in one transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
@@ -222,6 +227,17 @@ pub enum WriteOp {
         /// When.
         at: Timestamp,
     },
+    /// Forget the acked fates recorded without an offset before `before` (a broker source's,
+    /// which commits no position that would prune them): a source keeps them only to know a
+    /// redelivery of a message whose fate is known, and a broker redelivers within minutes
+    /// if at all. Once pruned, the message is unknown to the store: a redelivery of it is a
+    /// new delivery. Dead letters' fates and fates with an offset are kept. A shared store may
+    /// prune in steps (at most [`PRUNE_AT_MOST`] fates per op): what is left goes with the
+    /// next one.
+    PruneFates {
+        /// Fates recorded (acked) before this are forgotten.
+        before: Timestamp,
+    },
     /// Replay the message's open (or expired) dead letter ([`Applied::Replayed`]).
     Replay(OperatorAction),
     /// Replay the message's open dead letter for its label's `redrive` (the runtime's own
@@ -249,6 +265,7 @@ impl WriteOp {
             WriteOp::Replay(a) | WriteOp::Redrive(a) => Some(&a.id),
             // Moves a row, and must find it: a retry held back from the store is not moot.
             WriteOp::Position { .. }
+            | WriteOp::PruneFates { .. }
             | WriteOp::RetryNow(_)
             | WriteOp::Skip(_)
             | WriteOp::Expire(_)

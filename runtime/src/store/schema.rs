@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes and understands.
-pub const CURRENT_VERSION: u32 = 4;
+pub const CURRENT_VERSION: u32 = 5;
 
 /// `PRAGMA application_id` of a Rebound database ("RBND").
 pub const APPLICATION_ID: i32 = 0x5242_4e44;
@@ -156,6 +156,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE retries ADD COLUMN ordering_key TEXT;
     ALTER TABLE dead_letters ADD COLUMN ordering_key TEXT;
+    "#,
+    // 4 → 5: the acked fates without an offset (a broker source's, which no position prunes),
+    // by time, for `WriteOp::PruneFates`.
+    r#"
+    CREATE INDEX fates_unpositioned ON fates (at_ms) WHERE fate = 1 AND source IS NULL;
     "#,
 ];
 

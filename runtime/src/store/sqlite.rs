@@ -166,6 +166,7 @@ impl Store for SqliteStore {
                     } => w
                         .put_position(source, *position, *at)
                         .map(|()| Applied::Done),
+                    WriteOp::PruneFates { before } => w.prune_fates(*before),
                     WriteOp::Replay(action) => w.replay(action, false),
                     WriteOp::Redrive(action) => w.replay(action, true),
                     WriteOp::Skip(action) => w.skip(action),

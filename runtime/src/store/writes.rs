@@ -31,6 +31,8 @@ const PUT_POSITION: &str = "INSERT INTO positions (source, position, at_ms) VALU
      ON CONFLICT (source) DO UPDATE SET position = excluded.position, at_ms = excluded.at_ms
      WHERE excluded.position > positions.position";
 const PRUNE_ACKED: &str = "DELETE FROM fates WHERE source = ?1 AND position <= ?2 AND fate = 1";
+const PRUNE_UNPOSITIONED: &str =
+    "DELETE FROM fates WHERE fate = 1 AND source IS NULL AND at_ms < ?1";
 
 /// The write statements of one transaction, each prepared on first use.
 pub(super) struct Writes<'t, 'c> {
@@ -181,6 +183,14 @@ impl<'t, 'c> Writes<'t, 'c> {
             .prepare_cached(PRUNE_ACKED)?
             .execute(params![source, stored])?;
         Ok(())
+    }
+
+    /// Forgets the acked fates without an offset recorded before `before`.
+    pub(super) fn prune_fates(&mut self, before: Timestamp) -> Result<Applied> {
+        self.tx
+            .prepare_cached(PRUNE_UNPOSITIONED)?
+            .execute([ts_to_sql("before", before)?])?;
+        Ok(Applied::Done)
     }
 
     /// Replays the message's open dead letter: marked `replayed`, its fate cleared, the message

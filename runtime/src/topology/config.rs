@@ -28,7 +28,15 @@ pub struct Config {
     pub spout_idle_wait: Duration,
     /// Which messages keep their key's order through retries (default: none).
     pub ordering: OrderingConfig,
+    /// The largest payload a spout may hand out, in bytes (default 1 MiB). A larger one is
+    /// dead-lettered at once, undelivered, with code [`PAYLOAD_TOO_LARGE`](super::codes::PAYLOAD_TOO_LARGE),
+    /// as a message its spout refuses is ([`NextMessage::Refused`](super::NextMessage::Refused)):
+    /// kept whole in its letter, never a crash nor a bolt handed more than it can hold.
+    pub max_payload: usize,
 }
+
+/// The default [`Config::max_payload`]: 1 MiB.
+pub const MAX_PAYLOAD: usize = 1 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -42,6 +50,7 @@ impl Default for Config {
             batch_size: 256,
             spout_idle_wait: Duration::from_millis(1),
             ordering: OrderingConfig::default(),
+            max_payload: MAX_PAYLOAD,
         }
     }
 }

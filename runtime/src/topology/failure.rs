@@ -12,6 +12,9 @@ pub mod codes {
     /// A [`PendingTuple`](crate::topology::PendingTuple) was dropped without being acked or
     /// failed: a forgotten ack, found at once instead of at the timeout.
     pub const UNACKED: &str = "UNACKED";
+    /// The spout handed out a payload larger than `Config::max_payload`: dead-lettered at
+    /// once, undelivered.
+    pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
 }
 
 /// Why a tuple failed: a code the rules match on, an optional `retry_after` hint (e.g. from a

@@ -22,7 +22,9 @@ pub mod tuple;
 
 pub use bolt::{Bolt, DeferredBolt, Emitter, PendingTuple};
 pub use builder::{BoltDeclarer, BuildError, Topology, TopologyBuilder};
-pub use config::{Config, FuseConfig, OnDeadLetter, Ordered, OrderingConfig, RetryMix};
+pub use config::{
+    Config, FuseConfig, MAX_PAYLOAD, OnDeadLetter, Ordered, OrderingConfig, RetryMix,
+};
 pub use failure::{Failure, codes};
 pub use grouping::Grouping;
 pub use history::{FailureRecord, Failures};

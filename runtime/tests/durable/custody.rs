@@ -332,3 +332,77 @@ impl Bolt for Records {
         Ok(())
     }
 }
+
+/// Hands out `m-1 … m-n`, every fifth with a payload of 2 KiB, the others small.
+struct SomeLarge {
+    inner: Source,
+}
+
+impl Spout for SomeLarge {
+    fn next(&mut self) -> NextMessage {
+        match self.inner.next() {
+            NextMessage::Ready(mut m) if self.inner.next.is_multiple_of(5) => {
+                m.payload = vec![b'x'; 2048].into();
+                NextMessage::Ready(m)
+            }
+            next => next,
+        }
+    }
+    fn ack(&mut self, id: &MessageId) {
+        self.inner.ack(id)
+    }
+    fn dead_lettered(&mut self, id: &MessageId) {
+        self.inner.dead_lettered(id)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_above_max_payload_is_a_dead_letter_never_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = open(dir.path());
+    let calls = Calls::default();
+    let delivered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut b = TopologyBuilder::new("large");
+    b.config(Config {
+        max_payload: 1024,
+        ..Config::default()
+    });
+    let spout_calls = calls.clone();
+    b.spout("src", 1, move |_| SomeLarge {
+        inner: Source {
+            next: 0,
+            n: 20,
+            calls: spout_calls.clone(),
+        },
+    });
+    let seen = delivered.clone();
+    b.bolt("work", 1, move |_| Records(seen.clone()))
+        .shuffle("src");
+    let running = b
+        .build()
+        .unwrap()
+        .start(durable.seams(policy(Duration::from_millis(1), 5)));
+    until("16 acked and 4 dead-lettered", || {
+        counts(&calls, "ack").len() == 16 && counts(&calls, "dead_lettered").len() == 4
+    })
+    .await;
+    assert_eq!(delivered.lock().unwrap().len(), 16);
+    for i in [5, 10, 15, 20] {
+        let letter = store
+            .dead_letter(&MessageId::from(format!("m-{i}")))
+            .unwrap()
+            .unwrap_or_else(|| panic!("m-{i} is a dead letter"));
+        assert_eq!(letter.letter.failure.code, codes::PAYLOAD_TOO_LARGE);
+        assert!(
+            letter
+                .letter
+                .failure
+                .message
+                .contains("2048 bytes, above max_payload (1024"),
+            "{}",
+            letter.letter.failure.message
+        );
+        assert_eq!(letter.letter.message.payload.len(), 2048, "kept whole");
+    }
+    running.shutdown(Duration::from_secs(5)).await;
+}

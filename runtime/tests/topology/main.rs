@@ -2,7 +2,8 @@
 //! (`topology_at_least_once`), the field's failure modes (`topology_handles`), fairness and
 //! the retry fuse (`topology_fairness`), fault heat in the signals (`topology_heat`), budgets and breakers
 //! (`topology_gate`), ordered keys against their model (`topology_ordered`), and the
-//! retry scheduler against its model (`scheduler_model`, `scheduler_async`). The acker's
+//! retry scheduler against its model (`scheduler_model`, `scheduler_async`), and the
+//! scheduler's honesty (`topology_honesty`: retries' lateness, fates' wait after the acker). The acker's
 //! model test is a unit test beside it.
 
 #[path = "../common/mod.rs"]
@@ -15,4 +16,5 @@ mod topology_fairness;
 mod topology_gate;
 mod topology_handles;
 mod topology_heat;
+mod topology_honesty;
 mod topology_ordered;

@@ -9,7 +9,8 @@
 --   S id token due source position n pairs
 --                                    schedule (token '' when the retry was not claimed;
 --                                    source and position '' when the message has no offset)
---   A id source position             acked (source and position '' without an offset)
+--   A id source position at          acked (source and position '' without an offset)
+--   F before limit                   prune the acked fates without an offset before `before`
 --   D id source position n pairs     dead letter (source and position as a schedule's)
 --   P source position                position
 --   R id at operator reason bump n pairs m names
@@ -20,7 +21,9 @@
 --   E id at operator reason          expire
 --   N id at operator reason          retry now
 --   U id at operator reason action   an audit line only
--- (A fate's and a position's time are not kept: nothing reads them.)
+--   X group n entry…                 custody acks: XACK KEYS[2] group entry… (no answer)
+-- (A position's time is not kept: nothing reads it. An acked fate's is, without an offset:
+-- its score in acked-at, for F.)
 --
 -- Reads and checks: the whole call is parsed before anything is written, so a malformed call
 -- writes nothing. Then each op reads what it decides on (the fate, the row's state and token,
@@ -38,7 +41,10 @@
 --      is due, or gone) [stale]. Else the row is replaced (state due, a new `seq` for scheduling order, `reaps`
 --      0, `claims` kept), ZADD due, ZREM inflight [done].
 --   A: the row goes either way; first fate wins [known, fate]; else f:<id> = acked, and with an
---      offset ZADD acked:<source> position id, for the source's position to prune [done].
+--      offset ZADD acked:<source> position id, for the source's position to prune, without one
+--      ZADD acked-at at id, for F to prune [done].
+--   F: the first `limit` entries of acked-at scored below `before` go, with their fates (a
+--      fate that is no longer `acked` is left alone) [done].
 --   D: the row goes either way; first fate wins (a position that covers the message is an
 --      acked fate) [known, fate]; else dead letter n = INCR
 --      dl:seq (status dead), ZADD dl, dl:last:<id> = n, f:<id> = dead [done].
@@ -54,6 +60,10 @@
 --   N: the row is not due (gone, or in flight) [noretry]; else it is due at `at`, an audit
 --      line [done].
 --   U: an audit line, naming the message's latest letter if it has one [done].
+--   X: after every other op of the call, the entries are acknowledged to the group of the
+--      stream KEYS[2] (the store's custody of a stream source's messages: the schedules and
+--      dead letters of this call, whatever their answers, since the store has each message
+--      either way) [no answer: X is not a WriteOp].
 -- When a schedule made the head of the due set, `{NS}:wake` is published (a hint only).
 --
 -- Safe to run twice (a reply lost to a dropped connection): a second run finds the fates the
@@ -67,7 +77,7 @@ local DUE, INFLIGHT = P .. 'due', P .. 'inflight'
 
 -- ---- parse ---------------------------------------------------------------------------------
 
-local ops, i, n = {}, 1, #ARGV
+local ops, xacks, i, n = {}, {}, 1, #ARGV
 local function take()
   if i > n then error('apply.lua: malformed call: ARGV ends at ' .. n) end
   i = i + 1
@@ -83,11 +93,20 @@ end
 while i <= n do
   local op = { tag = take() }
   local t = op.tag
-  if t == 'S' then
+  if t == 'X' then
+    if not KEYS[2] then error('apply.lua: malformed call: custody acks without a stream key') end
+    op.group = take()
+    local count = tonumber(take())
+    if not count then error('apply.lua: malformed call: no entry count at ARGV ' .. (i - 1)) end
+    op.entries = {}
+    for k = 1, count do op.entries[k] = take() end
+  elseif t == 'S' then
     op.id, op.token, op.due, op.source, op.position = take(), take(), take(), take(), take()
     op.fields = take_pairs()
   elseif t == 'A' then
-    op.id, op.source, op.position = take(), take(), take()
+    op.id, op.source, op.position, op.at = take(), take(), take(), take()
+  elseif t == 'F' then
+    op.before, op.limit = take(), take()
   elseif t == 'D' then
     op.id, op.source, op.position = take(), take(), take()
     op.fields = take_pairs()
@@ -110,7 +129,7 @@ while i <= n do
   else
     error('apply.lua: malformed call: unknown op ' .. tostring(t) .. ' at ARGV ' .. (i - 1))
   end
-  ops[#ops + 1] = op
+  if t == 'X' then xacks[#xacks + 1] = op else ops[#ops + 1] = op end
 end
 
 -- ---- the ops -------------------------------------------------------------------------------
@@ -179,7 +198,21 @@ local function acked(op)
   if fate then return { 'known', fate } end
   if op.source ~= '' then
     redis.call('ZADD', P .. 'acked:' .. op.source, op.position, op.id)
+  else
+    redis.call('ZADD', P .. 'acked-at', op.at, op.id)
   end
+  return { 'done' }
+end
+
+local function prune_fates(op)
+  local set = P .. 'acked-at'
+  local old = redis.call('ZRANGE', set, '-inf', '(' .. op.before, 'BYSCORE', 'LIMIT', 0, op.limit)
+  for _, id in ipairs(old) do
+    local fate_key = P .. 'f:' .. id
+    if redis.call('GET', fate_key) == 'acked' then redis.call('DEL', fate_key) end
+  end
+  -- They are the set's lowest `#old` by rank (no unpack: a Lua call takes at most 8,000).
+  if #old > 0 then redis.call('ZREMRANGEBYRANK', set, 0, #old - 1) end
   return { 'done' }
 end
 
@@ -294,9 +327,15 @@ local function audit_only(op)
 end
 
 local RUN = { S = schedule, A = acked, D = dead_letter, P = position, R = replay, K = skip,
-  E = expire, N = retry_now, U = audit_only }
+  E = expire, N = retry_now, U = audit_only, F = prune_fates }
 local answers = {}
 for k, op in ipairs(ops) do answers[k] = RUN[op.tag](op) end
+for _, op in ipairs(xacks) do
+  -- In chunks: a Lua call takes at most 8,000 arguments.
+  for from = 1, #op.entries, 1000 do
+    redis.call('XACK', KEYS[2], op.group, unpack(op.entries, from, math.min(from + 999, #op.entries)))
+  end
+end
 
 if head then
   local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')

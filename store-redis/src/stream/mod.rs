@@ -10,7 +10,13 @@
 //!   are at most the topology's `max_spout_pending` plus one read batch. A redelivered entry the
 //!   store already has custody of ([`Durable::known`]) is acknowledged at once, not handed out;
 //! - the **acker** (`acker.rs`) sends the custody acks (`XACK`), batched: one round trip for
-//!   whatever queued up meanwhile.
+//!   whatever queued up meanwhile. With the shared store on the stream's own server
+//!   ([`StreamOptions::store_acks`], [`RedisStore::ack_custody_of`]), the store's script
+//!   acknowledges an entry in the same call as the retry or dead letter that takes custody of
+//!   it, so no crash can fall between the two; the acker then sends only the acks of messages
+//!   acked on their first delivery (which write nothing to the store).
+//!
+//! [`RedisStore::ack_custody_of`]: crate::RedisStore::ack_custody_of
 //!
 //! The spout itself ([`StreamSource`]) hands out what the reader read and acknowledges each
 //! message at the first of `retained`, `ack` and `dead_lettered`, once. The entries read and not
@@ -62,6 +68,12 @@ pub struct StreamOptions {
     pub default_biz: String,
     /// Where the source counts what it does (shared: hand a clone to `/metrics`).
     pub stats: Arc<SourceStats>,
+    /// The store acknowledges the entries whose retry or dead letter it commits, in the same
+    /// script (`--store redis` on the stream's server: [`RedisStore::ack_custody_of`]), so the
+    /// source sends no `XACK` at `retained` or `dead_lettered`, only at `ack` (default false).
+    ///
+    /// [`RedisStore::ack_custody_of`]: crate::RedisStore::ack_custody_of
+    pub store_acks: bool,
 }
 
 impl StreamOptions {
@@ -77,6 +89,7 @@ impl StreamOptions {
             fields: FieldNames::default(),
             default_biz: "DEFAULT".into(),
             stats: Arc::default(),
+            store_acks: false,
         }
     }
 }
@@ -94,6 +107,7 @@ pub struct StreamSource {
     prefix: usize,
     stream: StreamUrl,
     stats: Arc<SourceStats>,
+    store_acks: bool,
 }
 
 impl std::fmt::Debug for StreamSource {
@@ -125,6 +139,7 @@ impl StreamSource {
         let prefix = options.url.stream.len() + 1;
         let stream = options.url.clone();
         let held = Held::default();
+        let store_acks = options.store_acks;
         tokio::spawn(acker::run(
             client.clone(),
             options.url.clone(),
@@ -148,6 +163,7 @@ impl StreamSource {
             prefix,
             stream,
             stats,
+            store_acks,
         })
     }
 
@@ -167,6 +183,10 @@ impl StreamSource {
         }
         drop(held);
         self.stats.count_custody(at);
+        // The store's script acknowledged it with the commit that took custody.
+        if self.store_acks && at != CustodyAt::Acked {
+            return;
+        }
         self.acks.send(entry.to_owned());
     }
 }

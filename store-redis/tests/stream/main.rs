@@ -4,6 +4,7 @@
 //! own pending entries first, and a dead one's are taken over after the lease (`XAUTOCLAIM`).
 
 mod harness;
+mod store_acks;
 
 use std::time::Duration;
 

@@ -157,6 +157,10 @@ fn three_relays_lose_nothing_across_kills_of_nodes_and_of_the_handler() {
         "requests after every fate"
     );
     let nodes_listed = nodes[0].0.get_json("/v1/nodes");
+    // The stream is on the store's server: the store sent the custody acks of retries and
+    // dead letters in the scripts that wrote them.
+    let says = nodes[0].0.stderr();
+    assert!(says.contains("custody_acks_by_store=true"), "{says}");
     for (relay, _) in nodes {
         let (status, _, stderr) = relay.terminate();
         assert!(status.success(), "{status}\n{stderr}");

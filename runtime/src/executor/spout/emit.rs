@@ -12,7 +12,7 @@ use crate::executor::pending::{InFlight, SLOT_MASK};
 use crate::fairness::Turn;
 use crate::fate::judge;
 use crate::time::Timestamp;
-use crate::topology::{Failure, Message, NextMessage, Spout, Value, Values};
+use crate::topology::{Failure, Message, NextMessage, Spout, Value, Values, codes};
 
 impl<S: Spout> SpoutTask<S> {
     pub(super) fn emit(&mut self, now: Instant) -> usize {
@@ -94,6 +94,14 @@ impl<S: Spout> SpoutTask<S> {
                 return None;
             }
             match guarded(|| self.spout.next()) {
+                Ok(NextMessage::Ready(m)) if m.payload.len() > self.p.cfg.max_payload => {
+                    let why = format!(
+                        "the payload is {} bytes, above max_payload ({} bytes)",
+                        m.payload.len(),
+                        self.p.cfg.max_payload
+                    );
+                    self.refused(m, Failure::new(codes::PAYLOAD_TOO_LARGE, why));
+                }
                 Ok(NextMessage::Ready(m)) => return Some(m),
                 Ok(NextMessage::Refused(m, failure)) => self.refused(m, failure),
                 Ok(NextMessage::Idle) => {
@@ -113,8 +121,8 @@ impl<S: Spout> SpoutTask<S> {
         }
     }
 
-    /// A message the spout refused: dead-lettered at once, undelivered (its slot under
-    /// `max_spout_pending` is held until the letter is stored).
+    /// A message the spout refused (or one too large to hand out): dead-lettered at once,
+    /// undelivered (its slot under `max_spout_pending` is held until the letter is stored).
     fn refused(&mut self, msg: Message, failure: Failure) {
         let letter = judge::refuse(msg, failure, self.p.policy.as_ref(), self.p.time.wall());
         tracing::info!(
@@ -130,7 +138,15 @@ impl<S: Spout> SpoutTask<S> {
     fn deliver(&mut self, mut msg: Message, line: Option<LineKey>, at: u64, wall: Timestamp) {
         match msg.retry.last_failure() {
             _ if msg.retry.attempt == 0 => self.new_messages += 1,
-            Some(last) => self.p.stats.retry_fired(last.rule.as_str()),
+            Some(last) => {
+                self.p.stats.retry_fired(last.rule.as_str());
+                // Due when its failure was decided plus its delay (an operator's "retry now"
+                // fires early: no lateness).
+                if let Some(delay) = last.delay {
+                    let due = last.at.saturating_add(delay);
+                    self.lateness.observe(wall - due);
+                }
+            }
             // Delivered before but never retried by a rule: nothing fired it.
             None => {}
         }

@@ -33,6 +33,8 @@ impl<S: Spout> SpoutTask<S> {
             stats.add_acked_by_attempt(&mut self.acked_by_attempt);
         }
         stats.merge_latency(&mut self.latency);
+        stats.merge_ack_wait(&mut self.ack_wait);
+        stats.merge_lateness(&mut self.lateness);
         let in_flight = self.in_flight();
         if in_flight != self.published_pending {
             stats.add_pending(in_flight as i64 - self.published_pending as i64);
