@@ -17,8 +17,10 @@
 //! cargo bench -p rebound-sources --bench amqp_source
 //! ```
 //!
-//! Measured on the 2-core dev machine: see the report of the change that added it (the
-//! figures move with the machine's load; rerun to compare).
+//! Measured on the 2-core dev machine (best of 3 rounds; rounds vary by a third with the
+//! machine's load): source 58,951/s against the loop's 68,349/s (0.86; an earlier run 72,318/s
+//! against 66,407/s, 1.09). Hour-long retries: the queue's unacked at most 516 (bound 1,100),
+//! 0 at the end with 1,000 retries in the store, 15,901 msgs/s through the SQLite store.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
