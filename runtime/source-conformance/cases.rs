@@ -154,7 +154,7 @@ pub async fn a_consumer_killed_before_custody_gets_what_it_held_again<H: SourceH
     let mut a = h.source(spec("node-1", 1_100, None));
     let first = take(&mut *a, 10, 30).await;
     drop(a); // killed: nothing acknowledged
-    assert_eq!(h.unacked(), 10);
+    assert_eq!(h.unacked_after_death(), 10);
     let wait = 30 + h.redelivery_after().as_secs();
     let mut again = h.source(spec("node-1", 1_100, None));
     let second = take(&mut *again, 10, wait).await;

@@ -59,6 +59,16 @@ pub trait SourceHarness: Sized + Send + 'static {
     /// (Redis: the group's pending entries; JetStream: the consumer's ack pending).
     fn unacked(&self) -> u64;
 
+    /// What a consumer killed before custody left unacknowledged, as the broker counts it just
+    /// after the kill. By default [`unacked`](Self::unacked): Redis and JetStream keep a dead
+    /// consumer's messages pending until they are claimed or `ack_wait` passes. A broker that
+    /// puts them back in the queue the moment the connection closes (RabbitMQ) has nothing
+    /// unacknowledged by then: its harness counts what the queue holds, ready and
+    /// unacknowledged (nothing acknowledged, nothing lost).
+    fn unacked_after_death(&self) -> u64 {
+        self.unacked()
+    }
+
     /// Kills the broker (SIGKILL).
     fn kill(&mut self);
 

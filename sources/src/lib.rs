@@ -22,12 +22,34 @@
 //!   - `consumer.rs`: the connection and the durable consumer, created if missing;
 //!   - `reader.rs`: the task that fetches in batches when there is room;
 //!   - `acker.rs`: the task that sends custody acks (double acks) and `+WPI` for the held.
+//! - [`amqp`] (feature `amqp`, on by default): the RabbitMQ source, `basic.consume` on a
+//!   durable queue (`amqp://[USER:PASS@]HOST:PORT/[VHOST]?queue=Q`), and the publisher of dead
+//!   letters to an exchange (`?exchange=E[&routing_key=K]`).
+//!   - `url.rs`: [`AmqpUrl`](amqp::AmqpUrl), both forms, its target a queue or an exchange;
+//!   - `mapping.rs`: a delivery as a runtime `Message` (the `message-id` as the id; one without
+//!     gets an id of its own delivery, to be refused);
+//!   - `held.rs`: the messages delivered and not yet acknowledged, with their delivery tags on
+//!     the live channel, and the custody acks owed across a lost connection;
+//!   - `session.rs`: the task that owns the connection: connects, `basic.qos`, consumes,
+//!     places deliveries, sends the custody `basic.ack`s, reconnects;
+//!   - `publish.rs`: [`AmqpPublisher`](amqp::AmqpPublisher), confirms and `mandatory`.
+//! - `url_text.rs`: the percent-decoding and the credentials' redaction both URLs share.
+//! - `test_server.rs`, `test_server_rabbit.rs` (feature `test-server`): a `nats-server -js`
+//!   and a `rabbitmq-server` of a test's own (`NatsServer`, `RabbitServer`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "amqp")]
+pub mod amqp;
 #[cfg(feature = "jetstream")]
 pub mod jetstream;
 #[cfg(feature = "test-server")]
 mod test_server;
+#[cfg(any(feature = "jetstream", feature = "amqp"))]
+mod url_text;
 #[cfg(feature = "test-server")]
 pub use test_server::NatsServer;
+#[cfg(feature = "test-server")]
+mod test_server_rabbit;
+#[cfg(feature = "test-server")]
+pub use test_server_rabbit::RabbitServer;

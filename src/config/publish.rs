@@ -1,11 +1,13 @@
 //! `dead_letters: {publish: URL}` (`sources.md`, "Dead letters to the broker"): where each
 //! stored dead letter is also published. The URL is a source URL's form without what only a
 //! reader needs: `redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM` (a `?group=` copied from
-//! a source URL is taken and means nothing here) or `nats://[USER:PASS@]HOST:PORT/SUBJECT`.
+//! a source URL is taken and means nothing here), `nats://[USER:PASS@]HOST:PORT/SUBJECT` or
+//! `amqp://[USER:PASS@]HOST:PORT/[VHOST]?exchange=E[&routing_key=K]` (a RabbitMQ exchange).
 //! The relay's publisher (`relay::publish`) sends to it.
 
 use std::fmt;
 
+use rebound_sources::amqp::{AmqpTarget, AmqpUrl};
 use rebound_sources::jetstream::percent_decode as decode;
 use serde::{Deserialize, Deserializer};
 
@@ -31,6 +33,8 @@ pub enum PublishUrl {
         /// The subject a stream of the server captures.
         subject: String,
     },
+    /// A RabbitMQ publish to an exchange, confirmed and routed (`mandatory`).
+    Amqp(AmqpUrl),
 }
 
 /// Why a publish URL was refused (it never repeats a password).
@@ -40,8 +44,9 @@ pub struct PublishUrlError(String);
 
 const REDIS: &str = "redis-stream://";
 const NATS: &str = "nats://";
-const FORMS: &str = "expected redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM or \
-                     nats://[USER:PASS@]HOST:PORT/SUBJECT";
+const FORMS: &str = "expected redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM, \
+                     nats://[USER:PASS@]HOST:PORT/SUBJECT or \
+                     amqp://[USER:PASS@]HOST:PORT/[VHOST]?exchange=E[&routing_key=K]";
 
 impl PublishUrl {
     /// Parses `url` by its scheme.
@@ -51,9 +56,20 @@ impl PublishUrl {
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
         match scheme {
             "redis-stream" | "nats" => {}
-            "kafka" | "amqp" | "amqps" => {
+            "amqp" | "amqps" => {
+                let u = AmqpUrl::parse(url).map_err(|e| {
+                    PublishUrlError(format!("bad publish URL {}: {}", e.shown, e.why))
+                })?;
+                if !matches!(u.target, AmqpTarget::Exchange { .. }) {
+                    return Err(fail(format!(
+                        "dead letters are published to an exchange (?exchange=E), not a queue; {FORMS}"
+                    )));
+                }
+                return Ok(PublishUrl::Amqp(u));
+            }
+            "kafka" => {
                 return Err(fail(format!(
-                    "publishing to {scheme}:// is not in this build yet (Redis Streams and NATS JetStream are); {FORMS}"
+                    "publishing to {scheme}:// is not in this build yet (Redis Streams, NATS JetStream and RabbitMQ are); {FORMS}"
                 )));
             }
             "" => return Err(fail(format!("it has no scheme; {FORMS}"))),
@@ -151,6 +167,10 @@ impl PublishUrl {
         match self {
             PublishUrl::RedisStream { stream, .. } => stream,
             PublishUrl::JetStream { subject, .. } => subject,
+            PublishUrl::Amqp(u) => match &u.target {
+                AmqpTarget::Exchange { exchange, .. } => exchange,
+                AmqpTarget::Queue(queue) => queue,
+            },
         }
     }
 }
@@ -172,6 +192,7 @@ impl fmt::Display for PublishUrl {
                 let hidden = if credentials.is_some() { "***@" } else { "" };
                 write!(f, "{NATS}{hidden}{server}/{subject}")
             }
+            PublishUrl::Amqp(u) => u.fmt(f),
         }
     }
 }
@@ -284,13 +305,30 @@ mod tests {
         assert!(!format!("{u:?}").contains("p@ss"));
         let u = PublishUrl::parse("nats://127.0.0.1:4222/dead").unwrap();
         assert_eq!(u.to_string(), "nats://127.0.0.1:4222/dead");
+        let u = PublishUrl::parse("amqp://app:p%40ss@h:5672/?exchange=dead&routing_key=orders")
+            .unwrap();
+        assert!(matches!(u, PublishUrl::Amqp(_)));
+        assert_eq!(u.target(), "dead");
+        assert_eq!(
+            u.to_string(),
+            "amqp://app:***@h:5672/?exchange=dead&routing_key=orders"
+        );
+        assert!(!format!("{u:?}").contains("p@ss"));
     }
 
     #[test]
     fn a_bad_url_says_what_is_wrong_and_never_shows_the_password() {
         for (url, says) in [
             ("kafka://u:pw@h:9092/dead", "not in this build yet"),
-            ("amqp://u:pw@h:5672/dead", "not in this build yet"),
+            (
+                "amqp://u:pw@h:5672/dead",
+                "names no queue (?queue=Q) nor exchange",
+            ),
+            ("amqp://u:pw@h:5672/?queue=dead", "published to an exchange"),
+            (
+                "amqps://u:pw@h:5671/?exchange=dead",
+                "TLS) is not in this build",
+            ),
             ("http://u:pw@h:1/dead", "unknown scheme"),
             ("dead", "no scheme"),
             ("redis-stream://u:pw@h:1", "names no stream"),

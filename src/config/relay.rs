@@ -6,6 +6,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rebound_sources::amqp::AmqpUrl;
 use rebound_sources::jetstream::JetStreamUrl;
 use rebound_store_redis::stream::StreamUrl;
 use serde::{Deserialize, Deserializer};
@@ -19,6 +20,8 @@ pub enum SourceUrl {
     RedisStream(StreamUrl),
     /// `nats://[USER:PASS@]HOST:PORT/STREAM?consumer=NAME[&subject=FILTER][&deliver=all|new]`.
     JetStream(JetStreamUrl),
+    /// `amqp://[USER:PASS@]HOST:PORT/[VHOST]?queue=Q`.
+    Amqp(AmqpUrl),
 }
 
 /// Why a source URL was refused (it never repeats a password).
@@ -33,8 +36,8 @@ impl SourceUrlError {
     }
 }
 
-const FORMS: &str = "expected redis-stream://HOST:PORT/STREAM?group=G or \
-                     nats://HOST:PORT/STREAM?consumer=NAME";
+const FORMS: &str = "expected redis-stream://HOST:PORT/STREAM?group=G, \
+                     nats://HOST:PORT/STREAM?consumer=NAME or amqp://HOST:PORT/[VHOST]?queue=Q";
 
 impl SourceUrl {
     /// Parses `url` by its scheme.
@@ -48,8 +51,15 @@ impl SourceUrl {
             "nats" => JetStreamUrl::parse(url)
                 .map(SourceUrl::JetStream)
                 .map_err(|e| SourceUrlError(e.to_string())),
-            "kafka" | "amqp" | "amqps" => Err(SourceUrlError(format!(
-                "{scheme}:// sources are not in this build yet (Redis Streams and NATS JetStream are); {FORMS}"
+            "amqp" | "amqps" => match AmqpUrl::parse(url) {
+                Ok(u) if u.queue().is_some() => Ok(SourceUrl::Amqp(u)),
+                Ok(u) => Err(SourceUrlError(format!(
+                    "bad source URL {u}: a source reads a queue (?queue=Q), not an exchange; {FORMS}"
+                ))),
+                Err(e) => Err(SourceUrlError(e.to_string())),
+            },
+            "kafka" => Err(SourceUrlError(format!(
+                "{scheme}:// sources are not in this build yet (Redis Streams, NATS JetStream and RabbitMQ are); {FORMS}"
             ))),
             "" => Err(SourceUrlError(format!(
                 "the source URL has no scheme; {FORMS}"
@@ -66,6 +76,7 @@ impl SourceUrl {
         match self {
             SourceUrl::RedisStream(u) => &u.stream,
             SourceUrl::JetStream(u) => &u.stream,
+            SourceUrl::Amqp(u) => u.queue().unwrap_or_default(),
         }
     }
 }
@@ -76,6 +87,7 @@ impl std::fmt::Display for SourceUrl {
         match self {
             SourceUrl::RedisStream(u) => u.fmt(f),
             SourceUrl::JetStream(u) => u.fmt(f),
+            SourceUrl::Amqp(u) => u.fmt(f),
         }
     }
 }
@@ -210,7 +222,18 @@ mod tests {
             .expect("a JetStream stream");
         assert_eq!(nats.name(), "ORDERS");
         assert!(!format!("{nats} {nats:?}").contains("s3cret"));
+        let amqp = SourceUrl::parse("amqp://u:s3cret@127.0.0.1:5672/shop?queue=orders")
+            .expect("a RabbitMQ queue");
+        assert!(matches!(amqp, SourceUrl::Amqp(_)));
+        assert_eq!(amqp.name(), "orders");
+        assert!(!format!("{amqp} {amqp:?}").contains("s3cret"));
         for (url, says) in [
+            ("amqp://127.0.0.1:5672/?exchange=dead", "reads a queue"),
+            (
+                "amqps://u:s3cret@127.0.0.1:5671/?queue=q",
+                "TLS) is not in this build",
+            ),
+            ("amqp://127.0.0.1/?queue=q", "the port is required"),
             ("kafka://127.0.0.1:9092/orders?group=g", "not in this build"),
             ("http://127.0.0.1/orders", "unknown source scheme"),
             ("orders", "no scheme"),

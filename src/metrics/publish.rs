@@ -1,6 +1,7 @@
 //! The dead letters published to the broker (`sources.md`, "Dead letters to the broker"):
 //! `rebound_dead_letters_published_total{result}`, `published` for each letter the broker
-//! accepted and `failed` for each attempt it refused, read at each scrape from the attached
+//! accepted, `failed` for each attempt it refused and `unroutable` for each it took and routed
+//! to no queue (a RabbitMQ exchange without a bound queue returns it), read at each scrape from the attached
 //! [`PublishStats`].
 
 use std::sync::atomic::AtomicU64;
@@ -17,6 +18,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 pub struct PublishStats {
     published: AtomicU64,
     failed: AtomicU64,
+    unroutable: AtomicU64,
 }
 
 impl PublishStats {
@@ -28,6 +30,16 @@ impl PublishStats {
     /// Counts one attempt the broker refused (or did not answer).
     pub fn failed(&self) {
         self.failed.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one attempt the broker took and routed to no queue (not published: retried).
+    pub fn unroutable(&self) {
+        self.unroutable.fetch_add(1, Relaxed);
+    }
+
+    /// Attempts routed to no queue so far.
+    pub fn unroutable_count(&self) -> u64 {
+        self.unroutable.load(Relaxed)
     }
 
     /// Letters accepted so far and attempts refused so far.
@@ -66,12 +78,17 @@ impl Collector for PublishMetrics {
         };
         let mut family = encoder.encode_descriptor(
             "dead_letters_published",
-            "Dead letters published to dead_letters.publish: each accepted (published), each refused attempt (failed).",
+            "Dead letters published to dead_letters.publish: each accepted (published), each refused attempt (failed), each attempt routed to no queue (unroutable).",
             None,
             MetricType::Counter,
         )?;
         let (published, failed) = stats.counts();
-        for (result, n) in [("published", published), ("failed", failed)] {
+        let unroutable = stats.unroutable_count();
+        for (result, n) in [
+            ("published", published),
+            ("failed", failed),
+            ("unroutable", unroutable),
+        ] {
             ConstCounter::new(n).encode(family.encode_family(&ResultLabel { result })?)?;
         }
         Ok(())
@@ -92,10 +109,12 @@ mod tests {
         stats.failed();
         stats.failed();
         stats.published();
+        stats.unroutable();
         let text = metrics.encode(false);
         for line in [
             "rebound_dead_letters_published_total{result=\"published\"} 1",
             "rebound_dead_letters_published_total{result=\"failed\"} 2",
+            "rebound_dead_letters_published_total{result=\"unroutable\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rebound_runtime::durable::Durable;
 use rebound_runtime::sources::SourceStats;
 use rebound_runtime::topology::Spout;
+use rebound_sources::amqp::{AmqpOptions, AmqpSource};
 use rebound_sources::jetstream::{JetStreamOptions, JetStreamSource};
 use rebound_store_redis::stream::{FieldNames, StreamOptions, StreamSource};
 use rebound_store_redis::{RedisStore, StreamCustody};
@@ -20,8 +21,8 @@ pub use crate::config::{SourceUrl, SourceUrlError};
 pub struct SourceSpec {
     /// The broker, stream and group or consumer.
     pub url: SourceUrl,
-    /// This node's name at the broker (a Redis consumer's name; JetStream's durable consumer
-    /// is the URL's).
+    /// This node's name at the broker (a Redis consumer's name, a RabbitMQ consumer's tag
+    /// `rebound-NAME`; JetStream's durable consumer is the URL's).
     pub consumer: String,
     /// The biz of a message that names none (`source.biz`, default `DEFAULT`).
     pub biz: String,
@@ -111,6 +112,17 @@ impl SourceSpec {
                 options.default_biz = self.biz.clone();
                 options.stats = self.stats.clone();
                 let source = JetStreamSource::start(options, durable)
+                    .map_err(|e| SourceUrlError::new(e.to_string()))?;
+                Ok(Box::new(source))
+            }
+            SourceUrl::Amqp(url) => {
+                let mut options = AmqpOptions::new(url.clone());
+                options.consumer = self.consumer.clone();
+                // The prefetch count: what the broker sends ahead is bounded by it alone.
+                options.max_unacked = self.max_unacked;
+                options.default_biz = self.biz.clone();
+                options.stats = self.stats.clone();
+                let source = AmqpSource::start(options, durable)
                     .map_err(|e| SourceUrlError::new(e.to_string()))?;
                 Ok(Box::new(source))
             }

@@ -1,6 +1,6 @@
 //! Dead letters to the broker (`sources.md`, "Dead letters to the broker";
 //! `dead_letters: {publish: URL}`): each dead letter, once stored, is also published to a
-//! Redis stream or a JetStream subject, retried until the broker accepts it, counted, and
+//! Redis stream, a JetStream subject or a RabbitMQ exchange, retried until the broker accepts it, counted, and
 //! never lost because the broker is down.
 //!
 //! - [`Publisher`]: what the job holds. Its [`Publisher::letters`] is the durable layer's
@@ -10,11 +10,13 @@
 //! - `worker.rs`: that task (the queue, the retries, the catch-up from the store).
 //! - `mark.rs`: the mark, the last letter accepted, in the data directory's
 //!   `dead-letters-published`: what a start catches up from.
-//! - `fields.rs`: what a published letter carries; `redis.rs`, `nats.rs`: the two brokers.
+//! - `fields.rs`: what a published letter carries; `redis.rs`, `nats.rs`, `amqp.rs`: the
+//!   brokers.
 //!
 //! At-least-once: a letter may be published twice (after a crash, or an ack that was lost),
 //! never zero times.
 
+mod amqp;
 mod fields;
 mod mark;
 mod nats;

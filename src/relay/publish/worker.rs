@@ -19,6 +19,7 @@ use rebound_runtime::store::{
 };
 use tokio::sync::{mpsc, watch};
 
+use super::amqp::AmqpSink;
 use super::mark::{Mark, MarkFile};
 use super::nats::NatsSink;
 use super::redis::RedisSink;
@@ -36,6 +37,17 @@ const RETRY: Doubling = Doubling::new(Duration::from_millis(100), Duration::from
 pub(super) enum Sink {
     Redis(RedisSink),
     Nats(NatsSink),
+    /// Boxed: lapin's connection and channel are large, and there is one sink per process.
+    Amqp(Box<AmqpSink>),
+}
+
+/// Why the broker did not take a letter (it is retried either way).
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// Refused, or no answer (counted `failed`).
+    Failed(String),
+    /// Taken and routed nowhere: RabbitMQ returned it, no queue bound (counted `unroutable`).
+    Unroutable(String),
 }
 
 impl Sink {
@@ -52,13 +64,15 @@ impl Sink {
             } => NatsSink::connect(server, credentials.as_ref(), subject)
                 .await
                 .map(Sink::Nats),
+            PublishUrl::Amqp(url) => AmqpSink::new(url).map(|s| Sink::Amqp(Box::new(s))),
         }
     }
 
-    async fn send(&mut self, letter: &DeadLetter) -> Result<(), String> {
+    async fn send(&mut self, letter: &DeadLetter) -> Result<(), Refusal> {
         match self {
-            Sink::Redis(s) => s.send(letter).await,
-            Sink::Nats(s) => s.send(letter).await,
+            Sink::Redis(s) => s.send(letter).await.map_err(Refusal::Failed),
+            Sink::Nats(s) => s.send(letter).await.map_err(Refusal::Failed),
+            Sink::Amqp(s) => s.send(letter).await,
         }
     }
 }
@@ -179,8 +193,17 @@ impl Worker {
                     self.mark = Some(mark);
                     return;
                 }
-                Err(why) => {
-                    self.stats.failed();
+                Err(refusal) => {
+                    let why = match refusal {
+                        Refusal::Failed(why) => {
+                            self.stats.failed();
+                            why
+                        }
+                        Refusal::Unroutable(why) => {
+                            self.stats.unroutable();
+                            why
+                        }
+                    };
                     self.refused = self.refused.saturating_add(1);
                     if self.refused == 1 {
                         tracing::warn!(to = %self.shown, error = %why, id = %letter.id().as_str(), "the dead letters' broker refuses a letter: retrying until it accepts");

@@ -1,6 +1,7 @@
 //! `rebound relay` end to end: the real binary between a broker the test starts and a
 //! handler the test runs (`sources.md`). `support` runs both.
 
+mod amqp;
 mod fates;
 mod fleet;
 mod jetstream;
