@@ -27,6 +27,12 @@
 
 #[cfg(feature = "jetstream")]
 pub mod jetstream;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+#[cfg(all(feature = "test-server", feature = "kafka"))]
+mod kafka_mock;
+#[cfg(all(feature = "test-server", feature = "kafka"))]
+pub use kafka_mock::KafkaMock;
 #[cfg(feature = "test-server")]
 mod test_server;
 #[cfg(feature = "test-server")]
