@@ -31,6 +31,14 @@ pub enum PublishUrl {
         /// The subject a stream of the server captures.
         subject: String,
     },
+    /// A Kafka produce (feature `kafka`), acknowledged by every in-sync replica.
+    #[cfg(feature = "kafka")]
+    Kafka {
+        /// The bootstrap brokers, `HOST:PORT[,HOST:PORT]`.
+        brokers: String,
+        /// The topic.
+        topic: String,
+    },
 }
 
 /// Why a publish URL was refused (it never repeats a password).
@@ -40,8 +48,8 @@ pub struct PublishUrlError(String);
 
 const REDIS: &str = "redis-stream://";
 const NATS: &str = "nats://";
-const FORMS: &str = "expected redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM or \
-                     nats://[USER:PASS@]HOST:PORT/SUBJECT";
+const FORMS: &str = "expected redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM, \
+                     nats://[USER:PASS@]HOST:PORT/SUBJECT or kafka://HOST:PORT[,HOST:PORT]/TOPIC";
 
 impl PublishUrl {
     /// Parses `url` by its scheme.
@@ -51,7 +59,15 @@ impl PublishUrl {
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
         match scheme {
             "redis-stream" | "nats" => {}
-            "kafka" | "amqp" | "amqps" => {
+            #[cfg(feature = "kafka")]
+            "kafka" => return kafka(url).map_err(fail),
+            #[cfg(not(feature = "kafka"))]
+            "kafka" => {
+                return Err(fail(
+                    "this build has no Kafka publishing: build with --features kafka".into(),
+                ));
+            }
+            "amqp" | "amqps" => {
                 return Err(fail(format!(
                     "publishing to {scheme}:// is not in this build yet (Redis Streams and NATS JetStream are); {FORMS}"
                 )));
@@ -151,6 +167,8 @@ impl PublishUrl {
         match self {
             PublishUrl::RedisStream { stream, .. } => stream,
             PublishUrl::JetStream { subject, .. } => subject,
+            #[cfg(feature = "kafka")]
+            PublishUrl::Kafka { topic, .. } => topic,
         }
     }
 }
@@ -172,6 +190,8 @@ impl fmt::Display for PublishUrl {
                 let hidden = if credentials.is_some() { "***@" } else { "" };
                 write!(f, "{NATS}{hidden}{server}/{subject}")
             }
+            #[cfg(feature = "kafka")]
+            PublishUrl::Kafka { brokers, topic } => write!(f, "kafka://{brokers}/{topic}"),
         }
     }
 }
@@ -181,6 +201,29 @@ impl fmt::Debug for PublishUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PublishUrl({self})")
     }
+}
+
+/// `kafka://HOST:PORT[,HOST:PORT]/TOPIC` (a `?group=` copied from a source URL is taken and
+/// means nothing here), read as the Kafka source's URL is.
+#[cfg(feature = "kafka")]
+fn kafka(url: &str) -> Result<PublishUrl, String> {
+    let (before_query, query) = url.split_once('?').unwrap_or((url, ""));
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        if !pair.starts_with("group=") {
+            return Err(format!(
+                "unknown parameter '{pair}' (a publish URL takes none); {FORMS}"
+            ));
+        }
+    }
+    let source = rebound_sources::kafka::KafkaUrl::parse(&format!("{before_query}?group=-"))
+        .map_err(|e| {
+            e.why
+                .replace("names no topic", "names no topic to publish to")
+        })?;
+    Ok(PublishUrl::Kafka {
+        brokers: source.bootstrap(),
+        topic: source.topic,
+    })
 }
 
 /// `url` with everything up to its last `@` replaced by `***` (a password may hold a raw `/`
@@ -284,12 +327,32 @@ mod tests {
         assert!(!format!("{u:?}").contains("p@ss"));
         let u = PublishUrl::parse("nats://127.0.0.1:4222/dead").unwrap();
         assert_eq!(u.to_string(), "nats://127.0.0.1:4222/dead");
+        #[cfg(feature = "kafka")]
+        {
+            let u = PublishUrl::parse("kafka://k1:9092,k2:9092/dead.orders?group=g").unwrap();
+            assert_eq!(
+                u,
+                PublishUrl::Kafka {
+                    brokers: "k1:9092,k2:9092".into(),
+                    topic: "dead.orders".into()
+                }
+            );
+            assert_eq!(u.to_string(), "kafka://k1:9092,k2:9092/dead.orders");
+            assert_eq!(u.target(), "dead.orders");
+        }
     }
 
     #[test]
     fn a_bad_url_says_what_is_wrong_and_never_shows_the_password() {
         for (url, says) in [
-            ("kafka://u:pw@h:9092/dead", "not in this build yet"),
+            #[cfg(not(feature = "kafka"))]
+            ("kafka://u:pw@h:9092/dead", "build with --features kafka"),
+            #[cfg(feature = "kafka")]
+            ("kafka://u:pw@h:9092/dead", "neither SASL nor TLS"),
+            #[cfg(feature = "kafka")]
+            ("kafka://h:9092/", "names no topic"),
+            #[cfg(feature = "kafka")]
+            ("kafka://h:9092/dead?offset=latest", "unknown parameter"),
             ("amqp://u:pw@h:5672/dead", "not in this build yet"),
             ("http://u:pw@h:1/dead", "unknown scheme"),
             ("dead", "no scheme"),

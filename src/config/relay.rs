@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use rebound_sources::jetstream::JetStreamUrl;
+#[cfg(feature = "kafka")]
+use rebound_sources::kafka::KafkaUrl;
 use rebound_store_redis::stream::StreamUrl;
 use serde::{Deserialize, Deserializer};
 
@@ -19,6 +21,10 @@ pub enum SourceUrl {
     RedisStream(StreamUrl),
     /// `nats://[USER:PASS@]HOST:PORT/STREAM?consumer=NAME[&subject=FILTER][&deliver=all|new]`.
     JetStream(JetStreamUrl),
+    /// `kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&offset=earliest|latest]` (feature
+    /// `kafka`).
+    #[cfg(feature = "kafka")]
+    Kafka(KafkaUrl),
 }
 
 /// Why a source URL was refused (it never repeats a password).
@@ -48,7 +54,15 @@ impl SourceUrl {
             "nats" => JetStreamUrl::parse(url)
                 .map(SourceUrl::JetStream)
                 .map_err(|e| SourceUrlError(e.to_string())),
-            "kafka" | "amqp" | "amqps" => Err(SourceUrlError(format!(
+            #[cfg(feature = "kafka")]
+            "kafka" => KafkaUrl::parse(url)
+                .map(SourceUrl::Kafka)
+                .map_err(|e| SourceUrlError(e.to_string())),
+            #[cfg(not(feature = "kafka"))]
+            "kafka" => Err(SourceUrlError(
+                "this build has no Kafka source: build with --features kafka".into(),
+            )),
+            "amqp" | "amqps" => Err(SourceUrlError(format!(
                 "{scheme}:// sources are not in this build yet (Redis Streams and NATS JetStream are); {FORMS}"
             ))),
             "" => Err(SourceUrlError(format!(
@@ -66,6 +80,8 @@ impl SourceUrl {
         match self {
             SourceUrl::RedisStream(u) => &u.stream,
             SourceUrl::JetStream(u) => &u.stream,
+            #[cfg(feature = "kafka")]
+            SourceUrl::Kafka(u) => &u.topic,
         }
     }
 }
@@ -76,6 +92,8 @@ impl std::fmt::Display for SourceUrl {
         match self {
             SourceUrl::RedisStream(u) => u.fmt(f),
             SourceUrl::JetStream(u) => u.fmt(f),
+            #[cfg(feature = "kafka")]
+            SourceUrl::Kafka(u) => u.fmt(f),
         }
     }
 }
@@ -206,8 +224,32 @@ mod tests {
             .expect("a JetStream stream");
         assert_eq!(nats.name(), "ORDERS");
         assert!(!format!("{nats} {nats:?}").contains("s3cret"));
+        #[cfg(feature = "kafka")]
+        {
+            let kafka = SourceUrl::parse("kafka://127.0.0.1:9092,127.0.0.1:9093/orders?group=g")
+                .expect("a Kafka topic");
+            assert_eq!(kafka.name(), "orders");
+            assert!(matches!(kafka, SourceUrl::Kafka(_)));
+            let e = SourceUrl::parse("kafka://u:s3cret@127.0.0.1:9092/orders?group=g")
+                .expect_err("credentials are refused")
+                .to_string();
+            assert!(
+                e.contains("neither SASL nor TLS") && !e.contains("s3cret"),
+                "{e}"
+            );
+        }
+        #[cfg(not(feature = "kafka"))]
+        {
+            let e = SourceUrl::parse("kafka://127.0.0.1:9092/orders?group=g")
+                .expect_err("no Kafka in this build")
+                .to_string();
+            assert_eq!(
+                e,
+                "this build has no Kafka source: build with --features kafka"
+            );
+        }
         for (url, says) in [
-            ("kafka://127.0.0.1:9092/orders?group=g", "not in this build"),
+            ("amqp://127.0.0.1:5672/?queue=q", "not in this build"),
             ("http://127.0.0.1/orders", "unknown source scheme"),
             ("orders", "no scheme"),
             ("redis-stream://127.0.0.1:6379/orders", "group"),

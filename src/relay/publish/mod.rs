@@ -16,6 +16,8 @@
 //! never zero times.
 
 mod fields;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod mark;
 mod nats;
 mod redis;

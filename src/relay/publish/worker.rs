@@ -19,6 +19,8 @@ use rebound_runtime::store::{
 };
 use tokio::sync::{mpsc, watch};
 
+#[cfg(feature = "kafka")]
+use super::kafka::KafkaSink;
 use super::mark::{Mark, MarkFile};
 use super::nats::NatsSink;
 use super::redis::RedisSink;
@@ -36,6 +38,8 @@ const RETRY: Doubling = Doubling::new(Duration::from_millis(100), Duration::from
 pub(super) enum Sink {
     Redis(RedisSink),
     Nats(NatsSink),
+    #[cfg(feature = "kafka")]
+    Kafka(KafkaSink),
 }
 
 impl Sink {
@@ -52,6 +56,8 @@ impl Sink {
             } => NatsSink::connect(server, credentials.as_ref(), subject)
                 .await
                 .map(Sink::Nats),
+            #[cfg(feature = "kafka")]
+            PublishUrl::Kafka { brokers, topic } => KafkaSink::new(brokers, topic).map(Sink::Kafka),
         }
     }
 
@@ -59,6 +65,8 @@ impl Sink {
         match self {
             Sink::Redis(s) => s.send(letter).await,
             Sink::Nats(s) => s.send(letter).await,
+            #[cfg(feature = "kafka")]
+            Sink::Kafka(s) => s.send(letter).await,
         }
     }
 }

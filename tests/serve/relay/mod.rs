@@ -4,6 +4,8 @@
 mod fates;
 mod fleet;
 mod jetstream;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod publish;
 mod readme;
 mod redis_stream;
