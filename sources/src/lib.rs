@@ -22,6 +22,18 @@
 //!   - `consumer.rs`: the connection and the durable consumer, created if missing;
 //!   - `reader.rs`: the task that fetches in batches when there is room;
 //!   - `acker.rs`: the task that sends custody acks (double acks) and `+WPI` for the held.
+//! - `kafka` (feature `kafka`, off by default: librdkafka's C build): the Kafka source, a
+//!   consumer group member with manual commits
+//!   (`kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&offset=earliest|latest]`).
+//!   - `url.rs`: `KafkaUrl` (a URL with credentials is refused, and not shown);
+//!   - `mapping.rs`: a record as a runtime `Message` (id `TOPIC/PARTITION/OFFSET`, biz, key);
+//!   - `marks.rs`: per partition, the offsets handed out and not in custody, the read position
+//!     and the confirmed committed offset: the commit mark and the unacknowledged range;
+//!   - `reader.rs`: the `BaseConsumer` polled on a thread of its own, its rebalance callbacks
+//!     (the revocation's commit, the assignment's committed offsets), the pausing;
+//!   - `committer.rs`: the thread that commits the marks synchronously and confirms them.
+//! - `KafkaMock` (features `kafka` and `test-server`): librdkafka's mock cluster, owned by a
+//!   thread of the test's own.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
