@@ -15,6 +15,14 @@
 //! ```sh
 //! cargo bench -p rebound-sources --features kafka --bench kafka_source
 //! ```
+//!
+//! Measured on the 2-core dev machine (best of 3 rounds; the other helper's builds ran beside
+//! it): source 5,865/s against the loop's 6,392/s (0.92; the mock cluster is what bounds both).
+//! Custody at the broker p50 1 ms, p99 10 ms. With 10% waiting an hour in SQLite: 1,986/s,
+//! the committed offset at most 1,100 behind the highest read (the bound), 76 on average.
+//! Before two fixes the source made 517/s (0.08): librdkafka's `fetch.queue.backoff.ms`
+//! (1 s) idled it each time its small prefetch was full, and pausing the partitions whenever
+//! one batch waited for the spout's channel dropped the prefetch again and again.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
