@@ -1,6 +1,14 @@
 //! The Kafka source against librdkafka's mock cluster, inside the test process (no Kafka
 //! broker can be installed here; see `harness.rs` for what "kill" and "unacknowledged" mean
-//! there): the source suite, every case of it, and what only Kafka does.
+//! there): the source suite, every case of it, and what only Kafka does: an hour-long retry
+//! never holds a partition's committed offset back; leaving the group commits what is in
+//! custody; a source started while the broker is down says so and reads once it is up.
+//!
+//! What the mock cannot host is not here, and docs/design.md says why: a revocation because
+//! another member joins (the mock refuses commits while its group rebalances, a Kafka broker
+//! takes them), and offsets with gaps (the mock never compacts, and writes no transaction
+//! markers into its log: a transactional producer's records take every offset); the mark's
+//! gaps are `marks.rs`'s unit tests.
 //!
 //! Every wait is on a condition with a generous deadline; nothing asserts on timings.
 
@@ -205,4 +213,37 @@ async fn leaving_the_group_commits_what_is_in_custody_before_the_partitions_go()
         high.values().all(|&h| h > 3),
         "each partition had more than three"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_started_while_the_broker_is_down_says_so_and_reads_once_it_is_up() {
+    let h = KafkaHarness::start();
+    for i in 1..=20 {
+        h.publish("ORDER", None, &format!("{{\"n\":{i}}}"));
+    }
+    h.mock.kill();
+    let mut source = KafkaSource::start(h.options(TOPIC), None);
+    let stats = source.stats();
+    until("the source says the broker does not answer", 60, || {
+        stats.unreachable_since().is_some()
+    })
+    .await;
+    assert!(
+        matches!(source.next(), NextMessage::Idle),
+        "nothing to read yet"
+    );
+    h.mock.restart();
+    let read = take(&mut source, 20).await;
+    for m in &read {
+        source.ack(&m.id);
+    }
+    until("the broker answers again", 60, || {
+        stats.unreachable_since().is_none()
+    })
+    .await;
+    let high = h.clients.high(TOPIC, PARTITIONS);
+    until("all committed", 60, || {
+        h.clients.committed(TOPIC, PARTITIONS).as_ref() == Some(&high)
+    })
+    .await;
 }
