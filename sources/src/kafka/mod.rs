@@ -187,7 +187,8 @@ impl KafkaSource {
 
 impl Drop for KafkaSource {
     /// Commits what is in custody and leaves the group before it returns (a new member of the
-    /// group then starts at the marks).
+    /// group then starts at the marks); a broker that does not answer holds it about 4 s (the
+    /// last commit waited on for 2 s, then librdkafka's close).
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
         self.custody = None;

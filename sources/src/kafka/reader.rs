@@ -49,9 +49,12 @@ const REMAKE: Doubling = Doubling::new(Duration::from_millis(100), Duration::fro
 const PARK_MOST: usize = 10;
 /// How often the lag is asked for.
 const LAG_EVERY: Duration = Duration::from_secs(2);
-/// How long a synchronous call to the broker may take (a commit on revocation or at stop, the
-/// committed offsets on assignment, a look at the lag).
+/// How long the committed offsets on assignment may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stop waits for the last commit (as the Redis Streams source waits for its last
+/// acks): a broker that does not answer then leaves those records to be read again, and the
+/// store's custody skips them.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 /// How long a look at one partition's watermarks may take.
 const LAG_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -281,7 +284,7 @@ pub(super) fn run(reader: Reader) {
         }
         .run();
         finish(&consumer, &committer);
-        committer.close(CALL_TIMEOUT);
+        committer.close(STOP_WAIT);
         // Leaves the group (the revocation's commit runs first); the committer may still hold
         // the consumer if the broker did not answer its last commit.
         drop(consumer);

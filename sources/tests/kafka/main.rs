@@ -2,7 +2,8 @@
 //! broker can be installed here; see `harness.rs` for what "kill" and "unacknowledged" mean
 //! there): the source suite, every case of it, and what only Kafka does: an hour-long retry
 //! never holds a partition's committed offset back; leaving the group commits what is in
-//! custody; a source started while the broker is down says so and reads once it is up.
+//! custody; a source started while the broker is down says so and reads once it is up; a stop
+//! while it is down ends, and what was not committed is read again.
 //!
 //! What the mock cannot host is not here, and docs/design.md says why: a revocation because
 //! another member joins (the mock refuses commits while its group rebalances, a Kafka broker
@@ -244,6 +245,37 @@ async fn a_source_started_while_the_broker_is_down_says_so_and_reads_once_it_is_
     let high = h.clients.high(TOPIC, PARTITIONS);
     until("all committed", 60, || {
         h.clients.committed(TOPIC, PARTITIONS).as_ref() == Some(&high)
+    })
+    .await;
+}
+
+/// A stop while the broker is down ends (the last commit is waited on for a while, not for
+/// ever), and a member started once it is back is handed again every record not committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_the_broker_is_down_ends_and_what_was_not_committed_is_read_again() {
+    let h = KafkaHarness::start();
+    for i in 1..=20 {
+        h.publish("ORDER", None, &format!("{{\"n\":{i}}}"));
+    }
+    let mut source = KafkaSource::start(h.options(TOPIC), None);
+    let read = take(&mut source, 20).await;
+    let mut ids: Vec<String> = read.iter().map(|m| m.id.to_string()).collect();
+    ids.sort();
+    // Half in custody, half not; then the broker goes, and the source stops.
+    let (done, held) = ids.split_at(10);
+    for id in done {
+        source.ack(&MessageId::from(id.as_str()));
+    }
+    h.mock.kill();
+    drop(source);
+    h.mock.restart();
+    let mut again = KafkaSource::start(h.options(TOPIC), None);
+    let mut second: Vec<String> = Vec::new();
+    until("every record not in custody read again", 60, || {
+        while let NextMessage::Ready(m) = again.next() {
+            second.push(m.id.to_string());
+        }
+        held.iter().all(|id| second.contains(id))
     })
     .await;
 }
