@@ -36,6 +36,18 @@
 //! - `url_text.rs`: the percent-decoding and the credentials' redaction both URLs share.
 //! - `test_server.rs`, `test_server_rabbit.rs` (feature `test-server`): a `nats-server -js`
 //!   and a `rabbitmq-server` of a test's own (`NatsServer`, `RabbitServer`).
+//! - `kafka` (feature `kafka`, off by default: librdkafka's C build): the Kafka source, a
+//!   consumer group member with manual commits
+//!   (`kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&offset=earliest|latest]`).
+//!   - `url.rs`: `KafkaUrl` (a URL with credentials is refused, and not shown);
+//!   - `mapping.rs`: a record as a runtime `Message` (id `TOPIC/PARTITION/OFFSET`, biz, key);
+//!   - `marks.rs`: per partition, the offsets handed out and not in custody, the read position
+//!     and the confirmed committed offset: the commit mark and the unacknowledged range;
+//!   - `reader.rs`: the `BaseConsumer` polled on a thread of its own, its rebalance callbacks
+//!     (the revocation's commit, the assignment's committed offsets), the pausing;
+//!   - `committer.rs`: the thread that commits the marks synchronously and confirms them.
+//! - `KafkaMock` (features `kafka` and `test-server`): librdkafka's mock cluster, owned by a
+//!   thread of the test's own.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -43,6 +55,12 @@
 pub mod amqp;
 #[cfg(feature = "jetstream")]
 pub mod jetstream;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+#[cfg(all(feature = "test-server", feature = "kafka"))]
+mod kafka_mock;
+#[cfg(all(feature = "test-server", feature = "kafka"))]
+pub use kafka_mock::KafkaMock;
 #[cfg(feature = "test-server")]
 mod test_server;
 #[cfg(any(feature = "jetstream", feature = "amqp"))]

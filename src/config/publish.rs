@@ -35,6 +35,14 @@ pub enum PublishUrl {
     },
     /// A RabbitMQ publish to an exchange, confirmed and routed (`mandatory`).
     Amqp(AmqpUrl),
+    /// A Kafka produce (feature `kafka`), acknowledged by every in-sync replica.
+    #[cfg(feature = "kafka")]
+    Kafka {
+        /// The bootstrap brokers, `HOST:PORT[,HOST:PORT]`.
+        brokers: String,
+        /// The topic.
+        topic: String,
+    },
 }
 
 /// Why a publish URL was refused (it never repeats a password).
@@ -45,8 +53,9 @@ pub struct PublishUrlError(String);
 const REDIS: &str = "redis-stream://";
 const NATS: &str = "nats://";
 const FORMS: &str = "expected redis-stream://[USER:PASS@]HOST:PORT[/DB]/STREAM, \
-                     nats://[USER:PASS@]HOST:PORT/SUBJECT or \
-                     amqp://[USER:PASS@]HOST:PORT/[VHOST]?exchange=E[&routing_key=K]";
+                     nats://[USER:PASS@]HOST:PORT/SUBJECT, \
+                     amqp://[USER:PASS@]HOST:PORT/[VHOST]?exchange=E[&routing_key=K] or \
+                     kafka://HOST:PORT[,HOST:PORT]/TOPIC";
 
 impl PublishUrl {
     /// Parses `url` by its scheme.
@@ -67,10 +76,13 @@ impl PublishUrl {
                 }
                 return Ok(PublishUrl::Amqp(u));
             }
+            #[cfg(feature = "kafka")]
+            "kafka" => return kafka(url).map_err(fail),
+            #[cfg(not(feature = "kafka"))]
             "kafka" => {
-                return Err(fail(format!(
-                    "publishing to {scheme}:// is not in this build yet (Redis Streams, NATS JetStream and RabbitMQ are); {FORMS}"
-                )));
+                return Err(fail(
+                    "this build has no Kafka publishing: build with --features kafka".into(),
+                ));
             }
             "" => return Err(fail(format!("it has no scheme; {FORMS}"))),
             _ => return Err(fail(format!("unknown scheme; {FORMS}"))),
@@ -171,6 +183,8 @@ impl PublishUrl {
                 AmqpTarget::Exchange { exchange, .. } => exchange,
                 AmqpTarget::Queue(queue) => queue,
             },
+            #[cfg(feature = "kafka")]
+            PublishUrl::Kafka { topic, .. } => topic,
         }
     }
 }
@@ -193,6 +207,8 @@ impl fmt::Display for PublishUrl {
                 write!(f, "{NATS}{hidden}{server}/{subject}")
             }
             PublishUrl::Amqp(u) => u.fmt(f),
+            #[cfg(feature = "kafka")]
+            PublishUrl::Kafka { brokers, topic } => write!(f, "kafka://{brokers}/{topic}"),
         }
     }
 }
@@ -202,6 +218,29 @@ impl fmt::Debug for PublishUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PublishUrl({self})")
     }
+}
+
+/// `kafka://HOST:PORT[,HOST:PORT]/TOPIC` (a `?group=` copied from a source URL is taken and
+/// means nothing here), read as the Kafka source's URL is.
+#[cfg(feature = "kafka")]
+fn kafka(url: &str) -> Result<PublishUrl, String> {
+    let (before_query, query) = url.split_once('?').unwrap_or((url, ""));
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        if !pair.starts_with("group=") {
+            return Err(format!(
+                "unknown parameter '{pair}' (a publish URL takes none); {FORMS}"
+            ));
+        }
+    }
+    let source = rebound_sources::kafka::KafkaUrl::parse(&format!("{before_query}?group=-"))
+        .map_err(|e| {
+            e.why
+                .replace("names no topic", "names no topic to publish to")
+        })?;
+    Ok(PublishUrl::Kafka {
+        brokers: source.bootstrap(),
+        topic: source.topic,
+    })
 }
 
 /// `url` with everything up to its last `@` replaced by `***` (a password may hold a raw `/`
@@ -314,12 +353,24 @@ mod tests {
             "amqp://app:***@h:5672/?exchange=dead&routing_key=orders"
         );
         assert!(!format!("{u:?}").contains("p@ss"));
+        #[cfg(feature = "kafka")]
+        {
+            let u = PublishUrl::parse("kafka://k1:9092,k2:9092/dead.orders?group=g").unwrap();
+            assert_eq!(
+                u,
+                PublishUrl::Kafka {
+                    brokers: "k1:9092,k2:9092".into(),
+                    topic: "dead.orders".into()
+                }
+            );
+            assert_eq!(u.to_string(), "kafka://k1:9092,k2:9092/dead.orders");
+            assert_eq!(u.target(), "dead.orders");
+        }
     }
 
     #[test]
     fn a_bad_url_says_what_is_wrong_and_never_shows_the_password() {
         for (url, says) in [
-            ("kafka://u:pw@h:9092/dead", "not in this build yet"),
             (
                 "amqp://u:pw@h:5672/dead",
                 "names no queue (?queue=Q) nor exchange",
@@ -329,6 +380,14 @@ mod tests {
                 "amqps://u:pw@h:5671/?exchange=dead",
                 "TLS) is not in this build",
             ),
+            #[cfg(not(feature = "kafka"))]
+            ("kafka://u:pw@h:9092/dead", "build with --features kafka"),
+            #[cfg(feature = "kafka")]
+            ("kafka://u:pw@h:9092/dead", "neither SASL nor TLS"),
+            #[cfg(feature = "kafka")]
+            ("kafka://h:9092/", "names no topic"),
+            #[cfg(feature = "kafka")]
+            ("kafka://h:9092/dead?offset=latest", "unknown parameter"),
             ("http://u:pw@h:1/dead", "unknown scheme"),
             ("dead", "no scheme"),
             ("redis-stream://u:pw@h:1", "names no stream"),

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use rebound_sources::amqp::AmqpUrl;
 use rebound_sources::jetstream::JetStreamUrl;
+#[cfg(feature = "kafka")]
+use rebound_sources::kafka::KafkaUrl;
 use rebound_store_redis::stream::StreamUrl;
 use serde::{Deserialize, Deserializer};
 
@@ -22,6 +24,10 @@ pub enum SourceUrl {
     JetStream(JetStreamUrl),
     /// `amqp://[USER:PASS@]HOST:PORT/[VHOST]?queue=Q`.
     Amqp(AmqpUrl),
+    /// `kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G[&offset=earliest|latest]` (feature
+    /// `kafka`).
+    #[cfg(feature = "kafka")]
+    Kafka(KafkaUrl),
 }
 
 /// Why a source URL was refused (it never repeats a password).
@@ -37,7 +43,8 @@ impl SourceUrlError {
 }
 
 const FORMS: &str = "expected redis-stream://HOST:PORT/STREAM?group=G, \
-                     nats://HOST:PORT/STREAM?consumer=NAME or amqp://HOST:PORT/[VHOST]?queue=Q";
+                     nats://HOST:PORT/STREAM?consumer=NAME, amqp://HOST:PORT/[VHOST]?queue=Q \
+                     or kafka://HOST:PORT/TOPIC?group=G";
 
 impl SourceUrl {
     /// Parses `url` by its scheme.
@@ -58,9 +65,14 @@ impl SourceUrl {
                 ))),
                 Err(e) => Err(SourceUrlError(e.to_string())),
             },
-            "kafka" => Err(SourceUrlError(format!(
-                "{scheme}:// sources are not in this build yet (Redis Streams, NATS JetStream and RabbitMQ are); {FORMS}"
-            ))),
+            #[cfg(feature = "kafka")]
+            "kafka" => KafkaUrl::parse(url)
+                .map(SourceUrl::Kafka)
+                .map_err(|e| SourceUrlError(e.to_string())),
+            #[cfg(not(feature = "kafka"))]
+            "kafka" => Err(SourceUrlError(
+                "this build has no Kafka source: build with --features kafka".into(),
+            )),
             "" => Err(SourceUrlError(format!(
                 "the source URL has no scheme; {FORMS}"
             ))),
@@ -77,6 +89,8 @@ impl SourceUrl {
             SourceUrl::RedisStream(u) => &u.stream,
             SourceUrl::JetStream(u) => &u.stream,
             SourceUrl::Amqp(u) => u.queue().unwrap_or_default(),
+            #[cfg(feature = "kafka")]
+            SourceUrl::Kafka(u) => &u.topic,
         }
     }
 }
@@ -88,6 +102,8 @@ impl std::fmt::Display for SourceUrl {
             SourceUrl::RedisStream(u) => u.fmt(f),
             SourceUrl::JetStream(u) => u.fmt(f),
             SourceUrl::Amqp(u) => u.fmt(f),
+            #[cfg(feature = "kafka")]
+            SourceUrl::Kafka(u) => u.fmt(f),
         }
     }
 }
@@ -227,6 +243,30 @@ mod tests {
         assert!(matches!(amqp, SourceUrl::Amqp(_)));
         assert_eq!(amqp.name(), "orders");
         assert!(!format!("{amqp} {amqp:?}").contains("s3cret"));
+        #[cfg(feature = "kafka")]
+        {
+            let kafka = SourceUrl::parse("kafka://127.0.0.1:9092,127.0.0.1:9093/orders?group=g")
+                .expect("a Kafka topic");
+            assert_eq!(kafka.name(), "orders");
+            assert!(matches!(kafka, SourceUrl::Kafka(_)));
+            let e = SourceUrl::parse("kafka://u:s3cret@127.0.0.1:9092/orders?group=g")
+                .expect_err("credentials are refused")
+                .to_string();
+            assert!(
+                e.contains("neither SASL nor TLS") && !e.contains("s3cret"),
+                "{e}"
+            );
+        }
+        #[cfg(not(feature = "kafka"))]
+        {
+            let e = SourceUrl::parse("kafka://127.0.0.1:9092/orders?group=g")
+                .expect_err("no Kafka in this build")
+                .to_string();
+            assert_eq!(
+                e,
+                "this build has no Kafka source: build with --features kafka"
+            );
+        }
         for (url, says) in [
             ("amqp://127.0.0.1:5672/?exchange=dead", "reads a queue"),
             (
@@ -234,7 +274,6 @@ mod tests {
                 "TLS) is not in this build",
             ),
             ("amqp://127.0.0.1/?queue=q", "the port is required"),
-            ("kafka://127.0.0.1:9092/orders?group=g", "not in this build"),
             ("http://127.0.0.1/orders", "unknown source scheme"),
             ("orders", "no scheme"),
             ("redis-stream://127.0.0.1:6379/orders", "group"),

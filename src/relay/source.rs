@@ -11,6 +11,8 @@ use rebound_runtime::sources::SourceStats;
 use rebound_runtime::topology::Spout;
 use rebound_sources::amqp::{AmqpOptions, AmqpSource};
 use rebound_sources::jetstream::{JetStreamOptions, JetStreamSource};
+#[cfg(feature = "kafka")]
+use rebound_sources::kafka::{KafkaOptions, KafkaSource};
 use rebound_store_redis::stream::{FieldNames, StreamOptions, StreamSource};
 use rebound_store_redis::{RedisStore, StreamCustody};
 
@@ -125,6 +127,16 @@ impl SourceSpec {
                 let source = AmqpSource::start(options, durable)
                     .map_err(|e| SourceUrlError::new(e.to_string()))?;
                 Ok(Box::new(source))
+            }
+            #[cfg(feature = "kafka")]
+            SourceUrl::Kafka(url) => {
+                // The group is the URL's; every node of a fleet is a member of it.
+                let mut options = KafkaOptions::new(url.clone());
+                options.batch = BATCH;
+                options.max_unacked = self.max_unacked;
+                options.default_biz = self.biz.clone();
+                options.stats = self.stats.clone();
+                Ok(Box::new(KafkaSource::start(options, durable)))
             }
         }
     }

@@ -18,6 +18,8 @@
 
 mod amqp;
 mod fields;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod mark;
 mod nats;
 mod redis;

@@ -20,6 +20,8 @@ use rebound_runtime::store::{
 use tokio::sync::{mpsc, watch};
 
 use super::amqp::AmqpSink;
+#[cfg(feature = "kafka")]
+use super::kafka::KafkaSink;
 use super::mark::{Mark, MarkFile};
 use super::nats::NatsSink;
 use super::redis::RedisSink;
@@ -39,6 +41,8 @@ pub(super) enum Sink {
     Nats(NatsSink),
     /// Boxed: lapin's connection and channel are large, and there is one sink per process.
     Amqp(Box<AmqpSink>),
+    #[cfg(feature = "kafka")]
+    Kafka(KafkaSink),
 }
 
 /// Why the broker did not take a letter (it is retried either way).
@@ -65,6 +69,8 @@ impl Sink {
                 .await
                 .map(Sink::Nats),
             PublishUrl::Amqp(url) => AmqpSink::new(url).map(|s| Sink::Amqp(Box::new(s))),
+            #[cfg(feature = "kafka")]
+            PublishUrl::Kafka { brokers, topic } => KafkaSink::new(brokers, topic).map(Sink::Kafka),
         }
     }
 
@@ -73,6 +79,8 @@ impl Sink {
             Sink::Redis(s) => s.send(letter).await.map_err(Refusal::Failed),
             Sink::Nats(s) => s.send(letter).await.map_err(Refusal::Failed),
             Sink::Amqp(s) => s.send(letter).await,
+            #[cfg(feature = "kafka")]
+            Sink::Kafka(s) => s.send(letter).await.map_err(Refusal::Failed),
         }
     }
 }

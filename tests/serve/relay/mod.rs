@@ -5,6 +5,8 @@ mod amqp;
 mod fates;
 mod fleet;
 mod jetstream;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod publish;
 mod readme;
 mod redis_stream;
