@@ -29,7 +29,7 @@ mod rules;
 mod run;
 
 pub use adaptive::RedisFleetState;
-pub use nodes::{Join, Member, NodeReport, NodeStatus};
+pub use nodes::{Join, Member, NodeBreaker, NodeReport, NodeStatus};
 pub use notify::{RulesHint, RulesNotifications};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
 pub use rules::{FILES_KEPT, Pushed, RuleEntry, RuleRecord, RulesApplied};
