@@ -8,7 +8,8 @@
 //!   admit on the process's own window, as ever.
 //! - [`Fleet`](Scope::Fleet): a budget has room while this node's retries since the totals stay
 //!   within its share ([`FleetBudget::has_room`]); a breaker also opens on the fleet's counts
-//!   (while closed), and adopts every record the fleet opened.
+//!   (while closed, and during its ramp when its cool-down outlasts its window), and adopts
+//!   every record the fleet opened.
 //! - [`Node`](Scope::Node) (the last sync failed): each budget's own window, its floor divided
 //!   by the last known number of nodes ([`node_allowance`]); counts go on accumulating, to be
 //!   pushed at the sync that rejoins.
@@ -273,10 +274,12 @@ impl RetryGate {
                 }
             }
         }
-        // Breakers that the fleet's counts open (judged while closed: an opening clears what
-        // a half-open ramp judges by, and the fleet's window still holds what opened it).
+        // Breakers that the fleet's counts open: judged while closed, and while half-open when
+        // the cool-down outlasts the window (what opened it has left the fleet's window; a
+        // shorter cool-down leaves the ramp to the node's own samples).
         for b in breakers {
             let limits = breaker_limits(b, scale);
+            let judges_ramp = limits.cool_down >= limits.window;
             let keys: Vec<(String, u64, u64)> = s
                 .fleet
                 .breakers
@@ -298,9 +301,12 @@ impl RetryGate {
                     continue;
                 }
                 let (key, breaker) = s.breaker(b, &key, scale, now);
-                if breaker.state(now) == BreakerState::Closed
-                    && breaker.open_on(failed, samples, now)
-                {
+                let judged = match breaker.state(now) {
+                    BreakerState::Closed => true,
+                    BreakerState::HalfOpen => judges_ramp,
+                    BreakerState::Open => false,
+                };
+                if judged && breaker.open_on(failed, samples, now) {
                     s.fleet.openings.push((b.id.clone(), key));
                 }
             }

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use rebound_engine::{CompiledSet, FailureContext, SourceFile, compile};
-use rebound_runtime::adaptive::{FleetState, MemoryFleet, MemoryFleetNode, RetryGate, Scope};
+use rebound_runtime::adaptive::{
+    BreakerState, FleetState, MemoryFleet, MemoryFleetNode, RetryGate, Scope,
+};
 use rebound_runtime::time::{TimeScale, Timestamp};
 use rebound_runtime::topology::{FailureRecord, FuseConfig, Message};
 use tokio::time::Instant;
@@ -208,4 +210,52 @@ fn a_fleet_that_does_not_answer_leaves_each_node_its_share_and_the_counts_rejoin
     // Fifteen left for the fleet: b's share is half of it, rounded up.
     assert!(b.sync(&s));
     assert_eq!(b.fire(&s, 100, "b"), 8);
+}
+
+#[test]
+fn failures_spread_over_the_nodes_during_the_ramp_open_it_again_on_the_fleets_counts() {
+    // A cool-down as long as the window: by the ramp, what opened it has left the window.
+    let s = set(
+        "version: 1\nbreakers:\n  - { id: gw, match: { biz: PAYMENT }, open_at: 50%, min_samples: 6, window: 1s, cool_down: 1s, ramp: 1h }\n",
+    );
+    let fleet = MemoryFleet::new();
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node::new(&fleet, &format!("n{i}")))
+        .collect();
+    let attrs = Default::default();
+    let mut ctx = FailureContext::new("PAYMENT", "NET", 1);
+    ctx.attrs = &attrs;
+    let state = |n: &Node| {
+        n.gate.snapshot(Instant::now()).breakers[&("gw".to_owned(), String::new())].state
+    };
+    let fail_twice_each = || {
+        for n in &nodes {
+            for _ in 0..2 {
+                n.gate
+                    .finished(&s, REAL, "PAYMENT", Some(&ctx), None, Instant::now());
+            }
+        }
+        for _ in 0..2 {
+            for n in &nodes {
+                assert!(n.sync(&s));
+            }
+        }
+    };
+    for n in &nodes {
+        assert!(n.sync(&s));
+    }
+    fail_twice_each();
+    assert!(nodes.iter().all(|n| state(n) == BreakerState::Open));
+    // Wait (on the condition, generously) until every node is half-open.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !nodes.iter().all(|n| state(n) == BreakerState::HalfOpen) {
+        assert!(std::time::Instant::now() < deadline, "never half-open");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Two failures on each node during the ramp: below min_samples on any node, six in the
+    // fleet's window: open again on every node.
+    fail_twice_each();
+    for n in &nodes {
+        assert_eq!(state(n), BreakerState::Open);
+    }
 }
