@@ -50,7 +50,8 @@ pub async fn readyz(State(state): State<AdminState>) -> Response {
     }
 }
 
-/// `GET /v1/nodes`: the live nodes of the fleet.
+/// `GET /v1/nodes`: the live nodes of the fleet, each with its own view of the breakers
+/// (`breakers`: `{breaker, key, state}`, as its last heartbeat reported them).
 pub async fn nodes(State(state): State<AdminState>) -> Result<Json<Value>, ApiError> {
     let Some(fleet) = state.fleet.clone() else {
         return Err(ApiError::new(
@@ -73,6 +74,11 @@ pub async fn nodes(State(state): State<AdminState>) -> Result<Json<Value>, ApiEr
                 "partitions": n.status.partitions,
                 "in_flight": n.status.in_flight,
                 "retries_claimed": n.status.retries_claimed,
+                "breakers": n.status.breakers.iter().map(|b| json!({
+                    "breaker": b.breaker,
+                    "key": b.key,
+                    "state": b.state,
+                })).collect::<Vec<_>>(),
             });
             if let Some(errors) = n.status.rules_errors {
                 v["rules_errors"] = json!(errors);

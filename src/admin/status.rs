@@ -47,7 +47,8 @@ pub async fn metrics(State(state): State<AdminState>, headers: HeaderMap) -> Res
 /// second, each the mean over the `window_s` seconds up to it (`metrics::recent`), oldest first
 /// (with `?since=MS`, only those after it). A relay adds `sources` (each source's name, lag,
 /// unacked, custody by `at`, reachable or since when not) and `handler` (answers by class,
-/// latency p50/p99 in ms).
+/// latency p50/p99 in ms). With a topology running, `adaptive_scope` says whose budgets and
+/// breakers are in force: `fleet` or `node`.
 pub async fn overview(
     State(state): State<AdminState>,
     query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
@@ -81,6 +82,10 @@ pub async fn overview(
         "window_s": recent::EVERY.as_secs() * recent::WINDOW as u64,
         "rates": state.metrics.recent.rates_since(since),
     });
+    if let Some(scope) = state.metrics.gate.scope() {
+        // `fleet` while synced with the shared store, `node` otherwise (operations.md).
+        body["adaptive_scope"] = json!(scope.as_str());
+    }
     add_relay(&mut body, &state.metrics);
     Ok(Json(body))
 }

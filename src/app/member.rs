@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use rebound_engine::PolicyHandle;
 use rebound_runtime::durable::Durable;
 use rebound_runtime::store::StoreError;
-use rebound_store_redis::{Member, NodeStatus, RedisStore};
+use rebound_store_redis::{Member, NodeBreaker, NodeStatus, RedisStore};
 
 use super::job::JobError;
 use crate::pipeline::FleetLink;
@@ -37,15 +37,33 @@ pub(super) fn join(link: &FleetLink) -> Result<(Member, Arc<RedisStore>), JobErr
     Ok((member, link.store.clone()))
 }
 
+/// What a node says of its breakers in its heartbeat (`/v1/nodes`' `breakers`): every
+/// breaker and key its gate keeps, and the fuse once it has been anything but closed.
+pub(crate) fn node_breakers(gate: &rebound_runtime::adaptive::RetryGate) -> Vec<NodeBreaker> {
+    gate.snapshot(tokio::time::Instant::now())
+        .breakers
+        .into_iter()
+        .map(|((breaker, key), view)| NodeBreaker {
+            breaker,
+            key,
+            state: view.state.as_str().to_owned(),
+        })
+        .collect()
+}
+
+/// How a heartbeat reads the node's breakers.
+pub(crate) type Breakers = Arc<dyn Fn() -> Vec<NodeBreaker> + Send + Sync>;
+
 impl FleetMember {
     /// Starts keeping `member` in `link`'s fleet: `pending` says how many trees the job has
-    /// in flight.
+    /// in flight, `breakers` how its breakers stand.
     pub(super) fn start(
         link: &FleetLink,
         member: Member,
         durable: Durable,
         rules: Arc<PolicyHandle>,
         pending: Arc<dyn Fn() -> u64 + Send + Sync>,
+        breakers: Breakers,
     ) -> FleetMember {
         let store = link.store.clone();
         let state = Arc::new(FleetState::default());
@@ -66,6 +84,7 @@ impl FleetMember {
             errors: link.rules_errors.clone(),
             state: state.clone(),
             pending,
+            breakers,
             every: lease / 3,
         };
         let tasks = vec![
@@ -115,6 +134,7 @@ struct Heartbeat {
     errors: RulesErrors,
     state: Arc<FleetState>,
     pending: Arc<dyn Fn() -> u64 + Send + Sync>,
+    breakers: Breakers,
     every: Duration,
 }
 
@@ -138,6 +158,7 @@ impl Heartbeat {
                 partitions: Vec::new(),
                 in_flight: (self.pending)() + claims.held,
                 retries_claimed: claims.claimed,
+                breakers: (self.breakers)(),
             };
             let (store, member, lease) = (self.store.clone(), self.member.clone(), self.every * 3);
             let beat = tokio::task::spawn_blocking(move || -> Result<u64, StoreError> {

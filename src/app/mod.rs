@@ -22,7 +22,7 @@ mod bundled;
 mod console;
 mod job;
 pub mod lifecycle;
-mod member;
+pub(crate) mod member;
 pub mod relay;
 pub mod shared_rules;
 mod topology;

@@ -237,18 +237,27 @@ impl Job for TopologyJob {
                 publisher.start(durable.store().clone());
             }
             let keeper = LetterKeeper::new(durable.clone(), wiring.rules.clone(), self.scale);
-            let seams = durable.seams(RulePolicy::new(wiring.rules.clone(), self.scale));
+            let mut seams = durable.seams(RulePolicy::new(wiring.rules.clone(), self.scale));
+            if let (Some((_, member)), Some(store)) = (&joined, &shared) {
+                // On a fleet: one budget, one breaker state, one heat (operations.md).
+                seams = seams.with_fleet_state(Arc::new(
+                    rebound_store_redis::fleet::RedisFleetState::new(store, member),
+                ));
+            }
             let topology = topology.start(seams);
             let sweeping = keeper.spawn();
             let member = joined.map(|(link, member)| {
                 let stats = topology.stats_handle();
                 let pending = Arc::new(move || stats.snapshot().pending);
+                let gate = topology.retry_gate();
+                let breakers = Arc::new(move || super::member::node_breakers(&gate));
                 FleetMember::start(
                     &link,
                     member,
                     durable.clone(),
                     wiring.rules.clone(),
                     pending,
+                    breakers,
                 )
             });
             Ok(Box::new(TopologyRunning {

@@ -2,7 +2,9 @@
 //! the topology's retry gate: `rebound_budget_held_total{budget}`,
 //! `rebound_budget_exhausted_total{budget}` and `rebound_breaker_state{breaker,key,state}`
 //! (1 for the state a breaker is in, 0 for the other two). Keys are bounded by the gate (at
-//! most 100 per breaker, the rest as `other`).
+//! most 100 per breaker, the rest as `other`). `rebound_adaptive_scope{scope}` is 1 for the
+//! adaptive state in force: `fleet` (synced with the shared store) or `node` (the process's
+//! own: a store of one process, or a shared store that does not answer).
 
 use arc_swap::ArcSwapOption;
 use prometheus_client::collector::Collector;
@@ -10,19 +12,27 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use rebound_runtime::adaptive::{BreakerState, GateSnapshot};
+use rebound_runtime::adaptive::{BreakerState, GateSnapshot, Scope};
 use std::sync::Arc;
 
 /// Where the gate's metrics come from.
 pub trait GateGauges: Send + Sync {
     /// The gate now (`None` without a running topology).
     fn gate_snapshot(&self) -> Option<GateSnapshot>;
+    /// The adaptive state in force (`None`: unknown, nothing is reported).
+    fn scope(&self) -> Option<Scope> {
+        None
+    }
 }
 
 /// Any running topology's gate.
 impl GateGauges for Arc<rebound_runtime::adaptive::RetryGate> {
     fn gate_snapshot(&self) -> Option<GateSnapshot> {
         Some(self.snapshot(tokio::time::Instant::now()))
+    }
+
+    fn scope(&self) -> Option<Scope> {
+        Some(rebound_runtime::adaptive::RetryGate::scope(self))
     }
 }
 
@@ -45,11 +55,22 @@ impl GateMetrics {
     pub fn attach(&self, gauges: impl GateGauges + 'static) {
         self.source.store(Some(Arc::new(Box::new(gauges))));
     }
+
+    /// The adaptive state in force, when a topology is attached (`/v1/overview`'s
+    /// `adaptive_scope`).
+    pub fn scope(&self) -> Option<Scope> {
+        self.source.load().as_ref().and_then(|g| g.scope())
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BudgetLabel {
     budget: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScopeLabel {
+    scope: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -61,6 +82,18 @@ struct BreakerLabels {
 
 impl Collector for GateMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(scope) = self.scope() {
+            let mut family = encoder.encode_descriptor(
+                "adaptive_scope",
+                "1 for the adaptive state in force: fleet (synced with the shared store) or node (this process's own).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for name in ["fleet", "node"] {
+                ConstGauge::new(i64::from(scope.as_str() == name))
+                    .encode(family.encode_family(&ScopeLabel { scope: name })?)?;
+            }
+        }
         let s = self
             .source
             .load()
@@ -133,6 +166,10 @@ mod tests {
             );
             Some(s)
         }
+
+        fn scope(&self) -> Option<Scope> {
+            Some(Scope::Node)
+        }
     }
 
     #[test]
@@ -143,6 +180,8 @@ mod tests {
         for line in [
             "rebound_budget_held_total{budget=\"pay\"} 4",
             "rebound_budget_exhausted_total{budget=\"pay\"} 2",
+            "rebound_adaptive_scope{scope=\"fleet\"} 0",
+            "rebound_adaptive_scope{scope=\"node\"} 1",
             "rebound_breaker_state{breaker=\"gw\",key=\"pg-1\",state=\"half_open\"} 1",
             "rebound_breaker_state{breaker=\"gw\",key=\"pg-1\",state=\"open\"} 0",
             "rebound_breaker_state{breaker=\"gw\",key=\"pg-1\",state=\"closed\"} 0",

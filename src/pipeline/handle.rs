@@ -249,6 +249,12 @@ impl crate::metrics::GateGauges for PipelineHandle {
         let gate = self.shared.gate.as_ref()?;
         Some(gate.snapshot(tokio::time::Instant::now()))
     }
+
+    fn scope(&self) -> Option<rebound_runtime::adaptive::Scope> {
+        Some(rebound_runtime::adaptive::RetryGate::scope(
+            self.shared.gate.as_ref()?,
+        ))
+    }
 }
 
 impl crate::metrics::LetterGauges for PipelineHandle {

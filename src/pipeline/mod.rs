@@ -496,7 +496,10 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     })
     .fields("parse", ["id"]);
     let topology = b.build()?;
-    let seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
+    let mut seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
+    if let Some(joined) = &fleet {
+        seams = seams.with_fleet_state(joined.adaptive_state());
+    }
     // Before the topology starts, so that it hears of every letter: the demo's faults heal
     // in an order's next life, and the labels' alerts go to the configuration's receivers.
     let alerting = options
@@ -519,7 +522,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     let stats = running.stats_handle();
     let keeper = fleet.map(|f| {
         let view = f.view();
-        let stop = f.spawn_keeper(&durable, &live, &stats, &options);
+        let stop = f.spawn_keeper(&durable, &live, &stats, running.retry_gate(), &options);
         (view, stop)
     });
 

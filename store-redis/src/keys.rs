@@ -33,6 +33,11 @@
 //! | `{NS}:rules:errors` | hash | node → why it could not run the set of record (JSON list) |
 //! | `{NS}:effects:<set>` | set | a shared idempotent effect set's ids (the bundled order sink) |
 //! | `{NS}:effects-dups` | hash | set → duplicates it absorbed |
+//! | `{NS}:adaptive:c:<width ms>:<bucket>` | hash | the fleet's adaptive counters of one bucket (`f:BUDGET`, `r:BUDGET`, `s:BREAKER\x1fKEY`, `x:BREAKER\x1fKEY` → count), expiring after two windows |
+//! | `{NS}:adaptive:breakers` | hash | `BREAKER\x1fKEY` → `EPOCH OPENED_AT_MS`: the fleet's breaker records (the fuse is `fuse\x1f`) |
+//! | `{NS}:adaptive:members` | zset | process → last sync ms: who syncs the adaptive state |
+//! | `{NS}:adaptive:seq` | hash | process → the last push counted |
+//! | `{NS}:adaptive:heat:<process>` | hash | biz → the heat that process reported at its last sync |
 //! | `{NS}:docs:<kind>` | hash | a program's documents of one kind, name → text (`docs.rs`) |
 //! | `{NS}:wake`, `{NS}:rules:pushed` | channel | hints only (pub/sub is at most once) |
 //!
@@ -192,6 +197,21 @@ impl Keys {
     /// `{NS}:effects:<set>`.
     pub fn effects(&self, set: &str) -> String {
         self.key(&format!("effects:{set}"))
+    }
+
+    /// `{NS}:adaptive:members`: the processes syncing the fleet's adaptive state.
+    pub fn adaptive_members(&self) -> String {
+        self.key("adaptive:members")
+    }
+
+    /// `{NS}:adaptive:breakers`: the fleet's breaker records.
+    pub fn adaptive_breakers(&self) -> String {
+        self.key("adaptive:breakers")
+    }
+
+    /// `{NS}:adaptive:seq`: the last push counted of each process.
+    pub fn adaptive_seq(&self) -> String {
+        self.key("adaptive:seq")
     }
 
     /// `{NS}:effects-dups`.

@@ -49,8 +49,8 @@ mod wire;
 
 pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url, url_has_password};
 pub use fleet::{
-    Held, Join, Member, NodeReport, NodeStatus, Owned, Pushed, RuleEntry, RuleRecord, RulesHint,
-    RulesNotifications,
+    Held, Join, Member, NodeBreaker, NodeReport, NodeStatus, Owned, Pushed, RedisFleetState,
+    RuleEntry, RuleRecord, RulesHint, RulesNotifications,
 };
 pub use keys::Keys;
 #[cfg(feature = "test-server")]

@@ -2,7 +2,9 @@
 //! a push on one node reaches every node within 2 s, even with the subscribers' connections
 //! killed between pushes (polling covers what pub/sub misses); a stale `If-Match` is 409 on
 //! any node; `/v1/nodes` lists the fleet and `/readyz` says whether the store answers; a
-//! dead letter replayed through one node is delivered by the fleet and acked.
+//! dead letter replayed through one node is delivered by the fleet and acked; the adaptive
+//! state is the fleet's (`adaptive_scope`), the node's own while the store is down, and the
+//! fleet's again once it is back.
 
 use crate::support::*;
 use rebound::pipeline::faults::{Fault, Faults};
@@ -294,6 +296,55 @@ fn readyz_says_503_while_the_store_is_down_and_200_once_it_is_back() {
         eventually(|| a.get("/readyz").send().unwrap().status() == 200),
         "/readyz did not come back"
     );
+}
+
+/// What `node`'s `/v1/overview` and `/metrics` say of the adaptive scope, when they agree.
+fn adaptive_scope(node: &Server) -> Option<String> {
+    let overview = node.get("/v1/overview").send().ok()?.json::<Value>().ok()?;
+    let scope = overview["adaptive_scope"].as_str()?.to_owned();
+    let metrics = node.get("/metrics").send().ok()?.text().ok()?;
+    metrics
+        .contains(&format!("rebound_adaptive_scope{{scope=\"{scope}\"}} 1"))
+        .then_some(scope)
+}
+
+#[test]
+fn the_adaptive_state_is_the_fleets_falls_back_to_the_nodes_with_the_store_down_and_rejoins() {
+    let mut server = TestServer::start();
+    let (a, _da) = node(&server, "adaptive", "a", "fast");
+    let (b, _db) = node(&server, "adaptive", "b", "fast");
+    for n in [&a, &b] {
+        assert!(
+            eventually(|| adaptive_scope(n).as_deref() == Some("fleet")),
+            "{:#}",
+            n.get_json("/v1/overview")
+        );
+    }
+    // Every node's row carries its view of the breakers (none has opened: empty lists).
+    assert!(
+        eventually(|| {
+            let nodes = a.get_json("/v1/nodes");
+            nodes.as_array().is_some_and(|rows| {
+                rows.len() == 2 && rows.iter().all(|r| r["breakers"].is_array())
+            })
+        }),
+        "{:#}",
+        a.get_json("/v1/nodes")
+    );
+    server.kill();
+    for n in [&a, &b] {
+        assert!(
+            eventually(|| adaptive_scope(n).as_deref() == Some("node")),
+            "the scope stayed the fleet's with the store down"
+        );
+    }
+    server.restart();
+    for n in [&a, &b] {
+        assert!(
+            eventually(|| adaptive_scope(n).as_deref() == Some("fleet")),
+            "the node did not rejoin the fleet's state"
+        );
+    }
 }
 
 #[test]

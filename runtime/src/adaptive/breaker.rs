@@ -159,6 +159,43 @@ impl Breaker {
         self.state
     }
 
+    /// Opens it at `now` on what the fleet counted (`failed` of `samples` finished trees in
+    /// the window, across the nodes), unless it is open already. True if it opened.
+    pub fn open_on(&mut self, failed: u64, samples: u64, now: Instant) -> bool {
+        self.advance(now);
+        if self.state == BreakerState::Open {
+            return false;
+        }
+        if self.openings.len() < MAX_HISTORY {
+            self.openings.push(Opening {
+                failed,
+                samples,
+                open_at: self.limits.open_at,
+                min_samples: self.limits.min_samples,
+            });
+        }
+        self.enter(BreakerState::Open, now);
+        true
+    }
+
+    /// Adopts the fleet's opening at `at` (another node opened it first, or this node's own
+    /// opening, timed by the store's clock): open from `at`, so its cool-down and ramp run on
+    /// the fleet's clock. Already open, it only takes `at` as its start.
+    pub fn adopt_open(&mut self, at: Instant, now: Instant) {
+        self.advance(now);
+        if self.state == BreakerState::Open {
+            self.since = at;
+        } else {
+            self.enter(BreakerState::Open, at);
+        }
+        self.advance(now);
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> BreakerLimits {
+        self.limits
+    }
+
     /// Where it stands at `now` (open turns half-open after the cool-down, half-open closed
     /// after the ramp).
     pub fn state(&mut self, now: Instant) -> BreakerState {
@@ -375,6 +412,34 @@ mod tests {
         assert_eq!(held.len(), 45);
         held.retain(|i| !b.admit(&id(*i), start + s(60)));
         assert!(held.is_empty());
+    }
+
+    #[test]
+    fn an_adopted_opening_runs_its_cool_down_and_ramp_from_the_fleets_time() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        // Opened by another node 40 s before this node heard of it: half-open since 10 s.
+        let now = t0 + s(100);
+        b.adopt_open(now - s(40), now);
+        assert_eq!(b.state(now), BreakerState::HalfOpen);
+        assert_eq!(b.history(), [BreakerState::Open, BreakerState::HalfOpen]);
+        // Open on its own a moment before the fleet's record, it takes the record's time.
+        let mut c = Breaker::new(limits(), t0);
+        for _ in 0..10 {
+            c.record(true, t0 + s(1));
+        }
+        c.adopt_open(t0, t0 + s(1));
+        assert_eq!(c.state(t0 + s(30)), BreakerState::HalfOpen);
+        assert_eq!(
+            c.transitions(),
+            2,
+            "opened once, then half-open: no second opening"
+        );
+        // Opened on the fleet's counts: once, with what the fleet saw.
+        let mut d = Breaker::new(limits(), t0);
+        assert!(d.open_on(12, 20, t0));
+        assert!(!d.open_on(12, 20, t0), "already open");
+        assert_eq!(d.openings()[0].failed_share(), 0.6);
     }
 
     #[test]

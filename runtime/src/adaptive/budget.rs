@@ -92,6 +92,20 @@ impl Budget {
         true
     }
 
+    /// True if a retry could fire at `now` under `allowance` instead of the limits' own (a
+    /// node on its own while the fleet's store is down: `share::node_allowance`).
+    pub fn has_room_under(&mut self, now: Instant, allowance: impl Fn(usize) -> f64) -> bool {
+        self.prune(now);
+        fits(self.fired.len() + 1, allowance(self.firsts.len()))
+    }
+
+    /// Counts one retry fired at `now` whose room was judged elsewhere (by the fleet's
+    /// totals): the window stays this node's truth for a fallback.
+    pub fn count_fired(&mut self, now: Instant) {
+        self.prune(now);
+        self.fired.push_back(now);
+    }
+
     /// Retries fired in the window ending at `now`.
     pub fn fired(&mut self, now: Instant) -> usize {
         self.prune(now);

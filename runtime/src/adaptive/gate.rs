@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use super::breaker::{Breaker, BreakerLimits, BreakerState, Opening};
 use super::budget::{Budget, BudgetLimits};
 use super::fuse::{FUSE, Fuse};
+use super::gate_fleet::FleetSide;
 use crate::time::TimeScale;
 use crate::topology::{FuseConfig, Message, MessageId};
 
@@ -67,8 +68,8 @@ impl BreakerView {
 }
 
 #[derive(Debug)]
-struct BudgetState {
-    budget: Budget,
+pub(super) struct BudgetState {
+    pub(super) budget: Budget,
     /// The retries held now, each counted once in `held`.
     waiting: HashSet<MessageId>,
     held: u64,
@@ -76,10 +77,13 @@ struct BudgetState {
 }
 
 #[derive(Debug)]
-struct State {
-    fuse: Fuse,
-    budgets: HashMap<String, BudgetState>,
-    breakers: HashMap<String, HashMap<String, Breaker>>,
+pub(super) struct State {
+    pub(super) fuse: Fuse,
+    pub(super) budgets: HashMap<String, BudgetState>,
+    pub(super) breakers: HashMap<String, HashMap<String, Breaker>>,
+    /// The fleet's side: what this node counted for it and the totals it read
+    /// (`gate_fleet.rs`); [`Scope::Alone`](super::Scope::Alone) without a shared store.
+    pub(super) fleet: FleetSide,
     /// Per `per` breaker: its scope's recent successes that carry no key (first deliveries
     /// that worked), so that a key seen for the first time starts with them and does not
     /// judge its dependency by its failures alone.
@@ -92,7 +96,7 @@ const MAX_UNKEYED: usize = 10_000;
 /// The budgets and breakers of one topology; see the [module docs](self).
 #[derive(Debug)]
 pub struct RetryGate {
-    state: Mutex<State>,
+    pub(super) state: Mutex<State>,
 }
 
 /// Where the fuse stands, for a spout task's decision and its wait.
@@ -119,11 +123,11 @@ pub fn active(set: &CompiledSet) -> bool {
     !(set.budgets().is_empty() && set.breakers().is_empty())
 }
 
-fn budget_limits(b: &BudgetPolicy, scale: TimeScale) -> BudgetLimits {
+pub(super) fn budget_limits(b: &BudgetPolicy, scale: TimeScale) -> BudgetLimits {
     BudgetLimits::new(b.ratio, b.min_per_s, b.window, scale.to_real(b.window))
 }
 
-fn breaker_limits(b: &BreakerPolicy, scale: TimeScale) -> BreakerLimits {
+pub(super) fn breaker_limits(b: &BreakerPolicy, scale: TimeScale) -> BreakerLimits {
     BreakerLimits {
         open_at: b.open_at,
         min_samples: b.min_samples,
@@ -136,7 +140,7 @@ fn breaker_limits(b: &BreakerPolicy, scale: TimeScale) -> BreakerLimits {
 }
 
 impl State {
-    fn budget(&mut self, b: &BudgetPolicy, scale: TimeScale) -> &mut BudgetState {
+    pub(super) fn budget(&mut self, b: &BudgetPolicy, scale: TimeScale) -> &mut BudgetState {
         let limits = budget_limits(b, scale);
         let s = self
             .budgets
@@ -154,7 +158,7 @@ impl State {
     }
 
     /// The breaker of `b` for `key` (a new one closed), or `other` beyond [`MAX_KEYS`].
-    fn breaker(
+    pub(super) fn breaker(
         &mut self,
         b: &BreakerPolicy,
         key: &str,
@@ -199,13 +203,22 @@ impl RetryGate {
                 budgets: HashMap::new(),
                 breakers: HashMap::new(),
                 unkeyed: HashMap::new(),
+                fleet: FleetSide::default(),
             }),
         }
     }
 
     /// `acked` and `failed` finished trees at `now`, for the fuse.
     pub fn fuse_finished(&self, acked: u64, failed: u64, now: Instant) {
-        self.lock().fuse.record(now, acked, failed);
+        let mut s = self.lock();
+        let before = s.fuse.breaker().map(|b| b.transitions());
+        s.fuse.record(now, acked, failed);
+        let opened = s.fuse.breaker().is_some_and(|b| {
+            Some(b.transitions()) != before && b.history().last() == Some(&BreakerState::Open)
+        });
+        if opened {
+            s.fleet.opened(FUSE, "");
+        }
     }
 
     /// Where the fuse stands at `now`.
@@ -225,7 +238,7 @@ impl RetryGate {
         self.lock().fuse.admit(id, now)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -243,6 +256,7 @@ impl RetryGate {
         let mut s = self.lock();
         for b in counting {
             s.budget(b, scale).budget.first_delivery(now);
+            s.fleet.first_delivery(&b.id);
         }
     }
 
@@ -263,11 +277,10 @@ impl RetryGate {
             return true;
         }
         let mut s = self.lock();
-        let state = s.budget(b, scale);
-        if state.budget.has_room(now) {
+        if s.has_room(b, scale, now) {
             return true;
         }
-        state.exhausted += 1;
+        s.budget(b, scale).exhausted += 1;
         false
     }
 
@@ -297,11 +310,11 @@ impl RetryGate {
         let Some(b) = set.budget_for(&ctx) else {
             return true;
         };
-        let state = s.budget(b, scale);
-        if state.budget.try_fire(now) {
-            state.waiting.remove(&message.id);
+        if s.try_fire(b, scale, now) {
+            s.budget(b, scale).waiting.remove(&message.id);
             return true;
         }
+        let state = s.budget(b, scale);
         if state.waiting.insert(message.id.clone()) {
             state.held += 1;
         }
@@ -352,7 +365,13 @@ impl RetryGate {
                 (None, None) => vec![String::new()],
             };
             for key in keys {
-                s.breaker(b, &key, scale, now).1.record(failed, now);
+                let (key, breaker) = s.breaker(b, &key, scale, now);
+                let before = breaker.transitions();
+                let state = breaker.record(failed, now);
+                if state == BreakerState::Open && breaker.transitions() != before {
+                    s.fleet.opened(&b.id, &key);
+                }
+                s.fleet.sample(&b.id, &key, failed);
             }
         }
     }

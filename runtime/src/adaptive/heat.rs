@@ -61,6 +61,22 @@ struct State {
     /// The sum of `by_biz`, decaying the same way; `at` is the latest time any heat was
     /// touched.
     total: Level,
+    /// On a fleet: the heat the other live nodes reported at the last sync, per biz, and its
+    /// sum (replaced at each sync, emptied when the store is down).
+    others: HashMap<Arc<str>, Level>,
+    others_total: Level,
+}
+
+impl State {
+    /// The other nodes' heat of `biz` and in all, at `now`.
+    fn others(&self, biz: &str, now: Instant) -> (f64, f64) {
+        if self.others.is_empty() {
+            return (0.0, 0.0);
+        }
+        let hl = self.half_life;
+        let of = self.others.get(biz).map_or(0.0, |l| l.at(now, hl));
+        (of, self.others_total.at(now, hl))
+    }
 }
 
 impl State {
@@ -141,6 +157,8 @@ impl Heat {
                 half_life,
                 by_biz: HashMap::new(),
                 total: Level::new(crate::time::now()),
+                others: HashMap::new(),
+                others_total: Level::new(crate::time::now()),
             }),
         }
     }
@@ -183,19 +201,72 @@ impl Heat {
             }
         };
         s.total.add(weight, now, hl);
-        (heat, s.total.at(now, hl))
+        let (of, total) = s.others(biz, now);
+        (heat + of, s.total.at(now, hl) + total)
     }
 
-    /// The heat of `biz` at `now` (0 for a biz never seen, or dropped).
+    /// The heat of `biz` at `now` (0 for a biz never seen, or dropped); on a fleet, with the
+    /// other nodes' heat of it.
     pub fn of(&self, biz: &str, now: Instant) -> f64 {
         let s = self.state();
-        s.by_biz.get(biz).map_or(0.0, |l| l.at(now, s.half_life))
+        let own = s.by_biz.get(biz).map_or(0.0, |l| l.at(now, s.half_life));
+        own + s.others(biz, now).0
     }
 
-    /// The heat of every biz together at `now`.
+    /// The heat of every biz together at `now` (on a fleet, every node's).
     pub fn total(&self, now: Instant) -> f64 {
         let s = self.state();
-        s.total.at(now, s.half_life)
+        s.total.at(now, s.half_life) + s.others("", now).1
+    }
+
+    /// This node's own heat per biz at `now`, leaving out the cold ones (what it reports to
+    /// the fleet).
+    pub fn own_levels(&self, now: Instant) -> Vec<(String, f64)> {
+        let s = self.state();
+        s.by_biz
+            .iter()
+            .map(|(biz, l)| (biz.to_string(), l.at(now, s.half_life)))
+            .filter(|(_, v)| *v >= COLD)
+            .collect()
+    }
+
+    /// Takes the heat the other nodes reported, `(biz, heat, how long ago)`, in place of
+    /// what they reported before (an empty list: none, as when the store is down). At most
+    /// [`MAX_BIZ`] biz are kept, the hottest.
+    pub fn set_others(&self, reported: &[(String, f64, Duration)], now: Instant) {
+        let mut s = self.state();
+        let hl = s.half_life;
+        s.others.clear();
+        let mut total = 0.0;
+        for (biz, value, ago) in reported {
+            if !value.is_finite() || *value <= 0.0 {
+                continue;
+            }
+            let at = now.checked_sub(*ago).unwrap_or(now);
+            let level = Level { value: *value, at };
+            total += level.at(now, hl);
+            let entry = s
+                .others
+                .entry(Arc::from(biz.as_str()))
+                .or_insert(Level::new(now));
+            let sum = entry.at(now, hl) + level.at(now, hl);
+            *entry = Level {
+                value: sum,
+                at: now,
+            };
+        }
+        if s.others.len() > MAX_BIZ {
+            let mut by_heat: Vec<(f64, Arc<str>)> =
+                s.others.iter().map(|(b, l)| (l.value, b.clone())).collect();
+            by_heat.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let keep: std::collections::HashSet<Arc<str>> =
+                by_heat.into_iter().take(MAX_BIZ).map(|(_, b)| b).collect();
+            s.others.retain(|b, _| keep.contains(b));
+        }
+        s.others_total = Level {
+            value: total,
+            at: now,
+        };
     }
 
     /// How many biz are tracked (at most [`MAX_BIZ`]).
@@ -231,6 +302,30 @@ impl Heat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_other_nodes_heat_adds_to_a_decisions_and_decays_from_when_they_reported() {
+        let heat = Heat::new(Duration::from_secs(10));
+        let t0 = Instant::now() + Duration::from_secs(60);
+        heat.add("PAYMENT", 1.0, t0);
+        // Two nodes reported PAYMENT 4 and 2, ten seconds ago: 3 now; ORDER 2 just now.
+        heat.set_others(
+            &[
+                ("PAYMENT".into(), 4.0, Duration::from_secs(10)),
+                ("PAYMENT".into(), 2.0, Duration::from_secs(10)),
+                ("ORDER".into(), 2.0, Duration::ZERO),
+            ],
+            t0,
+        );
+        let (of, total) = heat.add_and_read("PAYMENT", 1.0, t0);
+        assert!(close(of, 2.0 + 3.0), "{of}");
+        assert!(close(total, 2.0 + 3.0 + 2.0), "{total}");
+        assert_eq!(heat.own_levels(t0), [("PAYMENT".to_owned(), 2.0)]);
+        // The store down: only the node's own.
+        heat.set_others(&[], t0);
+        assert!(close(heat.of("PAYMENT", t0), 2.0));
+        assert!(close(heat.total(t0), 2.0));
+    }
 
     const HL: Duration = Duration::from_secs(30);
 

@@ -9,18 +9,34 @@
 //!   breaker's state machine; [`Fuse`] (`fuse.rs`): the configuration's fuse, the breaker
 //!   for everything; [`RetryGate`] (`gate.rs`): the fuse and all of the set's, between a
 //!   decision and a retry's firing.
+//! - On a shared store, the fleet's (`operations.md`, "One fleet, one budget"): [`FleetState`]
+//!   (`fleet.rs`), the seam a shared store implements; `share.rs`, a budget's share of what
+//!   the fleet left; `gate_fleet.rs`, the gate's counts for the fleet and the totals it read;
+//!   [`FleetSync`] (`sync.rs`), the one thread that syncs them; [`MemoryFleet`]
+//!   (`memory_fleet.rs`), the plain model of a shared store's side, for tests.
 
 pub mod breaker;
 pub mod budget;
+pub mod fleet;
 pub mod fuse;
 pub mod gate;
+mod gate_fleet;
 mod heat;
+mod memory_fleet;
+pub mod share;
+mod sync;
 
 pub use breaker::{Breaker, BreakerLimits, BreakerState, Opening, ramp_share};
 pub use budget::{Budget, BudgetLimits};
+pub use fleet::{
+    BreakerRecord, Counter, CounterOf, FleetState, LIVE_WITHIN, Opening as FleetOpening, Push,
+    SYNC_EVERY, Scope, Totals,
+};
 pub use fuse::{FUSE, FailWindow, Fuse};
 pub use gate::{BreakerView, FuseView, GateSnapshot, NO_KEY, RetryGate};
 pub use heat::{COLD, Heat, MAX_BIZ};
+pub use memory_fleet::{MemoryFleet, MemoryFleetNode};
+pub use sync::{FleetSync, SyncParts};
 
 use tokio::time::Instant;
 

@@ -141,6 +141,8 @@ pub struct RunningTopology {
     stats: Arc<Stats>,
     heat: Arc<Heat>,
     gate: Arc<crate::adaptive::RetryGate>,
+    /// Syncing the gate and heat with the fleet's, on a shared store.
+    fleet_sync: Option<crate::adaptive::FleetSync>,
 }
 
 /// How a shutdown went.
@@ -174,10 +176,21 @@ impl Topology {
             custody,
             acked,
             time,
+            fleet,
         } = seams;
         // One heat for every spout task: the failures of a biz heat it wherever decided.
         let heat = Arc::new(Heat::new(policy.heat_half_life()));
         let gate = Arc::new(crate::adaptive::RetryGate::new(&cfg.fuse, time.now()));
+        let fleet_sync = fleet.map(|fleet| {
+            crate::adaptive::FleetSync::start(crate::adaptive::SyncParts {
+                fleet,
+                gate: gate.clone(),
+                heat: heat.clone(),
+                policy: policy.clone(),
+                time: time.clone(),
+                every: crate::adaptive::SYNC_EVERY,
+            })
+        });
 
         // Bolt tasks are numbered globally, component after component.
         let mut first_task = Vec::with_capacity(self.bolts.len());
@@ -331,6 +344,7 @@ impl Topology {
             stats,
             heat,
             gate,
+            fleet_sync,
         }
     }
 }
@@ -349,6 +363,12 @@ impl RunningTopology {
     /// The fault heat the spout tasks add their failures to (for an exporter, or a test).
     pub fn heat(&self) -> Arc<Heat> {
         self.heat.clone()
+    }
+
+    /// Syncs with the fleet's adaptive state that answered so far (`None` without a shared
+    /// store's [`FleetState`](crate::adaptive::FleetState)).
+    pub fn fleet_syncs(&self) -> Option<u64> {
+        self.fleet_sync.as_ref().map(|s| s.syncs())
     }
 
     /// The budgets and breakers the topology's spout tasks keep (their state, for an

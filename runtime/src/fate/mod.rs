@@ -325,6 +325,10 @@ pub struct Seams {
     pub acked: std::sync::Arc<dyn AckedFates>,
     /// Monotonic and wall-clock time.
     pub time: std::sync::Arc<dyn crate::time::TimeSource>,
+    /// The fleet's adaptive state, on a shared store (none: the process's own, as with
+    /// SQLite). With one, the topology syncs its budgets, breakers, fuse and heat with it
+    /// (`adaptive::FleetSync`).
+    pub fleet: Option<std::sync::Arc<dyn crate::adaptive::FleetState>>,
 }
 
 impl Seams {
@@ -340,7 +344,17 @@ impl Seams {
             custody: std::sync::Arc::new(|_| None),
             acked: std::sync::Arc::new(memory::Unrecorded),
             time: std::sync::Arc::new(crate::time::TokioTime::new()),
+            fleet: None,
         }
+    }
+
+    /// The same seams with the fleet's adaptive state `fleet` (a shared store's).
+    pub fn with_fleet_state(
+        mut self,
+        fleet: std::sync::Arc<dyn crate::adaptive::FleetState>,
+    ) -> Seams {
+        self.fleet = Some(fleet);
+        self
     }
 
     /// The same seams with another policy.

@@ -24,6 +24,8 @@ Rebound.start(() => {
       ['partitions', (n) => (n.partitions || []).join(', ')],
       ['in flight', (n) => String(n.in_flight), 'num'],
       ['retries claimed', (n) => String(n.retries_claimed), 'num'],
+      ['breakers', (n) => (n.breakers || []).filter((b) => b.state !== 'closed')
+        .map((b) => `${b.breaker}${b.key ? '/' + b.key : ''}: ${b.state}`).join(', ') || '–'],
     ], nodes));
   }
 });

@@ -104,6 +104,8 @@ pub(crate) struct Keeper {
     pub(crate) lease: Duration,
     pub(crate) messages: Option<u64>,
     pub(crate) pending: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// The node's breakers, for its heartbeat.
+    pub(crate) breakers: crate::app::member::Breakers,
     /// Surplus partitions stopped, to be released at the next balance.
     pub(crate) releasing: Mutex<std::collections::HashSet<Part>>,
 }
@@ -261,6 +263,7 @@ impl Keeper {
             partitions: owned_now.clone(),
             in_flight: (self.pending)() + claims.held,
             retries_claimed: claims.claimed,
+            breakers: (self.breakers)(),
         };
         // Surplus the spout has stopped (it no longer owns it): release it now.
         let released: Vec<Held> = held

@@ -291,6 +291,15 @@ pub(super) struct Joined {
 }
 
 impl Joined {
+    /// The fleet's adaptive state for this node's topology: budgets, breakers, the fuse and
+    /// heat synced with the other nodes' (`operations.md`, "One fleet, one budget").
+    pub(super) fn adaptive_state(&self) -> Arc<dyn rebound_runtime::adaptive::FleetState> {
+        Arc::new(rebound_store_redis::fleet::RedisFleetState::new(
+            &self.store,
+            &self.member,
+        ))
+    }
+
     pub(super) fn view(&self) -> FleetView {
         FleetView {
             store: self.store.clone(),
@@ -321,6 +330,7 @@ impl Joined {
         durable: &Durable,
         live: &Arc<Live>,
         stats: &Arc<Stats>,
+        gate: Arc<rebound_runtime::adaptive::RetryGate>,
         options: &PipelineOptions,
     ) -> KeeperStop {
         let (stop, stopped) = watch::channel(false);
@@ -348,6 +358,7 @@ impl Joined {
             lease: self.lease,
             messages: options.messages,
             pending: Arc::new(move || stats.snapshot().pending),
+            breakers: Arc::new(move || crate::app::member::node_breakers(&gate)),
             releasing: Default::default(),
         };
         KeeperStop {

@@ -11,6 +11,8 @@
 //!   trimmed) and what each node runs; `notify.rs`: the hints that a new set was pushed.
 //! - `effects.rs`: an idempotent set of effects shared by the fleet (the bundled order sink),
 //!   counting the duplicates it absorbed.
+//! - `adaptive.rs`: the fleet's budgets, breakers, fuse and heat ([`RedisFleetState`], the
+//!   runtime's `adaptive::FleetState`): one script a sync.
 //!
 //! Every write is one Lua script (`scripts/fleet_*.lua`), atomic on the server: it reads and
 //! checks first, then writes, and is safe to run again after a lost reply. Every lease and
@@ -18,6 +20,7 @@
 //! nodes cannot make one look dead to another. Scripts get the namespace's `{NS}:` prefix and
 //! build per-name keys from it: one hash tag, one cluster slot.
 
+mod adaptive;
 mod effects;
 mod nodes;
 mod notify;
@@ -25,7 +28,8 @@ mod partitions;
 mod rules;
 mod run;
 
-pub use nodes::{Join, Member, NodeReport, NodeStatus};
+pub use adaptive::RedisFleetState;
+pub use nodes::{Join, Member, NodeBreaker, NodeReport, NodeStatus};
 pub use notify::{RulesHint, RulesNotifications};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
 pub use rules::{FILES_KEPT, Pushed, RuleEntry, RuleRecord, RulesApplied};

@@ -137,6 +137,19 @@ pub struct NodeStatus {
     pub in_flight: u64,
     /// Retries it has claimed so far.
     pub retries_claimed: u64,
+    /// Its view of the breakers (and the fuse) that are anything but closed, or were.
+    pub breakers: Vec<NodeBreaker>,
+}
+
+/// One breaker (one key) as a node sees it, in `/v1/nodes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBreaker {
+    /// The breaker's id (`fuse` for the fuse).
+    pub breaker: String,
+    /// Its key (`""` without `per`).
+    pub key: String,
+    /// `closed`, `open` or `half_open`.
+    pub state: String,
 }
 
 /// One live node, as `GET /v1/nodes` shows it.
@@ -198,6 +211,7 @@ impl RedisStore {
             ("partitions", join_u32(&status.partitions)),
             ("in_flight", status.in_flight.to_string()),
             ("retries_claimed", status.retries_claimed.to_string()),
+            ("breakers", breakers_json(&status.breakers)),
         ];
         match &status.rules_version {
             Some(v) => set.push(("rules_version", v.clone())),
@@ -306,10 +320,31 @@ fn report(node: String, seen: u64, fields: Vec<(String, String)>) -> Result<Node
             }
             "in_flight" => r.status.in_flight = number("node in_flight", &value)?,
             "retries_claimed" => r.status.retries_claimed = number("node retries_claimed", &value)?,
+            "breakers" => {
+                let rows: Vec<[String; 3]> =
+                    serde_json::from_str(&value).map_err(|e| corrupt("node breakers", e))?;
+                r.status.breakers = rows
+                    .into_iter()
+                    .map(|[breaker, key, state]| NodeBreaker {
+                        breaker,
+                        key,
+                        state,
+                    })
+                    .collect();
+            }
             _ => {}
         }
     }
     Ok(r)
+}
+
+/// A node's breakers as its hash keeps them: `[[breaker, key, state], …]`.
+fn breakers_json(breakers: &[NodeBreaker]) -> String {
+    let rows: Vec<[&str; 3]> = breakers
+        .iter()
+        .map(|b| [b.breaker.as_str(), b.key.as_str(), b.state.as_str()])
+        .collect();
+    serde_json::json!(rows).to_string()
 }
 
 fn join_u32(values: &[u32]) -> String {

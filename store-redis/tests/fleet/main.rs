@@ -1,11 +1,13 @@
 //! The fleet on the shared store, through the public API of
 //! [`RedisStore`](rebound_store_redis::RedisStore): nodes joining, heartbeating and
 //! taken over; source partitions balanced by lease with fencing epochs; the bundled run's
-//! parameters; the rule set of record, its history and its hints; the shared effect set; and
-//! the runtime's durable layer on it (`shared_store`: a retry one node schedules is claimed and
-//! fired by another). Each test starts a `redis-server` of its own (never the machine's) and
+//! parameters; the rule set of record, its history and its hints; the shared effect set; the
+//! fleet-wide adaptive state (`adaptive`: one budget, one breaker state); and the runtime's
+//! durable layer on it (`shared_store`: a retry one node schedules is claimed and fired by
+//! another). Each test starts a `redis-server` of its own (never the machine's) and
 //! uses short leases.
 
+mod adaptive;
 mod effects;
 mod nodes;
 mod partitions;

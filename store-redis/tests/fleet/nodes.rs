@@ -75,6 +75,11 @@ fn nodes_lists_who_heartbeat_within_the_lease_with_their_reports() {
         partitions: vec![1, 5, 9],
         in_flight: 12,
         retries_claimed: 3,
+        breakers: vec![rebound_store_redis::fleet::NodeBreaker {
+            breaker: "gw".into(),
+            key: "eu".into(),
+            state: "open".into(),
+        }],
     };
     assert!(s.heartbeat(&a, &status).unwrap());
 
