@@ -97,8 +97,43 @@ impl Guarded {
     }
 }
 
+/// How many brokers one test process runs at once. An Erlang VM boots in seconds alone and
+/// in a minute or more when a test binary's every case starts one at once on a 2-core
+/// machine (the cases run in parallel): past this, a test waits for another's broker to go.
+const AT_ONCE: usize = 2;
+
+/// The brokers of this process now, and the wait for one to go.
+static RUNNING: (std::sync::Mutex<usize>, std::sync::Condvar) =
+    (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// One of the [`AT_ONCE`] brokers a process may run; given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Slot {
+        let (count, freed) = &RUNNING;
+        let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= AT_ONCE {
+            n = freed.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+        *n += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let (count, freed) = &RUNNING;
+        *count.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        freed.notify_one();
+    }
+}
+
 /// A `rabbitmq-server` owned by a test; killed when dropped, or when the test process exits.
+/// A process runs at most [`AT_ONCE`] of them at a time: `start` waits for a slot.
 pub struct RabbitServer {
+    /// Given back once the broker is killed (`drop` runs before the fields go).
+    _slot: Slot,
     dir: tempfile::TempDir,
     port: u16,
     dist_port: u16,
@@ -123,6 +158,7 @@ impl RabbitServer {
         let mut last = String::new();
         for _ in 0..3 {
             let mut s = RabbitServer {
+                _slot: Slot::take(),
                 dir: tempfile::tempdir().expect("a temp directory for rabbitmq-server"),
                 port: free_port(),
                 dist_port: free_port(),

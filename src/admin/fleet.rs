@@ -28,23 +28,31 @@ pub(super) fn rfc3339(t: Timestamp) -> String {
 
 /// `GET /readyz`: 200 `{"store": "ok"}` while the store answers and takes the runtime's
 /// writes, else 503 `{"store": "unreachable", "since": …}` (a shared store that does not
-/// answer) or `{"store": "unwritable", "since": …, "error": …}` (commits refused: a full disk,
-/// a read-only file, a database locked by someone else). A broker source that does not
+/// answer) or, on the embedded store, `{"store": "unwritable", "since": …, "error": …}`
+/// (commits refused: a full disk, a read-only file, a database locked by someone else). A broker source that does not
 /// answer makes it 503 `{"source": "unreachable", "name": …, "since": …}` (`sources.md`).
 pub async fn readyz(State(state): State<AdminState>) -> Response {
     if let Some((name, since)) = state.metrics.sources.unreachable() {
         let body = json!({ "source": "unreachable", "name": name, "since": rfc3339(since) });
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    if let Some((since, error)) = state.dead_letters.as_ref().and_then(|d| d.unwritable()) {
-        let body = json!({ "store": "unwritable", "since": rfc3339(since), "error": error });
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    // A shared store is judged by its probe (a store that does not answer also refuses the
+    // writes, and says so first as unreachable); the embedded one by the journal's commits.
+    if let Some(fleet) = &state.fleet {
+        return match fleet.unreachable_since() {
+            None => Json(json!({ "store": "ok" })).into_response(),
+            Some(since) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({ "store": "unreachable", "since": rfc3339(since) })),
+            )
+                .into_response(),
+        };
     }
-    match state.fleet.as_ref().and_then(|f| f.unreachable_since()) {
+    match state.dead_letters.as_ref().and_then(|d| d.unwritable()) {
         None => Json(json!({ "store": "ok" })).into_response(),
-        Some(since) => (
+        Some((since, error)) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "store": "unreachable", "since": rfc3339(since) })),
+            Json(json!({ "store": "unwritable", "since": rfc3339(since), "error": error })),
         )
             .into_response(),
     }

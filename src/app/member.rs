@@ -11,10 +11,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::metrics::gate::Breakers;
 use rebound_engine::PolicyHandle;
 use rebound_runtime::durable::Durable;
 use rebound_runtime::store::StoreError;
-use rebound_store_redis::{Member, NodeBreaker, NodeStatus, RedisStore};
+use rebound_store_redis::{Member, NodeStatus, RedisStore};
 
 use super::job::JobError;
 use crate::pipeline::FleetLink;
@@ -36,23 +37,6 @@ pub(super) fn join(link: &FleetLink) -> Result<(Member, Arc<RedisStore>), JobErr
     let member = join_as(&link.store, &link.options)?.map_err(JobError::Refused)?;
     Ok((member, link.store.clone()))
 }
-
-/// What a node says of its breakers in its heartbeat (`/v1/nodes`' `breakers`): every
-/// breaker and key its gate keeps, and the fuse once it has been anything but closed.
-pub(crate) fn node_breakers(gate: &rebound_runtime::adaptive::RetryGate) -> Vec<NodeBreaker> {
-    gate.snapshot(tokio::time::Instant::now())
-        .breakers
-        .into_iter()
-        .map(|((breaker, key), view)| NodeBreaker {
-            breaker,
-            key,
-            state: view.state.as_str().to_owned(),
-        })
-        .collect()
-}
-
-/// How a heartbeat reads the node's breakers.
-pub(crate) type Breakers = Arc<dyn Fn() -> Vec<NodeBreaker> + Send + Sync>;
 
 impl FleetMember {
     /// Starts keeping `member` in `link`'s fleet: `pending` says how many trees the job has

@@ -250,7 +250,7 @@ impl Job for TopologyJob {
                 let stats = topology.stats_handle();
                 let pending = Arc::new(move || stats.snapshot().pending);
                 let gate = topology.retry_gate();
-                let breakers = Arc::new(move || super::member::node_breakers(&gate));
+                let breakers = Arc::new(move || crate::metrics::gate::node_breakers(&gate));
                 FleetMember::start(
                     &link,
                     member,

@@ -144,6 +144,25 @@ impl Collector for GateMetrics {
     }
 }
 
+/// What a node says of its breakers in its heartbeat (`/v1/nodes`' `breakers`): every
+/// breaker and key its gate keeps, and the fuse once it has been anything but closed.
+pub(crate) fn node_breakers(
+    gate: &rebound_runtime::adaptive::RetryGate,
+) -> Vec<rebound_store_redis::NodeBreaker> {
+    gate.snapshot(tokio::time::Instant::now())
+        .breakers
+        .into_iter()
+        .map(|((breaker, key), view)| rebound_store_redis::NodeBreaker {
+            breaker,
+            key,
+            state: view.state.as_str().to_owned(),
+        })
+        .collect()
+}
+
+/// How a heartbeat reads the node's breakers.
+pub(crate) type Breakers = Arc<dyn Fn() -> Vec<rebound_store_redis::NodeBreaker> + Send + Sync>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

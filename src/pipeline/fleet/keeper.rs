@@ -105,7 +105,7 @@ pub(crate) struct Keeper {
     pub(crate) messages: Option<u64>,
     pub(crate) pending: Arc<dyn Fn() -> u64 + Send + Sync>,
     /// The node's breakers, for its heartbeat.
-    pub(crate) breakers: crate::app::member::Breakers,
+    pub(crate) breakers: crate::metrics::gate::Breakers,
     /// Surplus partitions stopped, to be released at the next balance.
     pub(crate) releasing: Mutex<std::collections::HashSet<Part>>,
 }

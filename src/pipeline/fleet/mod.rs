@@ -358,7 +358,7 @@ impl Joined {
             lease: self.lease,
             messages: options.messages,
             pending: Arc::new(move || stats.snapshot().pending),
-            breakers: Arc::new(move || crate::app::member::node_breakers(&gate)),
+            breakers: Arc::new(move || crate::metrics::gate::node_breakers(&gate)),
             releasing: Default::default(),
         };
         KeeperStop {
