@@ -27,7 +27,7 @@ struct Shared {
 /// A node's last seq counted, its last sync and its heat then.
 type Seen = (u64, Instant, Vec<(String, f64)>);
 
-/// The fleet's state of one process's nodes; see the [module docs](self).
+/// The fleet's state of one process's nodes; see the module docs (`adaptive/memory_fleet.rs`).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryFleet {
     shared: Arc<Mutex<Shared>>,

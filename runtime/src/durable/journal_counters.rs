@@ -17,12 +17,12 @@ pub struct JournalStats {
     pub failures: u64,
     /// Writes never written (counted in `committed` too): queued retries a later write of the
     /// same message made moot while they were held, and acked fates with no row to drop that
-    /// were not needed (see the [module docs](self)).
+    /// were not needed (see the [journal's docs](super::journal)).
     pub moot: u64,
     /// Writes waiting for the disk: queued, or held retries. (An acked fate held until a
     /// position covers it waits for the position, not the disk, and is not counted.)
     pub backlog: u64,
-    /// Writes a shared store refused as stale ([`Applied::Stale`]): made under a claim that
+    /// Writes a shared store refused as stale ([`Applied::Stale`](crate::store::Applied::Stale)): made under a claim that
     /// was no longer this node's.
     pub stale: u64,
 }
