@@ -97,10 +97,10 @@ impl Guarded {
     }
 }
 
-/// How many brokers one test process runs at once. An Erlang VM boots in seconds alone and
+/// How many brokers one test process runs at once: one. An Erlang VM boots in seconds alone and
 /// in a minute or more when a test binary's every case starts one at once on a 2-core
 /// machine (the cases run in parallel): past this, a test waits for another's broker to go.
-const AT_ONCE: usize = 2;
+const AT_ONCE: usize = 1;
 
 /// The brokers of this process now, and the wait for one to go.
 static RUNNING: (std::sync::Mutex<usize>, std::sync::Condvar) =
