@@ -94,11 +94,16 @@ pub struct Histogram {
 impl Histogram {
     /// Records one observation (in the [`LATENCY_BOUNDS`] buckets).
     pub fn observe(&mut self, d: Duration) {
+        self.observe_times(d, 1);
+    }
+
+    /// Records `n` observations of the same duration `d` (a batch's wait), in one step.
+    pub fn observe_times(&mut self, d: Duration, n: u64) {
         let nanos = d.as_nanos().min(u128::from(u64::MAX)) as u64;
         let i = BOUND_NANOS.partition_point(|b| *b < nanos);
-        self.buckets[i] += 1;
-        self.sum += d;
-        self.count += 1;
+        self.buckets[i] += n;
+        self.sum += d.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+        self.count += n;
     }
 
     /// Records one observation in the buckets of `bounds` (e.g. [`RETRY_DELAY_BOUNDS`],

@@ -387,6 +387,9 @@ impl Batch {
                 self.moot += usize::from(ledger.held.hold_for(retry, self.now, Some(custody)));
             }
             Entry::Op(op @ WriteOp::Acked { .. }) => {
+                if let Some(pruner) = &mut ledger.pruner {
+                    pruner.saw(&op);
+                }
                 let had_row = self.settle(&op, ledger);
                 if had_row {
                     self.push_loose(op); // it drops the row: never moot
@@ -444,16 +447,10 @@ impl Batch {
         self.ops.push(op);
     }
 
-    /// Adds the journal's own prune, if one is due, after the acked fates it covers (it was
-    /// never queued, so it is not in the backlog).
+    /// Adds the journal's own prune, if one is due (it was never queued, so it is not in the
+    /// backlog). The pruner has seen each acked fate as it was added.
     fn prune(&mut self, ledger: &mut Ledger) {
-        let Some(pruner) = &mut ledger.pruner else {
-            return;
-        };
-        for op in &self.ops {
-            pruner.saw(op);
-        }
-        if let Some(op) = pruner.due(self.now) {
+        if let Some(op) = ledger.pruner.as_mut().and_then(|p| p.due(self.now)) {
             self.loose.push(self.ops.len());
             self.ops.push(op);
         }
