@@ -67,6 +67,7 @@ mod model;
 pub mod paths;
 mod pattern;
 mod positions;
+pub mod release;
 pub mod reload;
 mod report;
 mod rule;
