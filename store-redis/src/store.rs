@@ -13,9 +13,10 @@
 //!   `scheduled()` answers as SQLite's.
 //! - Reads are not one snapshot: the fleet writes meanwhile, and a row that goes between two
 //!   round trips of one read is left out.
-//! - **The decision log is a stream** (`{NS}:decisions`), read newest first with
-//!   `XREVRANGE` in chunks below the last chunk's oldest id: a cursor the fleet's appends and
-//!   trims do not shift, so an entry is read at most once.
+//! - **The decision log is a list** (`{NS}:decisions`, entries numbered by the script), read
+//!   newest first with `LRANGE` in chunks from the end: the fleet's trims do not shift what is
+//!   left to read, and an entry its appends shift into a later chunk is known by its number
+//!   and read once.
 
 use std::sync::LazyLock;
 
@@ -37,7 +38,7 @@ static APPLY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scri
 /// Keys per pipelined read.
 const READ_CHUNK: usize = 1000;
 
-/// Decision log entries per `XREVRANGE` (a few MB a reply).
+/// Decision log entries per `LRANGE` (a few MB a reply).
 const DECISIONS_CHUNK: usize = 5000;
 
 impl RedisStore {
@@ -369,50 +370,49 @@ impl Store for RedisStore {
     }
 
     fn decisions(&self, f: &DecisionFilter) -> Result<Vec<LoggedDecision>> {
-        // Newest first by stream id, a chunk at a time, each chunk below the last one's oldest
-        // id (a cursor that entries appended or trimmed meanwhile do not shift); `at` is
-        // checked before the entry is parsed.
+        // Newest first from the list's end, a chunk at a time by negative index: a trim (from
+        // the head) shifts nothing there, and an append shifts what is left to read further
+        // from the end, so an entry read again has a seq not below the lowest read so far
+        // and is skipped. `at` is checked before the entry is parsed.
         let limit = f.limit.unwrap_or(usize::MAX);
         let location = self.location();
         let mut out = Vec::new();
-        let mut end = "+".to_owned();
+        let mut lowest = u64::MAX;
+        let mut from_end = 0usize;
         while out.len() < limit {
             let key = self.keys.decisions();
-            let from = end.clone();
-            let reply: Value = self.io.run("decisions", move |mut c| async move {
-                redis::cmd("XREVRANGE")
+            // Without `since`, each entry read is one returned (appends aside): no more.
+            let want = match f.since {
+                None => DECISIONS_CHUNK.min(limit - out.len()),
+                Some(_) => DECISIONS_CHUNK,
+            };
+            let (start, stop) = (-((from_end + want) as i64), -(from_end as i64) - 1);
+            let entries: Vec<Vec<u8>> = self.io.run("decisions", move |mut c| async move {
+                redis::cmd("LRANGE")
                     .arg(key)
-                    .arg(from)
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(DECISIONS_CHUNK)
+                    .arg(start)
+                    .arg(stop)
                     .query_async(&mut c)
                     .await
             })?;
-            let entries = wire::array(reply)?;
-            let read = entries.len();
-            for entry in entries {
-                let mut parts = wire::array(entry)?.into_iter();
-                let id = wire::text(parts.next())?;
-                let fields = Fields::from_value(parts.next().unwrap_or(Value::Nil))?;
-                end = format!("({id}");
-                let at = fields
-                    .get("at")
-                    .and_then(|a| std::str::from_utf8(a).ok()?.parse::<u64>().ok());
-                let Some(at) = at else {
-                    tracing::warn!(store = %location, entry = %id,
-                        "skipping a decision log entry without its time");
+            for entry in entries.iter().rev() {
+                let Some((seq, at, text)) = log_entry(entry) else {
+                    tracing::warn!(store = %location,
+                        "skipping a decision log entry without its number and time");
                     continue;
                 };
-                if !f.admits(at) || out.len() >= limit {
+                if seq >= lowest {
                     continue;
                 }
-                let text = fields.get("e").unwrap_or_default();
-                out.extend(decision_from_json(&location, &id, text));
+                lowest = seq;
+                if f.admits(at) && out.len() < limit {
+                    out.extend(decision_from_json(&location, &seq.to_string(), text));
+                }
             }
-            if read < DECISIONS_CHUNK {
+            if entries.len() < want {
                 break;
             }
+            from_end += want;
         }
         out.reverse();
         Ok(out)
@@ -432,6 +432,16 @@ impl Store for RedisStore {
             .map(|p| p.parse().map_err(|_| corrupt("positions", "position", p)))
             .transpose()
     }
+}
+
+/// A decision log entry as `apply.lua` writes it, `SEQ AT JSON`: its number, its time and its
+/// JSON.
+fn log_entry(entry: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let number = |bytes: &[u8]| std::str::from_utf8(bytes).ok()?.parse::<u64>().ok();
+    let mut parts = entry.splitn(3, |b| *b == b' ');
+    let seq = number(parts.next()?)?;
+    let at = number(parts.next()?)?;
+    Some((seq, at, parts.next()?))
 }
 
 /// Audit line `n` from its fields (as `apply.lua` writes them).
