@@ -1,5 +1,7 @@
-//! [`Store`] for [`RedisStore`]: every write is one `apply.lua` call (per [`OPS_PER_CALL`]
-//! ops), and the reads are plain commands, pipelined.
+//! [`Store`] for [`RedisStore`]: every write is one `apply.lua` call (per
+//! [`OPS_PER_CALL`](wire::OPS_PER_CALL) ops, or
+//! [`DECISIONS_PER_CALL`](wire::DECISIONS_PER_CALL) logged decisions), and the reads are plain
+//! commands, pipelined.
 //!
 //! - **Atomic per call, ordered per batch.** A call is atomic on the server (a script runs
 //!   alone), and the whole batch is encoded, and so checked, before the first call. A batch
@@ -23,7 +25,7 @@ use std::sync::LazyLock;
 use redis::{Script, Value};
 
 use super::RedisStore;
-use super::wire::{self, Args, Fields, OPS_PER_CALL, corrupt};
+use super::wire::{self, Args, Fields, corrupt};
 use rebound_engine::release::LoggedDecision;
 use rebound_runtime::store::fields::{int_field, text_field};
 use rebound_runtime::store::{
@@ -149,33 +151,38 @@ impl Store for RedisStore {
 
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
         // Encode every call first: a value the store cannot hold fails the batch unsent.
-        let calls = ops
-            .chunks(OPS_PER_CALL)
-            .map(|chunk| {
-                let mut args = Args::with_capacity(chunk.len() * 8);
-                chunk
-                    .iter()
-                    .try_for_each(|op| wire::encode_op(op, self.offsets.get(), &mut args))?;
+        let calls = wire::calls(ops)
+            .into_iter()
+            .map(|call| {
+                let mut args = Args::with_capacity(call.len() * 8);
+                call.iter()
+                    .try_for_each(|(_, op)| wire::encode_op(op, self.offsets.get(), &mut args))?;
                 if let Some(custody) = self.custody.get() {
-                    wire::encode_custody(custody, chunk, &mut args);
+                    wire::encode_custody(custody, call.iter().map(|(_, op)| &**op), &mut args);
                 }
-                Ok((chunk.len(), args))
+                let answering: Vec<usize> = call.iter().map(|(i, _)| *i).collect();
+                Ok((answering, args))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut applied = Vec::with_capacity(ops.len());
-        for (len, args) in calls {
+        let mut applied: Vec<Option<Applied>> = vec![None; ops.len()];
+        for (answering, args) in calls {
             let answers = self.apply_call(args)?;
-            if answers.len() != len {
+            if answers.len() != answering.len() {
                 return Err(wire::bad_reply(format!(
-                    "{} answers to {len} ops",
-                    answers.len()
+                    "{} answers to {} ops",
+                    answers.len(),
+                    answering.len()
                 )));
             }
-            for answer in answers {
-                applied.push(wire::applied(answer)?);
+            // A log split over several calls answers once per call: the last one stands.
+            for (i, answer) in answering.into_iter().zip(answers) {
+                applied[i] = Some(wire::applied(answer)?);
             }
         }
-        Ok(applied)
+        applied
+            .into_iter()
+            .map(|a| a.ok_or_else(|| wire::bad_reply("an op with no answer")))
+            .collect()
     }
 
     fn scheduled(&self) -> Result<Vec<(MessageId, Timestamp)>> {

@@ -351,7 +351,9 @@ local function log_decisions(op)
     for from = 1, count, 1000 do
       local items = {}
       for k = from, math.min(from + 999, count) do
-        items[#items + 1] = (seq + k) .. ' ' .. op.entries[2 * k - 1] .. ' ' .. op.entries[2 * k]
+        -- %d: the number as an integer (exact below 2^53), never in an exponent form.
+        items[#items + 1] = string.format('%d', seq + k) .. ' ' .. op.entries[2 * k - 1] .. ' '
+          .. op.entries[2 * k]
       end
       redis.call('RPUSH', log, unpack(items))
     end

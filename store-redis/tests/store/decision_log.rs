@@ -1,7 +1,8 @@
 //! The decision log on Redis, beyond the suite's cases: a log longer than one read's chunk
 //! (5,000) read whole and through a limit across chunks, an entry written by hand that is not
-//! `SEQ AT JSON` skipped, and a read while another connection keeps appending and trimming:
-//! every entry returned once, in the log's order.
+//! `SEQ AT JSON` skipped, a read while another connection keeps appending and trimming (every
+//! entry returned once, in the log's order), and a log of more decisions than one script call
+//! takes (200) split over calls with one answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,4 +104,21 @@ fn a_read_while_the_fleet_appends_and_trims_returns_each_entry_once_in_order() {
         times(&decision_log(&reader)),
         (end - 20_000..end).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_log_of_more_decisions_than_a_call_takes_is_one_answer_over_several_calls() {
+    let s = fresh_store("decisions-split");
+    // 450 decisions between a schedule and an ack: three calls of at most 200 decisions,
+    // four answers, the log trimmed to its newest 300 as one op would leave it.
+    let ops = [
+        schedule(retry("m1", 10)),
+        log((0..450).map(|t| logged("m", t)).collect(), 300),
+        acked("m1", 20),
+    ];
+    let before = s.round_trips();
+    assert_eq!(s.apply(&ops).unwrap(), vec![Applied::Done; 3]);
+    assert_eq!(s.round_trips() - before, 3);
+    assert_eq!(times(&decision_log(&s)), (150..450).collect::<Vec<_>>());
+    assert_eq!(fate(&s, "m1"), Some(Fate::Acked));
 }
