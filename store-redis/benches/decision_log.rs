@@ -3,7 +3,8 @@
 //! already full, so every batch trims 1,000) and reading it back (`Store::decisions`: all of
 //! it, the newest 1,000, and `since` the last tenth). The baselines in the same run: SQLite's
 //! store for the same reads, and on Redis the bare `LRANGE` of the whole list in the store's
-//! chunks, with no entry parsed (what the read costs beyond the server and the wire).
+//! chunks, with no entry parsed (what the read costs beyond the server and the wire); and the
+//! entries' JSON parsed from memory (the floor of both reads).
 //! Each figure is the best of 5 rounds, on a `redis-server` of its own.
 //!
 //! ```sh
@@ -152,6 +153,23 @@ fn main() {
         return;
     }
     println!("the decision log at {KEEP} entries, best of {ROUNDS} rounds");
+    // The floor both reads stand on: the entries' JSON parsed from memory, nothing read.
+    let texts: Vec<String> = (0..KEEP)
+        .map(|n| serde_json::to_string(&decision(n)).expect("json"))
+        .collect();
+    let (parse, parsed) = best(|| {
+        texts
+            .iter()
+            .map(|t| serde_json::from_str::<LoggedDecision>(t).expect("parse"))
+            .count()
+    });
+    assert_eq!(parsed as u64, KEEP);
+    let bytes: usize = texts.iter().map(String::len).sum();
+    println!(
+        "parse    {KEEP} entries' JSON from memory ({} bytes each): {:>7.1} ms",
+        bytes / texts.len(),
+        ms(parse)
+    );
     let dir = tempfile::tempdir().expect("temp dir");
     let sqlite = SqliteStore::open(dir.path()).expect("open");
     measure("sqlite", &sqlite);
