@@ -10,6 +10,14 @@
 //! ```sh
 //! cargo bench -p rebound-store-redis --bench decision_log
 //! ```
+//!
+//! Measured on the 2-core dev machine while other builds ran (load average about 6): the
+//! whole log read in 493 ms on SQLite and 500 ms on Redis, of which the JSON parse alone is
+//! 450 ms (the bare `LRANGE` of it 89 ms); the newest 1,000 in 2.4 and 3.0 ms; `since` the
+//! last tenth 51 and 156 ms (Redis reads every entry's number and time to filter, parsing
+//! only what passes); a batch of 1,000 logged and trimmed in 6.7 and 9.0 ms. A stream
+//! (`XREVRANGE`, tried first) cost four times a list's `LRANGE` on the server and read the
+//! whole log in 1.2 s.
 #![allow(missing_docs)]
 
 use std::time::{Duration, Instant};
