@@ -379,8 +379,8 @@ impl Store for RedisStore {
     fn decisions(&self, f: &DecisionFilter) -> Result<Vec<LoggedDecision>> {
         // Newest first from the list's end, a chunk at a time by negative index: a trim (from
         // the head) shifts nothing there, and an append shifts what is left to read further
-        // from the end, so an entry read again has a seq not below the lowest read so far
-        // and is skipped. `at` is checked before the entry is parsed.
+        // from the end, so the next chunk begins with entries read already, numbered at or
+        // above the last one read, and skipped. `at` is checked before the entry is parsed.
         let limit = f.limit.unwrap_or(usize::MAX);
         let location = self.location();
         let mut out = Vec::new();
@@ -402,15 +402,19 @@ impl Store for RedisStore {
                     .query_async(&mut c)
                     .await
             })?;
+            // Only the chunk's newest entries can be ones read already (one LRANGE is one
+            // slice of the list): past the first new one, every entry is taken.
+            let mut overlap = true;
             for entry in entries.iter().rev() {
                 let Some((seq, at, text)) = log_entry(entry) else {
                     tracing::warn!(store = %location,
                         "skipping a decision log entry without its number and time");
                     continue;
                 };
-                if seq >= lowest {
+                if overlap && seq >= lowest {
                     continue;
                 }
+                overlap = false;
                 lowest = seq;
                 if f.admits(at) && out.len() < limit {
                     out.extend(decision_from_json(&location, &seq.to_string(), text));

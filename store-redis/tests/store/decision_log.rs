@@ -1,6 +1,6 @@
 //! The decision log on Redis, beyond the suite's cases: a log longer than one read's chunk
 //! (5,000) read whole and through a limit across chunks, an entry written by hand that is not
-//! `SEQ AT JSON` skipped, a read while another connection keeps appending and trimming (every
+//! `SEQ AT JSON` skipped (one numbered out of turn read), a read while another connection keeps appending and trimming (every
 //! entry returned once, in the log's order), and a log of more decisions than one script call
 //! takes (200) split over calls with one answer.
 
@@ -58,8 +58,18 @@ fn an_entry_that_is_not_seq_at_json_is_skipped_and_the_rest_is_read() {
             .query(&mut conn)
             .unwrap();
     }
+    // And one numbered out of turn (a seq key deleted without its list, say): still read.
+    let misnumbered = format!("0 12 {}", decision_to_json(&logged("h", 12)).unwrap());
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&key)
+        .arg(misnumbered)
+        .query(&mut conn)
+        .unwrap();
     s.apply(&[log(vec![logged("b", 13)], 10)]).unwrap();
-    assert_eq!(decision_log(&s), [logged("a", 10), logged("b", 13)]);
+    assert_eq!(
+        decision_log(&s),
+        [logged("a", 10), logged("h", 12), logged("b", 13)]
+    );
 }
 
 #[test]
