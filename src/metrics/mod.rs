@@ -263,6 +263,7 @@ mod tests {
             at: SystemTime::now(),
             errors: Vec::new(),
             by: None,
+            arms: None,
         }
     }
 
