@@ -83,3 +83,21 @@ fn a_rolled_back_canary_is_recorded_and_changes_nothing() {
     assert_eq!(newest.by.as_ref().unwrap().reason, why);
     assert_eq!(newest.arms, Some(arms(50)));
 }
+
+#[test]
+fn a_candidate_is_compiled_as_a_push_would_be_and_nothing_changes() {
+    let dir = rules_dir_with("fast");
+    let reloader = Reloader::open(dir.path(), ReloadOptions::default()).unwrap();
+    let entries = reloader.history().len();
+    let set = reloader.compile_candidate(files_of("slow")).unwrap();
+    assert_eq!(set.version(), &version_of_fixture("slow"));
+    assert!(matches!(
+        reloader.compile_candidate(files_of("broken")),
+        Err(PushError::Rejected(_))
+    ));
+    assert_eq!(
+        reloader.handle().current().version(),
+        &version_of_fixture("fast")
+    );
+    assert_eq!(reloader.history().len(), entries);
+}

@@ -4,16 +4,27 @@
 //! only recorded (source [`Source::RolledBack`], result rejected, with the arms' figures) and
 //! the set in force stays.
 
-use super::{Reloader, lock};
+use super::{Reloader, lock, to_sources};
 use crate::handle::Source;
 use crate::release::Arms;
 use crate::reload::history::{Actor, HistoryEntry, Outcome};
 use crate::reload::outcomes::{IfMatch, PushError, Pushed};
+use crate::set::CompiledSet;
 use crate::types::Version;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 impl Reloader {
+    /// Validates and compiles `files` as a push would (names, the set, the options' check),
+    /// without writing, swapping or recording anything: a candidate for a shadow or a canary.
+    pub fn compile_candidate(
+        &self,
+        files: BTreeMap<String, String>,
+    ) -> Result<CompiledSet, PushError> {
+        let sources = to_sources(files).map_err(|r| r.error)?;
+        self.compile(sources).map_err(PushError::Rejected)
+    }
+
     /// Makes a canary's `files` the current set, as a push would (source [`Source::Canary`]),
     /// only if the set in force is still `stable`, the one the canary ran against: a set
     /// swapped in meanwhile (a file edit, a pull) is a [`PushError::Conflict`], and the canary
