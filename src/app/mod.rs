@@ -416,6 +416,7 @@ async fn wire(
             }),
             edges,
             names,
+            release: None,
         };
         running.attach(&mut state);
         admin_task = Some(tokio::spawn(admin::serve_admin(listener, state, async {
