@@ -74,8 +74,11 @@ pub struct AdminState {
     pub edges: edges::Edges,
     /// The names a request's `Host` may carry.
     pub names: edges::OwnNames,
-    /// The shadow and the canary, when this process runs a topology that decides.
-    pub release: Option<Arc<crate::release::ReleaseDesk>>,
+    /// The process's release state: a shadow set, a canary, the decision log (release.md).
+    pub release: Arc<rebound_runtime::release::Release>,
+    /// The shadow and the canary as the admin routes install, judge and end them, over
+    /// `release`.
+    pub desks: Arc<crate::release::ReleaseDesk>,
 }
 
 /// The admin API's routes, with `more` (the console's) merged under the same edges: the

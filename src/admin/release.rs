@@ -82,13 +82,8 @@ pub struct AbortBody {
     pub reason: Option<String>,
 }
 
-fn desk(state: &AdminState) -> Result<Arc<ReleaseDesk>, ApiError> {
-    state.release.clone().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "this process runs no topology: a shadow or a canary needs `rebound serve` or `rebound run --admin`",
-        )
-    })
+fn desk(state: &AdminState) -> Arc<ReleaseDesk> {
+    Arc::clone(&state.desks)
 }
 
 /// `PUT /v1/rules/shadow`: validates the files as a push would (422 with the errors) and
@@ -98,7 +93,7 @@ pub async fn put_shadow(
     State(state): State<AdminState>,
     JsonBody(body): JsonBody<ShadowBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let desk = desk(&state)?;
+    let desk = desk(&state);
     let reloader = state.reloader.clone();
     let version = blocking(move || {
         let set = reloader
@@ -119,7 +114,7 @@ fn no_shadow() -> ApiError {
 
 /// `GET /v1/rules/shadow`: the shadow's report; 404 when none is installed.
 pub async fn get_shadow(State(state): State<AdminState>) -> Result<Json<Value>, ApiError> {
-    let report = desk(&state)?.shadow.report().ok_or_else(no_shadow)?;
+    let report = desk(&state).shadow.report().ok_or_else(no_shadow)?;
     Ok(Json(json::shadow(&report)))
 }
 
@@ -129,7 +124,7 @@ pub async fn delete_shadow(
     _: Writer,
     State(state): State<AdminState>,
 ) -> Result<Json<Value>, ApiError> {
-    let desk = desk(&state)?;
+    let desk = desk(&state);
     let report = desk.shadow.report();
     if !desk.shadow.remove() {
         return Err(no_shadow());
@@ -146,7 +141,7 @@ pub async fn put_canary(
     State(state): State<AdminState>,
     JsonBody(body): JsonBody<CanaryBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let desk = desk(&state)?;
+    let desk = desk(&state);
     let request = canary_request(body)?;
     let view = blocking(move || desk.canary.start(request))
         .await?
@@ -160,7 +155,7 @@ pub async fn put_canary(
 /// `GET /v1/rules/canary`: the running canary with its arms, or how the last one ended
 /// (`promoted`, `rolled_back`, with its final arms and `reason`); 404 before the first.
 pub async fn get_canary(State(state): State<AdminState>) -> Result<Json<Value>, ApiError> {
-    let view = desk(&state)?
+    let view = desk(&state)
         .canary
         .view()
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no canary has run in this process"))?;
@@ -175,7 +170,7 @@ pub async fn delete_canary(
     State(state): State<AdminState>,
     OptionalJsonBody(body): OptionalJsonBody<AbortBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let desk = desk(&state)?;
+    let desk = desk(&state);
     let body = body.unwrap_or_default();
     let by = abort_actor(body.operator, body.reason, "aborted by an operator")?;
     let view = blocking(move || desk.canary.abort(by))
@@ -193,9 +188,7 @@ pub fn clear_for(
     operator: Option<String>,
     reason: &str,
 ) -> Result<(), ApiError> {
-    let Some(desk) = &state.release else {
-        return Ok(());
-    };
+    let desk = &state.desks;
     if !desk.canary.is_running() {
         return Ok(());
     }

@@ -17,6 +17,7 @@
 mod canary;
 mod controller;
 pub mod json;
+mod runtime_side;
 mod shadow;
 
 pub use canary::{CanaryDesk, CanaryRequest, CanaryState, CanaryView, StartError};
