@@ -4,12 +4,12 @@
 // pushes anyway, "skip_tests") or rolled back (POST /v1/rules/rollback with the version
 // GET /v1/rules/rollback names, once the operator has confirmed it). "What would change?"
 // asks POST /v1/rules/whatif what the edited set would have decided of the logged decisions.
-// A running canary (GET /v1/rules/canary, every 2 s) shows its two arms side by side, with
+// A running canary (GET /v1/rules/canary, every 2 s once /metrics says there is one) shows its two arms side by side, with
 // Abort (DELETE /v1/rules/canary); once it ended, how it ended.
 'use strict';
 
 Rebound.start(async () => {
-  const { h, api, show, notice, explain, filesDiff, confirmAction, table, fmtNum, every } = Rebound;
+  const { h, api, show, notice, explain, filesDiff, confirmAction, table, fmtNum, every, metrics } = Rebound;
   const LINE_PX = 18;
   let loaded = null;   // {version, loaded_at, source, files, rollback_to}
   let edits = {};      // name → text as edited
@@ -231,11 +231,11 @@ Rebound.start(async () => {
 
   /** The last canary: its state, and its two arms side by side; Abort while it runs. */
   async function showCanary() {
-    let c;
-    try { c = (await api('GET', '/v1/rules/canary')).data; } catch (e) {
-      if (e.status === 404) { canaryBox.hidden = true; return; }
-      throw e;
-    }
+    // rebound_canary_state is 0 until a canary starts: GET /v1/rules/canary would be a 404
+    // (an error in the browser's log), so it is asked only once there is one to show.
+    const state = (await metrics()).find((m) => m.name === 'rebound_canary_state');
+    if (!state || state.value === 0) { canaryBox.hidden = true; return; }
+    const c = (await api('GET', '/v1/rules/canary')).data;
     const running = c.state === 'running' || c.state === 'held';
     const badge = { running: '', held: 'warn', promoted: 'ok', rolled_back: 'bad' }[c.state] || '';
     canaryBox.hidden = false;
