@@ -11,6 +11,7 @@
 //! - `rules_push`: Validate's warnings, a push its rule tests refuse (and pushed anyway), a
 //!   rollback that names its version and waits for a confirmation;
 //! - `history`: the diff between two accepted versions;
+//! - `canary`: a running canary's two arms side by side, aborted from the page;
 //! - `escaping`: a failure message holding `<script>` shows as text and opens no dialog;
 //! - `paths`: one chart per rule, each loaded;
 //! - `message`: a redriven message's payload and its failures of every cycle;
@@ -27,6 +28,7 @@ mod server;
 mod webdriver;
 
 mod accessibility;
+mod canary;
 mod dead_letters;
 mod escaping;
 mod history;
