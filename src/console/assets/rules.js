@@ -192,7 +192,8 @@ Rebound.start(async () => {
   }
 
   const verdict = (v) => `${v.rule} · ${v.action}` + (v.label ? ` · ${v.label}` : '');
-  const delays = (d) => (d ? `p50 ${fmtNum(d.p50, 0)} ms, p99 ${fmtNum(d.p99, 0)} ms` : '–');
+  const delays = (d) => (d && typeof d.p50 === 'number'
+    ? `p50 ${fmtNum(d.p50, 0)} ms, p99 ${fmtNum(d.p99, 0)} ms` : '–');
 
   /** What the edited set would have decided of the logged decisions, as a table of changes. */
   async function whatIf() {

@@ -12,6 +12,8 @@
 //!   rollback that names its version and waits for a confirmation;
 //! - `history`: the diff between two accepted versions;
 //! - `canary`: a running canary's two arms side by side, aborted from the page;
+//! - `whatif`: **What would change?** shows `POST /v1/rules/whatif`'s table for the edited
+//!   files;
 //! - `escaping`: a failure message holding `<script>` shows as text and opens no dialog;
 //! - `paths`: one chart per rule, each loaded;
 //! - `message`: a redriven message's payload and its failures of every cycle;
@@ -38,3 +40,4 @@ mod pages;
 mod paths;
 mod rules;
 mod rules_push;
+mod whatif;
