@@ -2,9 +2,13 @@
 //! canary's state and a shadow's report. One shape for the admin API and the rule history.
 
 use super::{CanaryView, ShadowView};
-use crate::admin::rules::timestamp;
 use rebound_engine::release::{ArmFigures, Arms, Verdict};
 use serde_json::{Value, json};
+
+/// RFC 3339 in UTC with milliseconds, as every time the admin API shows.
+fn timestamp(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
 
 /// `{"first_deliveries", "retries", "dead_letters", "retry_ratio", "dead_letter_ratio",
 /// "success_by_attempt": [acked at attempt 1, at 2, …]}`.
