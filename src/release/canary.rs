@@ -257,8 +257,8 @@ impl CanaryDesk {
                 }
                 self.hold(&mut desk, CanaryState::Held, Some(why));
             }
+            // The history's record of it is the one WARN line (Reloader::record_rolled_back).
             Judgement::RollBack { why, .. } => {
-                tracing::warn!(%version, "canary rolled back: {why}");
                 self.roll_back(&mut desk, actor(&why), arms);
             }
             Judgement::Promote => self.promote(&mut desk, arms),
@@ -306,7 +306,6 @@ impl CanaryDesk {
             }
             Err(e) => {
                 let why = format!("could not be promoted: {e}");
-                tracing::warn!(version = %view.version, "canary rolled back: {why}");
                 self.roll_back(desk, actor(&why), arms);
             }
         }

@@ -95,3 +95,65 @@ fn retire(retired: &mut (u64, u64), last: Option<ShadowView>) {
         retired.1 += last.changed;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rebound_engine::release::{Arms, Slice};
+
+    /// The runtime's shadow as a test drives it: its counts are what the test says, from zero
+    /// at each install.
+    #[derive(Debug, Default)]
+    struct Side {
+        live: Mutex<Option<(u64, u64)>>,
+    }
+
+    impl ReleaseSide for Side {
+        fn set_shadow(&self, _: Arc<CompiledSet>) {
+            *self.live.lock().unwrap() = Some((0, 0));
+        }
+        fn clear_shadow(&self) -> bool {
+            self.live.lock().unwrap().take().is_some()
+        }
+        fn shadow(&self) -> Option<ShadowView> {
+            let (decisions, changed) = (*self.live.lock().unwrap())?;
+            Some(ShadowView {
+                version: Version::from_hash(1),
+                since: SystemTime::UNIX_EPOCH,
+                decisions,
+                changed,
+                by: Vec::new(),
+            })
+        }
+        fn set_canary(&self, _: Arc<CompiledSet>, _: Slice) {}
+        fn clear_canary(&self) -> Option<Arms> {
+            None
+        }
+        fn canary(&self) -> Option<Arms> {
+            None
+        }
+    }
+
+    fn set() -> Arc<CompiledSet> {
+        let file = rebound_engine::SourceFile::new("a.yaml", "a.yaml", "version: 1\n");
+        Arc::new(rebound_engine::compile(vec![file]).unwrap())
+    }
+
+    #[test]
+    fn the_totals_never_go_back_when_a_shadow_is_replaced_or_removed() {
+        let side = Arc::new(Side::default());
+        let desk = ShadowDesk::new(side.clone());
+        assert_eq!(desk.totals(), (0, 0));
+        assert!(!desk.remove(), "none installed");
+        desk.install(set());
+        *side.live.lock().unwrap() = Some((10, 4));
+        assert_eq!(desk.totals(), (6, 4));
+        desk.install(set()); // replaced: the new one counts from zero
+        assert_eq!(desk.totals(), (6, 4));
+        *side.live.lock().unwrap() = Some((5, 5));
+        assert_eq!(desk.totals(), (6, 9));
+        assert!(desk.remove());
+        assert_eq!(desk.totals(), (6, 9));
+        assert!(desk.report().is_none());
+    }
+}
