@@ -412,6 +412,35 @@ fn a_push_or_a_rollback_during_a_canary_is_refused_unless_it_aborts_it() {
     assert_eq!(history[0]["source"], "push", "{history}");
     assert_eq!(history[1]["source"], "rolled_back", "{history}");
     assert_eq!(history[1]["version"], started["version"]);
+    // A rollback says so too: the canary is aborted, then the set before goes back in force.
+    let (status, again) = put_canary(&server, &body);
+    assert_eq!(status, 200, "{again}");
+    let r = server
+        .post("/v1/rules/rollback")
+        .json(&json!({ "abort_canary": true }))
+        .send()
+        .unwrap();
+    let (status, rolled) = status_and_json(r);
+    assert_eq!(
+        (status, &rolled["version"]),
+        (200, &json!(stable)),
+        "{rolled}"
+    );
+    assert_eq!(canary(&server)["state"], "rolled_back");
+    let history = server.get_json("/v1/rules/history");
+    assert_eq!(
+        (
+            &history[0]["source"],
+            &history[1]["source"],
+            &history[1]["reason"]
+        ),
+        (
+            &json!("rollback"),
+            &json!("rolled_back"),
+            &json!("aborted by a rollback")
+        ),
+        "{history}"
+    );
 }
 
 #[test]
