@@ -84,6 +84,14 @@ fn a_shadow_decides_beside_the_current_set_and_is_never_acted_on() {
         (status, body),
         (404, json!({ "error": "no shadow set is installed" }))
     );
+    // Its files are validated as a push's; its body takes files only.
+    let bad = json!({ "files": { "a.yaml": "version: 1\nrules: [" } });
+    let r = server.put("/v1/rules/shadow").json(&bad).send().unwrap();
+    assert_eq!(r.status(), 422);
+    let odd = json!({ "files": release_files("drop"), "percent": 5 });
+    let r = server.put("/v1/rules/shadow").json(&odd).send().unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(server.get("/v1/rules/shadow").send().unwrap().status(), 404);
     let before = metric(&server, "rebound_failures_total", "");
     let (status, body) = status_and_json(
         server
