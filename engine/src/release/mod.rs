@@ -10,11 +10,18 @@
 //! - [`Verdict`] (`change.rs`): what a comparison of two decisions looks at (rule, action,
 //!   label), for what-if and the shadow.
 //! - [`Slice`] (`arm.rs`): who is in a canary, by biz and a stable hash of the ordering key.
+//! - [`Guard`] and [`judge`] (`guard.rs`): a canary's guard and what its two arms' figures
+//!   ([`ArmFigures`]) say should happen: run on, roll back, promote, or hold.
 
 mod arm;
 mod change;
+mod guard;
 mod logged;
 
 pub use arm::{Arm, Slice, stable_hash};
 pub use change::{Verdict, changed};
+pub use guard::{
+    ArmFigures, Arms, Breach, DEFAULT_DEAD_LETTER_RATIO, DEFAULT_MIN_SAMPLES, DEFAULT_RETRY_RATIO,
+    Guard, GuardError, Judgement, Relative, judge,
+};
 pub use logged::{LoggedContext, LoggedDecision, Outcome, jitter_seed};

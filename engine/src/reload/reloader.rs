@@ -8,6 +8,8 @@
 //! or all of the new ones, never a mix. Deciding never takes the mutex: it reads the handle's
 //! atomic pointer.
 
+mod canary;
+
 use super::files::{WriteError, check_name, shown, write_set};
 use super::history::{Actor, History, HistoryEntry, Outcome};
 pub use super::outcomes::{
@@ -111,6 +113,7 @@ impl Reloader {
                 at: status.loaded_at,
                 errors: Vec::new(),
                 by: None,
+                arms: None,
             },
             Some(status.set.files()),
         );
@@ -510,6 +513,7 @@ impl Reloader {
             at: now,
             errors: Vec::new(),
             by,
+            arms: None,
         };
         self.record(entry, Some(set.files()));
     }
@@ -535,6 +539,7 @@ impl Reloader {
             at: SystemTime::now(),
             errors,
             by: None,
+            arms: None,
         };
         self.record(entry, None);
     }
