@@ -103,11 +103,19 @@ impl RulePolicy {
     }
 }
 
+/// `d` without its part below a millisecond.
+fn whole_ms(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 impl FailurePolicy for RulePolicy {
     fn decide(&self, ctx: &FailureContext<'_>, message: &Message) -> Decided {
+        // In whole milliseconds, as the decision log keeps them: a logged context decides
+        // again exactly as it did (a `max_elapsed` of 4m30s is not 270,000.5 ms apart).
         let rules_ctx = FailureContext {
-            elapsed: self.scale.to_rules(ctx.elapsed),
-            last_delay: self.scale.to_rules(ctx.last_delay),
+            elapsed: whole_ms(self.scale.to_rules(ctx.elapsed)),
+            last_delay: whole_ms(self.scale.to_rules(ctx.last_delay)),
+            retry_after: ctx.retry_after.map(whole_ms),
             ..*ctx
         };
         let mut decided = self.decide_in_rules_time(&rules_ctx, message);

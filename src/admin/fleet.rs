@@ -79,6 +79,7 @@ pub async fn nodes(State(state): State<AdminState>) -> Result<Json<Value>, ApiEr
                 "started_at": rfc3339(n.started_at),
                 "last_seen": rfc3339(n.last_seen),
                 "rules_version": n.status.rules_version,
+                "canary_version": n.status.canary_version,
                 "partitions": n.status.partitions,
                 "in_flight": n.status.in_flight,
                 "retries_claimed": n.status.retries_claimed,

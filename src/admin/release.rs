@@ -146,7 +146,10 @@ pub async fn put_canary(
     let view = blocking(move || desk.canary.start(request))
         .await?
         .map_err(|e| match e {
-            StartError::Running(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+            StartError::Running(_) | StartError::FleetActive(_) => {
+                ApiError::new(StatusCode::CONFLICT, e.to_string())
+            }
+            StartError::Fleet(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             StartError::Refused(e) => super::rules::push_error(e),
         })?;
     Ok(Json(json::canary(&view)))

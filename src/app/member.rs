@@ -48,6 +48,7 @@ impl FleetMember {
         rules: Arc<PolicyHandle>,
         pending: Arc<dyn Fn() -> u64 + Send + Sync>,
         breakers: Breakers,
+        canary: crate::pipeline::fleet::CanaryVersion,
     ) -> FleetMember {
         let store = link.store.clone();
         let state = Arc::new(FleetState::default());
@@ -69,6 +70,7 @@ impl FleetMember {
             state: state.clone(),
             pending,
             breakers,
+            canary,
             every: lease / 3,
         };
         let tasks = vec![
@@ -119,6 +121,7 @@ struct Heartbeat {
     state: Arc<FleetState>,
     pending: Arc<dyn Fn() -> u64 + Send + Sync>,
     breakers: Breakers,
+    canary: crate::pipeline::fleet::CanaryVersion,
     every: Duration,
 }
 
@@ -134,6 +137,7 @@ impl Heartbeat {
             let claims = self.durable.claim_stats().unwrap_or_default();
             let status = NodeStatus {
                 rules_version: Some(self.rules.current().version().to_string()),
+                canary_version: (self.canary)(),
                 rules_errors: self
                     .errors
                     .lock()

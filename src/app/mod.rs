@@ -380,10 +380,15 @@ async fn wire(
     let release = rebound_runtime::release::Release::new(options.decisions);
     // The shadow and the canary as the admin routes install them, and the canary's controller
     // (judged every 250 ms while one runs); their metrics read them at each scrape.
-    let desks = Arc::new(crate::release::ReleaseDesk::new(
+    let mut desks = crate::release::ReleaseDesk::new(
         Arc::clone(&release) as Arc<dyn crate::release::ReleaseSide>,
         Arc::clone(&reloader),
-    ));
+    );
+    if let Some(store) = &shared {
+        // On a fleet: one canary, in the shared store, run and judged by every node.
+        desks = desks.on_fleet(crate::release::fleet::over_store(Arc::clone(store)));
+    }
+    let desks = Arc::new(desks);
     metrics.release.attach(Arc::clone(&desks));
     let _canary_controller = crate::release::spawn_controller(Arc::clone(&desks));
     let wiring = Wiring {

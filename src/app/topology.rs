@@ -261,6 +261,7 @@ impl Job for TopologyJob {
                     wiring.rules.clone(),
                     pending,
                     breakers,
+                    crate::pipeline::fleet::canary_version(Some(Arc::clone(&wiring.release))),
                 )
             });
             Ok(Box::new(TopologyRunning {

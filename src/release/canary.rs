@@ -14,12 +14,14 @@
 //! ended canary's final figures to `retired`, and the live canary's figures on top.
 
 use super::ReleaseSide;
+use super::fleet::{CanaryFleet, FleetSpec, arms_of, counts};
+use rebound_store_redis::fleet::{CanaryRecord, CanaryStart};
 use rebound_engine::release::{ArmFigures, Arms, Guard, Judgement, Slice, judge};
 use rebound_engine::reload::{Actor, PushError, Reloader};
 use rebound_engine::{CompiledSet, Version};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The operator named in the history for what the controller does by itself.
 pub const CONTROLLER: &str = "canary";
@@ -87,6 +89,12 @@ pub enum StartError {
     /// The candidate's files were refused, as a push would refuse them.
     #[error(transparent)]
     Refused(PushError),
+    /// On a fleet: another node's canary (this epoch) is running or held.
+    #[error("a canary is running on the fleet (epoch {0}); abort it with DELETE /v1/rules/canary first")]
+    FleetActive(u64),
+    /// On a fleet: the shared store did not answer.
+    #[error("the shared store did not take the canary: {0}")]
+    Fleet(String),
 }
 
 /// A canary's state as `GET /v1/rules/canary` shows it.
@@ -118,6 +126,11 @@ struct Run {
     files: BTreeMap<String, String>,
     started: Instant,
     view: CanaryView,
+    /// On a fleet: the record's epoch, what this node's runtime had counted at its last
+    /// sync, and the fleet's sums then.
+    epoch: Option<u64>,
+    sent: Arms,
+    fleet_arms: Option<Arms>,
 }
 
 #[derive(Debug, Default)]
@@ -133,6 +146,8 @@ pub struct CanaryDesk {
     side: Arc<dyn ReleaseSide>,
     reloader: Arc<Reloader>,
     desk: Mutex<Desk>,
+    /// On a shared store: the fleet's canary record (`fleet.rs`).
+    fleet: Option<Arc<dyn CanaryFleet>>,
 }
 
 impl CanaryDesk {
@@ -142,7 +157,21 @@ impl CanaryDesk {
             side,
             reloader,
             desk: Mutex::new(Desk::default()),
+            fleet: None,
         }
+    }
+
+    /// The same desk on a fleet: the canary lives in `fleet`'s record, every node runs it
+    /// and judges it on the fleet's figures (`fleet.rs`).
+    pub fn with_fleet(mut self, fleet: Arc<dyn CanaryFleet>) -> CanaryDesk {
+        self.fleet = Some(fleet);
+        self
+    }
+
+    /// Whether the controller must tick even without a canary of its own (on a fleet, to
+    /// adopt one started on another node).
+    pub fn follows_a_fleet(&self) -> bool {
+        self.fleet.is_some()
     }
 
     /// Starts a canary of `request` against the set in force: its files validated and
@@ -158,11 +187,32 @@ impl CanaryDesk {
             .compile_candidate(request.files.clone())
             .map_err(StartError::Refused)?;
         let stable_version = *self.reloader.handle().current().version();
+        let (epoch, since) = match &self.fleet {
+            None => (None, SystemTime::now()),
+            Some(fleet) => {
+                let spec = FleetSpec {
+                    files: request.files.clone(),
+                    percent: request.slice.percent(),
+                    biz: request.slice.biz().to_vec(),
+                    retry_ratio: request.guard.retry_ratio.percent(),
+                    dead_letter_ratio: request.guard.dead_letter_ratio.percent(),
+                    min_samples: request.guard.min_samples,
+                    promote_after_ms: request.promote_after.as_millis() as u64,
+                };
+                let text = serde_json::to_string(&spec).expect("a spec serializes");
+                match fleet.start(&text).map_err(StartError::Fleet)? {
+                    CanaryStart::Started { epoch, since_ms } => {
+                        (Some(epoch), UNIX_EPOCH + Duration::from_millis(since_ms))
+                    }
+                    CanaryStart::Active { epoch } => return Err(StartError::FleetActive(epoch)),
+                }
+            }
+        };
         let view = CanaryView {
             version: *set.version(),
             stable_version,
             state: CanaryState::Running,
-            since: SystemTime::now(),
+            since,
             slice: request.slice.clone(),
             guard: request.guard,
             promote_after: request.promote_after,
@@ -180,6 +230,9 @@ impl CanaryDesk {
             files: request.files,
             started: Instant::now(),
             view: view.clone(),
+            epoch,
+            sent: Arms::default(),
+            fleet_arms: None,
         });
         Ok(view)
     }
@@ -198,7 +251,10 @@ impl CanaryDesk {
         let run = desk.run.as_ref()?;
         let mut view = run.view.clone();
         if view.state.is_active() {
-            view.arms = self.side.canary().unwrap_or_default();
+            view.arms = match &run.fleet_arms {
+                Some(fleet) => fleet.clone(),
+                None => self.side.canary().unwrap_or_default(),
+            };
         }
         Some(view)
     }
@@ -227,6 +283,12 @@ impl CanaryDesk {
         let mut desk = self.lock();
         let run = desk.run.as_ref().filter(|r| r.view.state.is_active())?;
         let live = self.side.canary().unwrap_or_else(|| run.view.arms.clone());
+        if let (Some(fleet), Some(epoch)) = (&self.fleet, run.epoch) {
+            let arms = run.fleet_arms.clone().unwrap_or_else(|| live.clone());
+            if let Err(e) = fleet.end(epoch, "rolled_back", &by.reason, &arms_json(&arms)) {
+                tracing::warn!("the fleet's canary record did not take the abort: {e}");
+            }
+        }
         self.roll_back(&mut desk, by, live)
     }
 
@@ -235,6 +297,9 @@ impl CanaryDesk {
     /// Answers the state after the tick (`None` when no canary is running). Blocking.
     pub fn tick(&self) -> Option<CanaryState> {
         let mut desk = self.lock();
+        if self.fleet.is_some() {
+            return self.tick_fleet(&mut desk);
+        }
         let run = desk.run.as_ref().filter(|r| r.view.state.is_active())?;
         let (version, last) = (run.view.version, run.view.arms.clone());
         let Some(arms) = self.side.canary() else {
@@ -264,6 +329,150 @@ impl CanaryDesk {
             Judgement::Promote => self.promote(&mut desk, arms),
         }
         desk.run.as_ref().map(|r| r.view.state)
+    }
+
+    /// A tick on a fleet: follow the record (adopt a canary started elsewhere, end one the
+    /// record ended), add this node's counts to the fleet's, judge the fleet's figures, and
+    /// act when this node is the first to end it.
+    fn tick_fleet(&self, desk: &mut Desk) -> Option<CanaryState> {
+        let fleet = self.fleet.as_ref()?;
+        let record = match fleet.read() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("the fleet's canary record did not answer: {e}");
+                return desk.run.as_ref().map(|r| r.view.state);
+            }
+        };
+        let local = desk
+            .run
+            .as_ref()
+            .filter(|r| r.view.state.is_active())
+            .and_then(|r| r.epoch);
+        match (&record, local) {
+            (Some(rec), Some(epoch)) if rec.epoch == epoch && rec.is_active() => {}
+            (Some(rec), Some(epoch)) if rec.epoch == epoch => {
+                // Another node ended it: follow, without recording it again.
+                let state = match rec.state.as_str() {
+                    "promoted" => CanaryState::Promoted,
+                    _ => CanaryState::RolledBack,
+                };
+                let last = self.side.clear_canary().unwrap_or_default();
+                let arms = parse_arms(&rec.arms).unwrap_or(last);
+                tracing::info!(epoch, state = state.as_str(), "the fleet's canary ended: {}", rec.reason);
+                self.end(desk, state, rec.reason.clone(), arms);
+                return Some(state);
+            }
+            (Some(rec), _) if rec.is_active() => self.adopt(desk, rec),
+            (_, Some(epoch)) => {
+                let last = self.side.clear_canary().unwrap_or_default();
+                let why = format!("the fleet's canary record no longer holds epoch {epoch}");
+                self.end(desk, CanaryState::RolledBack, why, last);
+                return Some(CanaryState::RolledBack);
+            }
+            _ => return desk.run.as_ref().map(|r| r.view.state),
+        }
+        let run = desk.run.as_mut().filter(|r| r.view.state.is_active())?;
+        let epoch = run.epoch?;
+        let Some(live) = self.side.canary() else {
+            return Some(run.view.state);
+        };
+        let delta = super::fleet::since(&live, &run.sent);
+        let attempts = live.stable.acked_by_attempt.len();
+        match fleet.sync(epoch, &counts(&delta)) {
+            Ok(Some(sums)) => {
+                run.sent = live;
+                run.fleet_arms = Some(arms_of(&sums, attempts));
+            }
+            Ok(None) => return Some(run.view.state),
+            Err(e) => {
+                tracing::warn!("the fleet's canary figures did not sync: {e}");
+                return Some(run.view.state);
+            }
+        }
+        let arms = run.fleet_arms.clone().unwrap_or_default();
+        let elapsed = SystemTime::now()
+            .duration_since(run.view.since)
+            .unwrap_or_default();
+        let judgement = judge(
+            &run.view.guard,
+            &arms.stable,
+            &arms.canary,
+            elapsed,
+            run.view.promote_after,
+        );
+        let version = run.view.version;
+        match judgement {
+            Judgement::Running => self.hold(desk, CanaryState::Running, None),
+            Judgement::Held { why } => {
+                if run.view.state != CanaryState::Held {
+                    tracing::info!(%version, "canary held: {why}");
+                }
+                self.hold(desk, CanaryState::Held, Some(why));
+            }
+            Judgement::RollBack { why, .. } => {
+                match fleet.end(epoch, "rolled_back", &why, &arms_json(&arms)) {
+                    Ok(true) => {
+                        self.roll_back(desk, actor(&why), arms);
+                    }
+                    // Another node was first; the next tick follows the record.
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("the fleet's canary record did not take the rollback: {e}"),
+                }
+            }
+            Judgement::Promote => match fleet.end(epoch, "promoted", "promoted", &arms_json(&arms)) {
+                Ok(true) => self.promote(desk, arms),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("the fleet's canary record did not take the promotion: {e}"),
+            },
+        }
+        desk.run.as_ref().map(|r| r.view.state)
+    }
+
+    /// Runs the fleet's canary of `record` here (started on another node, or before this
+    /// node's restart): its spec compiled as a push's, installed in the runtime, its age the
+    /// record's.
+    fn adopt(&self, desk: &mut Desk, record: &CanaryRecord) {
+        let spec: FleetSpec = match serde_json::from_str(&record.spec) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(epoch = record.epoch, "the fleet's canary does not read: {e}");
+                return;
+            }
+        };
+        let Some(guard) = spec.guard() else {
+            tracing::error!(epoch = record.epoch, "the fleet's canary has a bad guard");
+            return;
+        };
+        let set = match self.reloader.compile_candidate(spec.files.clone()) {
+            Ok(set) => set,
+            Err(e) => {
+                tracing::error!(epoch = record.epoch, "the fleet's canary does not compile here: {e}");
+                return;
+            }
+        };
+        let slice = Slice::new(spec.percent, spec.biz.clone());
+        let since = UNIX_EPOCH + Duration::from_millis(record.since_ms);
+        let view = CanaryView {
+            version: *set.version(),
+            stable_version: *self.reloader.handle().current().version(),
+            state: CanaryState::Running,
+            since,
+            slice: slice.clone(),
+            guard,
+            promote_after: Duration::from_millis(spec.promote_after_ms),
+            arms: Arms::default(),
+            reason: None,
+        };
+        self.side.set_canary(Arc::new(set), slice);
+        tracing::info!(version = %view.version, epoch = record.epoch, "the fleet's canary runs here too");
+        desk.run = Some(Run {
+            files: spec.files,
+            started: Instant::now(),
+            view,
+            epoch: Some(record.epoch),
+            sent: Arms::default(),
+            fleet_arms: None,
+        });
     }
 
     /// Keeps the canary deciding, in `state` (running or held) with `reason`.
@@ -342,6 +551,33 @@ impl CanaryDesk {
     fn lock(&self) -> MutexGuard<'_, Desk> {
         self.desk.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The figures as the fleet's record keeps an ending's.
+fn arms_json(arms: &Arms) -> String {
+    super::json::arms(arms).to_string()
+}
+
+/// The figures an ending's record kept, read back.
+fn parse_arms(text: &str) -> Option<Arms> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let arm = |a: &serde_json::Value| -> Option<ArmFigures> {
+        Some(ArmFigures {
+            first_deliveries: a.get("first_deliveries")?.as_u64()?,
+            retries: a.get("retries")?.as_u64()?,
+            dead_letters: a.get("dead_letters")?.as_u64()?,
+            acked_by_attempt: a
+                .get("success_by_attempt")?
+                .as_array()?
+                .iter()
+                .filter_map(|n| n.as_u64())
+                .collect(),
+        })
+    };
+    Some(Arms {
+        stable: arm(v.get("stable")?)?,
+        canary: arm(v.get("canary")?)?,
+    })
 }
 
 fn actor(reason: &str) -> Actor {

@@ -2,7 +2,7 @@
 //! tick, ended by its guard, by time, or by an operator, with the ending in the history.
 
 use super::*;
-use crate::release::{ReleaseSide, ShadowView};
+use crate::release::{ReleaseSide, ShadowReport};
 use rebound_engine::reload::{Outcome, ReloadOptions, Source};
 
 /// The runtime's canary as a test drives it: the figures are what the test says.
@@ -33,7 +33,7 @@ impl ReleaseSide for Side {
     fn clear_shadow(&self) -> bool {
         false
     }
-    fn shadow(&self) -> Option<ShadowView> {
+    fn shadow(&self) -> Option<ShadowReport> {
         None
     }
     fn set_canary(&self, _: Arc<CompiledSet>, _: Slice) {

@@ -19,7 +19,7 @@ pub fn spawn_controller(desk: Arc<ReleaseDesk>) -> JoinHandle<()> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if !desk.canary.is_running() {
+            if !desk.canary.is_running() && !desk.canary.follows_a_fleet() {
                 continue;
             }
             let desk = Arc::clone(&desk);

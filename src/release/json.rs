@@ -1,7 +1,7 @@
 //! The JSON of the release routes (`docs/spec/release.md`): an arm's figures, both arms, a
 //! canary's state and a shadow's report. One shape for the admin API and the rule history.
 
-use super::{CanaryView, ShadowView};
+use super::{CanaryView, ShadowReport};
 use rebound_engine::release::{ArmFigures, Arms, Verdict};
 use serde_json::{Value, json};
 
@@ -59,7 +59,7 @@ pub fn verdict(v: &Verdict) -> Value {
 
 /// `GET /v1/rules/shadow`: `{"version", "since", "decisions", "changed", "by": [{"old",
 /// "new", "count"}]}`, `by` holding changed rows only, the most frequent first.
-pub fn shadow(report: &ShadowView) -> Value {
+pub fn shadow(report: &ShadowReport) -> Value {
     let mut rows: Vec<_> = report.by.iter().filter(|r| r.old != r.new).collect();
     rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.old.cmp(&b.old)));
     json!({

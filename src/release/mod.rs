@@ -16,13 +16,15 @@
 
 mod canary;
 mod controller;
+pub mod fleet;
 pub mod json;
 mod runtime_side;
 mod shadow;
 
 pub use canary::{CanaryDesk, CanaryRequest, CanaryState, CanaryView, StartError};
 pub use controller::{TICK, spawn_controller};
-pub use shadow::{ShadowDesk, ShadowRowView, ShadowView};
+pub use rebound_engine::release::{ShadowReport, ShadowRow};
+pub use shadow::ShadowDesk;
 
 use rebound_engine::CompiledSet;
 use rebound_engine::release::{Arms, Slice};
@@ -36,7 +38,7 @@ pub trait ReleaseSide: Send + Sync + std::fmt::Debug {
     /// Removes the shadow; false when there was none.
     fn clear_shadow(&self) -> bool;
     /// The shadow's report so far.
-    fn shadow(&self) -> Option<ShadowView>;
+    fn shadow(&self) -> Option<ShadowReport>;
     /// Installs `set` as the canary for the messages of `slice`.
     fn set_canary(&self, set: Arc<CompiledSet>, slice: Slice);
     /// Removes the canary and answers its final figures; `None` when there was none.
@@ -64,6 +66,14 @@ impl ReleaseDesk {
         ReleaseDesk {
             shadow: ShadowDesk::new(Arc::clone(&side)),
             canary: CanaryDesk::new(side, reloader),
+        }
+    }
+
+    /// The same desks on a fleet: the canary is the fleet's (`fleet.rs`).
+    pub fn on_fleet(self, fleet: Arc<dyn fleet::CanaryFleet>) -> ReleaseDesk {
+        ReleaseDesk {
+            shadow: self.shadow,
+            canary: self.canary.with_fleet(fleet),
         }
     }
 }

@@ -1,9 +1,8 @@
-//! The runtime's [`Release`] as the product's [`ReleaseSide`]: its figures in the engine's
-//! types ([`Arms`], [`ShadowView`]).
+//! The runtime's [`Release`] as the product's [`ReleaseSide`].
 
-use super::{ReleaseSide, ShadowRowView, ShadowView};
+use super::ReleaseSide;
 use rebound_engine::CompiledSet;
-use rebound_engine::release::{ArmFigures, Arms, Slice};
+use rebound_engine::release::{Arms, ShadowReport, Slice};
 use rebound_runtime::release::{CanaryFigures, Release};
 use std::sync::Arc;
 
@@ -16,23 +15,8 @@ impl ReleaseSide for Release {
         Release::clear_shadow(self)
     }
 
-    fn shadow(&self) -> Option<ShadowView> {
-        let report = Release::shadow(self)?;
-        Some(ShadowView {
-            version: report.version,
-            since: report.since,
-            decisions: report.decisions,
-            changed: report.changed,
-            by: report
-                .by
-                .into_iter()
-                .map(|r| ShadowRowView {
-                    old: r.old,
-                    new: r.new,
-                    count: r.count,
-                })
-                .collect(),
-        })
+    fn shadow(&self) -> Option<ShadowReport> {
+        Release::shadow(self)
     }
 
     fn set_canary(&self, set: Arc<CompiledSet>, slice: Slice) {
@@ -49,14 +33,8 @@ impl ReleaseSide for Release {
 }
 
 fn arms(figures: CanaryFigures) -> Arms {
-    let arm = |a: rebound_runtime::release::ArmFigures| ArmFigures {
-        first_deliveries: a.first_deliveries,
-        retries: a.retries,
-        dead_letters: a.dead_letters,
-        acked_by_attempt: a.acked_by_attempt,
-    };
     Arms {
-        stable: arm(figures.stable),
-        canary: arm(figures.canary),
+        stable: figures.stable,
+        canary: figures.canary,
     }
 }

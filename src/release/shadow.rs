@@ -8,38 +8,9 @@
 //! counted: a few at most, never a counter that goes back.
 
 use super::ReleaseSide;
-use rebound_engine::release::Verdict;
-use rebound_engine::{CompiledSet, Version};
+use rebound_engine::CompiledSet;
+use rebound_engine::release::ShadowReport;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
-
-/// A shadow's report: how many decisions it made beside the current set, how many differed,
-/// and by how.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShadowView {
-    /// The shadow set's version.
-    pub version: Version,
-    /// When it was installed.
-    pub since: SystemTime,
-    /// Decisions made by both sets since.
-    pub decisions: u64,
-    /// Those whose rule, action or label differed.
-    pub changed: u64,
-    /// The changed ones by (old, new) verdict.
-    pub by: Vec<ShadowRowView>,
-}
-
-/// One row of a shadow's report: decisions the current set made as `old` and the shadow as
-/// `new`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShadowRowView {
-    /// The current set's verdict.
-    pub old: Verdict,
-    /// The shadow's.
-    pub new: Verdict,
-    /// How many decisions.
-    pub count: u64,
-}
 
 /// The shadow of one process.
 #[derive(Debug)]
@@ -73,7 +44,7 @@ impl ShadowDesk {
     }
 
     /// The installed shadow's report.
-    pub fn report(&self) -> Option<ShadowView> {
+    pub fn report(&self) -> Option<ShadowReport> {
         self.side.shadow()
     }
 
@@ -89,7 +60,7 @@ impl ShadowDesk {
     }
 }
 
-fn retire(retired: &mut (u64, u64), last: Option<ShadowView>) {
+fn retire(retired: &mut (u64, u64), last: Option<ShadowReport>) {
     if let Some(last) = last {
         retired.0 += last.decisions;
         retired.1 += last.changed;
@@ -115,11 +86,11 @@ mod tests {
         fn clear_shadow(&self) -> bool {
             self.live.lock().unwrap().take().is_some()
         }
-        fn shadow(&self) -> Option<ShadowView> {
+        fn shadow(&self) -> Option<ShadowReport> {
             let (decisions, changed) = (*self.live.lock().unwrap())?;
-            Some(ShadowView {
-                version: Version::from_hash(1),
-                since: SystemTime::UNIX_EPOCH,
+            Some(ShadowReport {
+                version: rebound_engine::Version::from_hash(1),
+                since: std::time::SystemTime::UNIX_EPOCH,
                 decisions,
                 changed,
                 by: Vec::new(),

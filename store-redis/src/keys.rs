@@ -24,7 +24,7 @@
 //! | `{NS}:src:<source>` | hash | a source partition's lease: `owner` (node), `instance` (process), `epoch` (fencing, `HINCRBY` on each taking), `lease_ms`; partition `p` of `orders` is the source `orders/p` |
 //! | `{NS}:src-members:<source>` | zset | node → last balance ms: the nodes that run the source's partitions |
 //! | `{NS}:nodes` | zset | node → last seen ms (server time) |
-//! | `{NS}:node:<node>` | hash | what a node reports (`/v1/nodes`): `instance`, `started_ms`, `rules_version`, `rules_errors` (JSON list), `partitions` (`1,5,9`), `in_flight`, `retries_claimed` |
+//! | `{NS}:node:<node>` | hash | what a node reports (`/v1/nodes`): `instance`, `started_ms`, `rules_version`, `canary_version`, `rules_errors` (JSON list), `partitions` (`1,5,9`), `in_flight`, `retries_claimed` |
 //! | `{NS}:run` | hash | the bundled run's parameters (name → value) |
 //! | `{NS}:run:finished` | string | when the run finished, ms (first wins) |
 //! | `{NS}:rules` | hash | the rule set of record: `version`, `files` (JSON `[[name, yaml], …]`), `source`, `at` (ms) |
@@ -159,6 +159,18 @@ impl Keys {
     /// `{NS}:run`.
     pub fn run(&self) -> String {
         self.key("run")
+    }
+
+    /// `{NS}:canary`: the fleet's canary (a hash: `epoch`, `state`, `spec`, `since_ms`,
+    /// `reason`, `arms`), one at a time (`release.md`).
+    pub fn canary(&self) -> String {
+        self.key("canary")
+    }
+
+    /// `{NS}:canary:arms`: the running canary's counters, the fleet's sums (a hash: `epoch`
+    /// and one field per counter of each arm), reset when a canary starts.
+    pub fn canary_arms(&self) -> String {
+        self.key("canary:arms")
     }
 
     /// `{NS}:run:finished`.

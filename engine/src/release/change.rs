@@ -4,8 +4,9 @@
 //! in its row's delay quantiles).
 
 use crate::release::logged::Outcome;
-use crate::types::{Decided, Decision};
+use crate::types::{Decided, Decision, Version};
 use serde::Serialize;
+use std::time::SystemTime;
 
 /// A decision as compared: `{"rule", "action", "label"}` (`label` null for a retry).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -58,4 +59,31 @@ pub fn changed(a: &Decided, b: &Decided) -> bool {
         ) => x != y || lx != ly,
         _ => true,
     }
+}
+
+/// One row of the shadow's table: decisions the current set decided `old` and the shadow
+/// `new`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowRow {
+    /// What the current set decided.
+    pub old: Verdict,
+    /// What the shadow decided.
+    pub new: Verdict,
+    /// How many.
+    pub count: u64,
+}
+
+/// The shadow's figures (`GET /v1/rules/shadow`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowReport {
+    /// The shadow set's version.
+    pub version: Version,
+    /// When it was installed.
+    pub since: SystemTime,
+    /// Decisions it made (every decision since `since`).
+    pub decisions: u64,
+    /// Of those, the ones that differ from what was acted on ([`changed`]).
+    pub changed: u64,
+    /// The changed ones by (old, new), most first (a runtime may list only so many).
+    pub by: Vec<ShadowRow>,
 }

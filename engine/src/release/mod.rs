@@ -19,7 +19,7 @@ mod guard;
 mod logged;
 
 pub use arm::{Arm, Slice, stable_hash};
-pub use change::{Verdict, changed};
+pub use change::{ShadowReport, ShadowRow, Verdict, changed};
 pub use guard::{
     ArmFigures, Arms, Breach, DEFAULT_DEAD_LETTER_RATIO, DEFAULT_MIN_SAMPLES, DEFAULT_RETRY_RATIO,
     Guard, GuardError, Judgement, Relative, judge,

@@ -4,42 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::SystemTime;
 
-use rebound_engine::release::{Arm, Slice};
+use rebound_engine::release::{Arm, ArmFigures, Slice};
 use rebound_engine::{CompiledSet, Version};
 
 use super::Observed;
 use crate::stats::ACKED_ATTEMPTS;
 use crate::topology::Message;
-
-/// One arm's outcomes over the canary's life.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ArmFigures {
-    /// Messages of the arm delivered for the first time.
-    pub first_deliveries: u64,
-    /// Retries of the arm's messages fired.
-    pub retries: u64,
-    /// The arm's messages dead-lettered.
-    pub dead_letters: u64,
-    /// Trees completed by the attempt that succeeded (`[0]`: at the first delivery; the last
-    /// holds that attempt and every later one).
-    pub acked_by_attempt: Vec<u64>,
-}
-
-impl ArmFigures {
-    /// Retries fired per first delivery (0 before the first).
-    pub fn retry_ratio(&self) -> f64 {
-        ratio(self.retries, self.first_deliveries)
-    }
-
-    /// Dead letters per first delivery (0 before the first).
-    pub fn dead_letter_ratio(&self) -> f64 {
-        ratio(self.dead_letters, self.first_deliveries)
-    }
-}
-
-fn ratio(n: u64, of: u64) -> f64 {
-    if of == 0 { 0.0 } else { n as f64 / of as f64 }
-}
 
 /// A canary's state at one moment.
 #[derive(Debug, Clone, PartialEq)]

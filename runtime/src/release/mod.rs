@@ -26,11 +26,12 @@ use arc_swap::ArcSwapOption;
 use rebound_engine::CompiledSet;
 use rebound_engine::release::{Arm, Slice};
 
+pub use canary::CanaryFigures;
 use canary::CanaryRun;
-pub use canary::{ArmFigures, CanaryFigures};
 pub use log::{DecisionLog, LogOptions};
+pub use rebound_engine::release::{ArmFigures, ShadowReport, ShadowRow};
+pub use shadow::ROWS_AT_MOST;
 use shadow::ShadowRun;
-pub use shadow::{ROWS_AT_MOST, ShadowReport, ShadowRow};
 
 use crate::topology::Message;
 
@@ -100,6 +101,11 @@ impl Release {
     /// `None` when none ran.
     pub fn clear_canary(&self) -> Option<CanaryFigures> {
         self.canary.swap(None).map(|c| c.figures())
+    }
+
+    /// The running canary's version.
+    pub fn canary_version(&self) -> Option<rebound_engine::Version> {
+        self.canary.load().as_ref().map(|c| *c.set().version())
     }
 
     /// The running canary's figures.

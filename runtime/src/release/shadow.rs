@@ -6,35 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use rebound_engine::release::{Verdict, changed};
-use rebound_engine::{CompiledSet, Decided, Decision, Label, RuleId, RuleRef, Version};
-
-/// One row of the shadow's table: decisions the current set decided `old` and the shadow
-/// `new`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShadowRow {
-    /// What the current set decided.
-    pub old: Verdict,
-    /// What the shadow decided.
-    pub new: Verdict,
-    /// How many.
-    pub count: u64,
-}
-
-/// The shadow's figures (`GET /v1/rules/shadow`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShadowReport {
-    /// The shadow set's version.
-    pub version: Version,
-    /// When it was installed.
-    pub since: SystemTime,
-    /// Decisions it made (every decision since `since`).
-    pub decisions: u64,
-    /// Of those, the ones that differ from what was acted on (`release::changed`).
-    pub changed: u64,
-    /// The changed ones by (old, new), most first (at most [`ROWS_AT_MOST`] rows).
-    pub by: Vec<ShadowRow>,
-}
+use rebound_engine::release::{ShadowReport, ShadowRow, Verdict, changed};
+use rebound_engine::{CompiledSet, Decided, Decision, Label, RuleId, RuleRef};
 
 /// A verdict as the shadow counts it, without allocating: the deciding rule and, for a dead
 /// letter, its label (a retry has none). Both are interned names.

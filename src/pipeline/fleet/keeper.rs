@@ -8,6 +8,21 @@
 //!   and the end of the run once every order has its fate;
 //! - notes whether the store answers (`/readyz`, `rebound_store_up`).
 
+/// The version of the canary a node runs, if one (its heartbeat says it on `/v1/nodes`).
+pub(crate) type CanaryVersion = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// The canary version of `release`'s runtime (none without one).
+pub(crate) fn canary_version(
+    release: Option<Arc<rebound_runtime::release::Release>>,
+) -> CanaryVersion {
+    Arc::new(move || {
+        release
+            .as_ref()
+            .and_then(|r| r.canary_version())
+            .map(|v| v.to_string())
+    })
+}
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -106,6 +121,8 @@ pub(crate) struct Keeper {
     pub(crate) pending: Arc<dyn Fn() -> u64 + Send + Sync>,
     /// The node's breakers, for its heartbeat.
     pub(crate) breakers: crate::metrics::gate::Breakers,
+    /// The version of the canary the node runs, for its heartbeat.
+    pub(crate) canary: CanaryVersion,
     /// Surplus partitions stopped, to be released at the next balance.
     pub(crate) releasing: Mutex<std::collections::HashSet<Part>>,
 }
@@ -255,6 +272,7 @@ impl Keeper {
         let owned_now = self.desk.owned();
         let status = NodeStatus {
             rules_version: Some(self.rules.current().version().to_string()),
+            canary_version: (self.canary)(),
             rules_errors: self
                 .rules_errors
                 .lock()

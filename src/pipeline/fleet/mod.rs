@@ -17,6 +17,7 @@ pub(crate) mod rules_report;
 pub(crate) mod spout;
 
 pub use keeper::FleetState;
+pub(crate) use keeper::{CanaryVersion, canary_version};
 pub use rules_report::{RulesChanged, RulesErrors};
 
 use std::sync::Arc;
@@ -359,6 +360,7 @@ impl Joined {
             messages: options.messages,
             pending: Arc::new(move || stats.snapshot().pending),
             breakers: Arc::new(move || crate::metrics::gate::node_breakers(&gate)),
+            canary: keeper::canary_version(options.release.clone()),
             releasing: Default::default(),
         };
         KeeperStop {

@@ -11,6 +11,8 @@
 //!   trimmed) and what each node runs; `notify.rs`: the hints that a new set was pushed.
 //! - `effects.rs`: an idempotent set of effects shared by the fleet (the bundled order sink),
 //!   counting the duplicates it absorbed.
+//! - `canary.rs`: the fleet's one canary (`release.md`): its record, its arms' counters
+//!   summed over the nodes, a start and an end that the first node wins.
 //! - `adaptive.rs`: the fleet's budgets, breakers, fuse and heat ([`RedisFleetState`], the
 //!   runtime's `adaptive::FleetState`): one script a sync.
 //!
@@ -21,6 +23,7 @@
 //! build per-name keys from it: one hash tag, one cluster slot.
 
 mod adaptive;
+mod canary;
 mod effects;
 mod nodes;
 mod notify;
@@ -29,6 +32,7 @@ mod rules;
 mod run;
 
 pub use adaptive::RedisFleetState;
+pub use canary::{CanaryRecord, CanaryStart};
 pub use nodes::{Join, Member, NodeBreaker, NodeReport, NodeStatus};
 pub use notify::{RulesHint, RulesNotifications};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};

@@ -129,6 +129,8 @@ pub enum Join {
 pub struct NodeStatus {
     /// The version of the rule set it runs.
     pub rules_version: Option<String>,
+    /// The version of the canary it runs beside it, while one runs (`release.md`).
+    pub canary_version: Option<String>,
     /// Why it could not compile the store's set, if it could not (it keeps the set it runs).
     pub rules_errors: Option<Vec<String>>,
     /// The source partitions it owns.
@@ -221,6 +223,10 @@ impl RedisStore {
             Some(e) => set.push(("rules_errors", serde_json::json!(e).to_string())),
             None => clear.push("rules_errors"),
         }
+        match &status.canary_version {
+            Some(v) => set.push(("canary_version", v.clone())),
+            None => clear.push("canary_version"),
+        }
         let mut call = Call::new(&HEARTBEAT)
             .key(self.keys.nodes())
             .arg(self.keys.prefix())
@@ -309,6 +315,7 @@ fn report(node: String, seen: u64, fields: Vec<(String, String)>) -> Result<Node
                 r.started_at = Timestamp::from_millis(number("node started_ms", &value)?)
             }
             "rules_version" => r.status.rules_version = Some(value),
+            "canary_version" => r.status.canary_version = Some(value),
             "rules_errors" => {
                 let errors =
                     serde_json::from_str(&value).map_err(|e| corrupt("node rules_errors", e))?;

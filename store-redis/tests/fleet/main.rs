@@ -8,6 +8,7 @@
 //! uses short leases.
 
 mod adaptive;
+mod canary;
 mod effects;
 mod nodes;
 mod partitions;
