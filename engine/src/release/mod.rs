@@ -10,11 +10,15 @@
 //! - [`Verdict`] (`change.rs`): what a comparison of two decisions looks at (rule, action,
 //!   label), for what-if and the shadow.
 //! - [`Slice`] (`arm.rs`): who is in a canary, by biz and a stable hash of the ordering key.
+//! - [`what_if`] (`whatif.rs`): what a candidate set would have decided for every logged
+//!   context, compared with what was decided ([`WhatIf`], the JSON of `rebound whatif`).
 
 mod arm;
 mod change;
 mod logged;
+mod whatif;
 
 pub use arm::{Arm, Slice, stable_hash};
 pub use change::{Verdict, changed};
 pub use logged::{LoggedContext, LoggedDecision, Outcome, jitter_seed};
+pub use whatif::{ChangeRow, DelaySides, EXAMPLES, Quantiles, WhatIf, outcome_changed, what_if};
