@@ -303,14 +303,21 @@ impl Reloader {
                 current: *current.version(),
             });
         }
-        let sources = to_sources(files).map_err(|r| r.error)?;
-        let version = version_of(&sources);
-        let set = self.compile(sources).map_err(PushError::Rejected)?;
+        let set = self.candidate(files)?;
+        let version = *set.version();
         Ok(Pushed {
             changed: &version != current.version(),
             version,
             warnings: set.warnings().to_vec(),
         })
+    }
+
+    /// `files` compiled as a push would compile them (their names checked, then the
+    /// reloader's own checks), without pushing: the candidate of what-if. Nothing changes and
+    /// nothing is recorded.
+    pub fn candidate(&self, files: BTreeMap<String, String>) -> Result<CompiledSet, PushError> {
+        let sources = to_sources(files).map_err(|r| r.error)?;
+        self.compile(sources).map_err(PushError::Rejected)
     }
 
     /// Goes back to the previous accepted set (the start-up set counts as one), writes it
