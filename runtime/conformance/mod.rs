@@ -25,8 +25,9 @@
 //!
 //! The cases live in `retries.rs` (recovery, the retry row, first fate wins, pruning,
 //! positions, mixed ops, applying twice) and `dead_letters.rs` (listing, paging, attrs, replay,
-//! skip, the audit log); `keys.rs` the ordering key kept with the message; `records.rs` builds
-//! the records and ops they write.
+//! skip, the audit log); `keys.rs` the ordering key kept with the message; `decisions.rs` the
+//! decision log (appended in order, trimmed to `keep`, read through `since` and `limit`,
+//! touching nothing else); `records.rs` builds the records and ops they write.
 
 use std::path::Path;
 
@@ -35,6 +36,8 @@ use crate::store::Store;
 // Each case is named for the property it checks (the store's contract, in `store/mod.rs`).
 #[allow(missing_docs)]
 mod dead_letters;
+#[allow(missing_docs)]
+mod decisions;
 #[allow(missing_docs)]
 mod keys;
 #[allow(missing_docs)]
@@ -50,6 +53,7 @@ pub fn fresh_dir() -> tempfile::TempDir {
 }
 
 pub use dead_letters::*;
+pub use decisions::*;
 pub use keys::*;
 pub use operations::*;
 pub use retries::*;
@@ -100,6 +104,9 @@ macro_rules! conformance_suite {
                 a_kill_is_a_dead_letter_and_an_audit_line_in_one_batch,
                 the_audit_log_filters_by_operator_action_and_time,
                 the_ordering_key_is_kept_in_a_retry_a_dead_letter_and_their_replay,
+                the_decision_log_keeps_the_newest_entries_oldest_first_and_writes_nothing_else,
+                the_decision_log_is_written_in_order_with_the_other_ops_of_its_batch,
+                the_decision_log_applied_twice_logs_again_and_keep_zero_empties_it,
             );
             $crate::conformance_suite!(@reopening
                 recovery_restores_every_retry_with_its_original_due_time_and_overdue_ones_fire_at_once,

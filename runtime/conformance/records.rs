@@ -7,6 +7,7 @@ use crate::scheduler::RetryScheduler;
 use crate::store::*;
 use crate::time::Timestamp;
 use crate::topology::{Failure, FailureRecord};
+use rebound_engine::release::{Arm, LoggedContext, LoggedDecision, Outcome};
 
 // ---- records and ops ---------------------------------------------------------------------
 
@@ -104,6 +105,68 @@ pub fn position(source: &str, position: u64, at: u64) -> WriteOp {
 
 pub fn action(id: &str, operator: &str, reason: &str, at: u64) -> OperatorAction {
     OperatorAction::new(mid(id), operator, reason, ms(at)).unwrap()
+}
+
+/// A logged decision of message `id` at `now_ms`, its whole context set (attrs, headers,
+/// signals, a retry-after, the seed), decided by a canary arm: every field a store must keep.
+/// An even `now_ms` is a retry, an odd one a dead letter.
+pub fn logged(id: &str, now_ms: u64) -> LoggedDecision {
+    let outcome = if now_ms.is_multiple_of(2) {
+        Outcome {
+            action: "retry".into(),
+            delay_ms: Some(1_500),
+            label: None,
+            reason: None,
+            rule: "db-lock".into(),
+            version: "00c0ffee00000001".into(),
+        }
+    } else {
+        Outcome {
+            action: "dead_letter".into(),
+            delay_ms: None,
+            label: Some("L2".into()),
+            reason: Some("max_retries".into()),
+            rule: "defaults".into(),
+            version: "00c0ffee00000001".into(),
+        }
+    };
+    LoggedDecision {
+        id: id.into(),
+        context: LoggedContext {
+            biz: "PAYMENT".into(),
+            code: "DB_LOCK_WAIT".into(),
+            attempt: 3,
+            redrives: 1,
+            elapsed_ms: 4_200,
+            retry_after_ms: Some(750),
+            last_delay_ms: 1_000,
+            attrs: [
+                ("http_status".into(), "503".into()),
+                ("shard".into(), "é7".into()),
+            ]
+            .into(),
+            headers: [("trace".into(), format!("t-{id}"))].into(),
+            now_ms,
+            signals: [
+                ("fail_rate".into(), 0.125),
+                ("retry_queue_depth".into(), 42.0),
+            ]
+            .into(),
+            seed: 0xdead_beef_0000_0000 | now_ms,
+        },
+        outcome,
+        arm: Some(Arm::Canary),
+    }
+}
+
+/// Logs `decisions` (in order) keeping the newest `keep`.
+pub fn log(decisions: Vec<LoggedDecision>, keep: u64) -> WriteOp {
+    WriteOp::LogDecisions { decisions, keep }
+}
+
+/// The whole decision log, oldest first.
+pub fn decision_log(s: &dyn Store) -> Vec<LoggedDecision> {
+    s.decisions(&DecisionFilter::default()).unwrap()
 }
 
 /// Applies `ops`; every op must succeed.

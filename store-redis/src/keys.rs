@@ -19,6 +19,7 @@
 //! | `{NS}:audit` | zset | n → n, every audit line |
 //! | `{NS}:audit:msg:<id>` | zset | n → n, a message's audit lines |
 //! | `{NS}:pos` | hash | source → committed position (forward only) |
+//! | `{NS}:decisions` | stream | the decision log, the fleet's one (`WriteOp::LogDecisions`): an entry per decision in the order logged, fields `at` (the decision's `now_ms`) and `e` (the entry's JSON, as SQLite's `decisions.entry`); trimmed to the newest `keep` (exact `XTRIM MAXLEN`) in the same call |
 //! | `{NS}:src:<source>` | hash | a source partition's lease: `owner` (node), `instance` (process), `epoch` (fencing, `HINCRBY` on each taking), `lease_ms`; partition `p` of `orders` is the source `orders/p` |
 //! | `{NS}:src-members:<source>` | zset | node → last balance ms: the nodes that run the source's partitions |
 //! | `{NS}:nodes` | zset | node → last seen ms (server time) |
@@ -124,6 +125,11 @@ impl Keys {
     /// `{NS}:pos`: every source's committed position.
     pub fn positions(&self) -> String {
         self.key("pos")
+    }
+
+    /// `{NS}:decisions`: the decision log (a stream).
+    pub fn decisions(&self) -> String {
+        self.key("decisions")
     }
 
     /// `{NS}:wake`: the channel a schedule that became the head of the due set is told on.

@@ -13,6 +13,9 @@
 //!   `scheduled()` answers as SQLite's.
 //! - Reads are not one snapshot: the fleet writes meanwhile, and a row that goes between two
 //!   round trips of one read is left out.
+//! - **The decision log is a stream** (`{NS}:decisions`), read newest first with
+//!   `XREVRANGE` in chunks below the last chunk's oldest id: a cursor the fleet's appends and
+//!   trims do not shift, so an entry is read at most once.
 
 use std::sync::LazyLock;
 
@@ -20,11 +23,12 @@ use redis::{Script, Value};
 
 use super::RedisStore;
 use super::wire::{self, Args, Fields, OPS_PER_CALL, corrupt};
+use rebound_engine::release::LoggedDecision;
 use rebound_runtime::store::fields::{int_field, text_field};
 use rebound_runtime::store::{
     Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId,
-    DeadLetterStatus, Fate, MAX_PAGE, MessageId, OpenLetters, Page, Result, RetryCursor,
-    RetryFilter, ScheduledRetry, Store, StoredDeadLetter, WriteOp,
+    DeadLetterStatus, DecisionFilter, Fate, MAX_PAGE, MessageId, OpenLetters, Page, Result,
+    RetryCursor, RetryFilter, ScheduledRetry, Store, StoredDeadLetter, WriteOp, decision_from_json,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -32,6 +36,9 @@ static APPLY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scri
 
 /// Keys per pipelined read.
 const READ_CHUNK: usize = 1000;
+
+/// Decision log entries per `XREVRANGE` (a few MB a reply).
+const DECISIONS_CHUNK: usize = 5000;
 
 impl RedisStore {
     /// One `apply.lua` call (with the custody stream's key as `KEYS[2]`, when there is one).
@@ -359,6 +366,56 @@ impl Store for RedisStore {
             }
         }
         Ok(Page::from_one_more(items, limit, |e| e.id))
+    }
+
+    fn decisions(&self, f: &DecisionFilter) -> Result<Vec<LoggedDecision>> {
+        // Newest first by stream id, a chunk at a time, each chunk below the last one's oldest
+        // id (a cursor that entries appended or trimmed meanwhile do not shift); `at` is
+        // checked before the entry is parsed.
+        let limit = f.limit.unwrap_or(usize::MAX);
+        let location = self.location();
+        let mut out = Vec::new();
+        let mut end = "+".to_owned();
+        while out.len() < limit {
+            let key = self.keys.decisions();
+            let from = end.clone();
+            let reply: Value = self.io.run("decisions", move |mut c| async move {
+                redis::cmd("XREVRANGE")
+                    .arg(key)
+                    .arg(from)
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(DECISIONS_CHUNK)
+                    .query_async(&mut c)
+                    .await
+            })?;
+            let entries = wire::array(reply)?;
+            let read = entries.len();
+            for entry in entries {
+                let mut parts = wire::array(entry)?.into_iter();
+                let id = wire::text(parts.next())?;
+                let fields = Fields::from_value(parts.next().unwrap_or(Value::Nil))?;
+                end = format!("({id}");
+                let at = fields
+                    .get("at")
+                    .and_then(|a| std::str::from_utf8(a).ok()?.parse::<u64>().ok());
+                let Some(at) = at else {
+                    tracing::warn!(store = %location, entry = %id,
+                        "skipping a decision log entry without its time");
+                    continue;
+                };
+                if !f.admits(at) || out.len() >= limit {
+                    continue;
+                }
+                let text = fields.get("e").unwrap_or_default();
+                out.extend(decision_from_json(&location, &id, text));
+            }
+            if read < DECISIONS_CHUNK {
+                break;
+            }
+        }
+        out.reverse();
+        Ok(out)
     }
 
     fn position(&self, source: &str) -> Result<Option<u64>> {

@@ -19,7 +19,7 @@ use rebound_runtime::store::fields::{
 };
 use rebound_runtime::store::{
     Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction,
-    PRUNE_AT_MOST, Result, ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
+    PRUNE_AT_MOST, Result, ScheduledRetry, StoreError, StoredDeadLetter, WriteOp, decision_to_json,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -111,6 +111,16 @@ pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut A
         WriteOp::Audit(kind, action) => {
             action_args(b"U", action, args)?;
             args.push(kind.as_str().as_bytes().to_vec());
+        }
+        WriteOp::LogDecisions { decisions, keep } => {
+            args.push(b"L".to_vec());
+            // XTRIM takes a signed 64-bit count; more than that keeps everything anyway.
+            args.push(keep.min(&(i64::MAX as u64)).to_string().into_bytes());
+            args.push(decisions.len().to_string().into_bytes());
+            for d in decisions {
+                args.push(d.context.now_ms.to_string().into_bytes());
+                args.push(decision_to_json(d)?.into_bytes());
+            }
         }
     }
     Ok(())

@@ -134,6 +134,9 @@ fn kinds(ops: &[WriteOp]) -> Vec<String> {
             WriteOp::Expire(a) => format!("expire {}", a.id),
             WriteOp::RetryNow(a) => format!("retry now {}", a.id),
             WriteOp::Audit(kind, a) => format!("audit {} {}", kind.as_str(), a.id),
+            WriteOp::LogDecisions { decisions, keep } => {
+                format!("log {} decisions, keep {keep}", decisions.len())
+            }
         })
         .collect()
 }

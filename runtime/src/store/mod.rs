@@ -1,5 +1,5 @@
 //! Durable state behind one small [`Store`] trait: scheduled retries, dead letters, the audit
-//! log, message fates and source positions.
+//! log, message fates, source positions and the decision log.
 //!
 //! - [`sqlite`]: the embedded default, one SQLite file (`rebound.db`) in the data directory.
 //! - The shared store, several nodes on one Redis 7, is crate `rebound-store-redis`: the same
@@ -33,6 +33,9 @@
 //!   makes the message a fresh delivery (a retry due at once, attempt 0), marks the letter
 //!   `replayed` (history kept), clears the fate and writes the audit log; a skip marks it
 //!   `skipped` and writes the audit log.
+//! - The decision log ([`WriteOp::LogDecisions`], [`Store::decisions`]) is a bounded sample,
+//!   not a record: entries are appended in order and only the newest `keep` stay, trimmed in
+//!   the same transaction. It touches nothing else (no retry row, no fate, no audit line).
 //! - Every op is safe to apply twice (a batch whose commit reply was lost is applied again):
 //!   upserts, first fate wins, positions only move forward, and an operator action on a letter
 //!   already handled is refused, not repeated.
@@ -40,11 +43,13 @@
 pub use crate::fate::DeadLetter;
 use crate::time::Timestamp;
 pub use crate::topology::{Message, MessageId};
+use rebound_engine::release::LoggedDecision;
 
 mod claims;
 #[cfg(feature = "conformance")]
 #[path = "../../conformance/mod.rs"]
 pub mod conformance;
+mod decisions;
 mod error;
 mod failures;
 pub mod fields;
@@ -56,6 +61,7 @@ mod values;
 mod writes;
 
 pub use claims::{ClaimQueue, ClaimToken, Claimed, Reaped};
+pub use decisions::{DecisionFilter, decision_from_json, decision_to_json};
 pub use error::StoreError;
 pub use failures::record_json;
 pub use records::{
@@ -253,6 +259,17 @@ pub enum WriteOp {
     /// Write an audit line only (an action whose effect other ops carry, in the same batch:
     /// a kill is this and the dead letter).
     Audit(AuditAction, OperatorAction),
+    /// Append `decisions` to the decision log, in order, then keep only the newest `keep`
+    /// entries of the whole log (`keep` 0 empties it). Writes no retry row, no fate and no
+    /// audit line. Applied twice, the entries are logged twice (then trimmed as once): the
+    /// log is a sample for analysis, not a record, and a batch replayed after a lost reply
+    /// may leave a decision in it two times.
+    LogDecisions {
+        /// The decisions, oldest first.
+        decisions: Vec<LoggedDecision>,
+        /// How many entries the log keeps (`decisions.keep`).
+        keep: u64,
+    },
 }
 
 impl WriteOp {
@@ -269,7 +286,8 @@ impl WriteOp {
             | WriteOp::RetryNow(_)
             | WriteOp::Skip(_)
             | WriteOp::Expire(_)
-            | WriteOp::Audit(..) => None,
+            | WriteOp::Audit(..)
+            | WriteOp::LogDecisions { .. } => None,
         }
     }
 }
@@ -390,6 +408,10 @@ pub trait Store: Send + Sync {
 
     /// The last committed position of a source.
     fn position(&self, source: &str) -> Result<Option<u64>>;
+
+    /// The decision log: the entries that pass `filter` (made at or after `since`, the newest
+    /// `limit`), oldest first. An entry that does not parse is skipped with a warning.
+    fn decisions(&self, filter: &DecisionFilter) -> Result<Vec<LoggedDecision>>;
 }
 
 /// Replays the message's open dead letter directly in `store` (for a store no journal writes

@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes and understands.
-pub const CURRENT_VERSION: u32 = 5;
+pub const CURRENT_VERSION: u32 = 6;
 
 /// `PRAGMA application_id` of a Rebound database ("RBND").
 pub const APPLICATION_ID: i32 = 0x5242_4e44;
@@ -161,6 +161,17 @@ const MIGRATIONS: &[&str] = &[
     // by time, for `WriteOp::PruneFates`.
     r#"
     CREATE INDEX fates_unpositioned ON fates (at_ms) WHERE fate = 1 AND source IS NULL;
+    "#,
+    // 5 → 6: the decision log, a bounded sample (`WriteOp::LogDecisions`): one JSON entry per
+    // decision in the order logged (`seq`; AUTOINCREMENT so a trimmed seq is never reused),
+    // `at_ms` the decision's time for `since`.
+    r#"
+    CREATE TABLE decisions (
+        seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms            INTEGER NOT NULL,
+        entry            TEXT NOT NULL
+    );
+    CREATE INDEX decisions_at ON decisions (at_ms);
     "#,
 ];
 

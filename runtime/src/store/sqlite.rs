@@ -18,15 +18,17 @@ use std::time::Duration;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
+use super::decision_from_json;
 use super::rows::*;
 use super::schema;
 use super::writes::{Writes, fate_in, latest_dead_letter};
 use super::{
-    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId, Fate, MAX_PAGE,
-    MessageId, OpenLetters, Page, Result, RetryCursor, RetryFilter, ScheduledRetry, Store,
-    StoreError, StoredDeadLetter, WriteOp,
+    Applied, AuditAction, AuditEntry, AuditFilter, DeadLetterFilter, DeadLetterId, DecisionFilter,
+    Fate, MAX_PAGE, MessageId, OpenLetters, Page, Result, RetryCursor, RetryFilter, ScheduledRetry,
+    Store, StoreError, StoredDeadLetter, WriteOp,
 };
 use crate::time::Timestamp;
+use rebound_engine::release::LoggedDecision;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "rebound.db";
@@ -173,6 +175,7 @@ impl Store for SqliteStore {
                     WriteOp::Expire(action) => w.expire(action),
                     WriteOp::RetryNow(action) => w.retry_now(action),
                     WriteOp::Audit(kind, action) => w.audit(*kind, action),
+                    WriteOp::LogDecisions { decisions, keep } => w.log_decisions(decisions, *keep),
                 })
                 .collect()
         })
@@ -383,6 +386,33 @@ impl Store for SqliteStore {
             .optional()?;
         pos.map(|p| u64::try_from(p).map_err(|_| corrupt("positions", "position", p)))
             .transpose()
+    }
+
+    fn decisions(&self, f: &DecisionFilter) -> Result<Vec<LoggedDecision>> {
+        let since = f
+            .since
+            .map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+        let limit = f.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let location = self.location();
+        let conn = self.conn();
+        // Newest first up to the limit (LIMIT -1: no limit), turned oldest first below.
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, entry FROM decisions WHERE at_ms >= ?1 ORDER BY seq DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![since, limit], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, entry) = row?;
+            out.extend(decision_from_json(
+                &location,
+                &seq.to_string(),
+                entry.as_bytes(),
+            ));
+        }
+        out.reverse();
+        Ok(out)
     }
 }
 

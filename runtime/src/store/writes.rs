@@ -5,12 +5,14 @@
 
 use rusqlite::{CachedStatement, Connection, OptionalExtension, Transaction, params};
 
+use super::decisions::decision_to_json;
 use super::rows::*;
 use super::{
     Applied, AuditAction, DeadLetter, DeadLetterStatus, Fate, MessageId, Offset, OperatorAction,
     Result, ScheduledRetry, StoredDeadLetter,
 };
 use crate::time::Timestamp;
+use rebound_engine::release::LoggedDecision;
 
 /// Writes (or replaces) the retry row, unless the message already has a final fate: a retry
 /// for an acked or dead-lettered message could later give it a second fate.
@@ -33,6 +35,10 @@ const PUT_POSITION: &str = "INSERT INTO positions (source, position, at_ms) VALU
 const PRUNE_ACKED: &str = "DELETE FROM fates WHERE source = ?1 AND position <= ?2 AND fate = 1";
 const PRUNE_UNPOSITIONED: &str =
     "DELETE FROM fates WHERE fate = 1 AND source IS NULL AND at_ms < ?1";
+const PUT_DECISION: &str = "INSERT INTO decisions (at_ms, entry) VALUES (?1, ?2)";
+/// Keeps the newest `?1` entries: seqs only grow, so the newest `keep` are the `keep` highest.
+const TRIM_DECISIONS: &str =
+    "DELETE FROM decisions WHERE seq <= (SELECT MAX(seq) FROM decisions) - ?1";
 
 /// The write statements of one transaction, each prepared on first use.
 pub(super) struct Writes<'t, 'c> {
@@ -190,6 +196,23 @@ impl<'t, 'c> Writes<'t, 'c> {
         self.tx
             .prepare_cached(PRUNE_UNPOSITIONED)?
             .execute([ts_to_sql("before", before)?])?;
+        Ok(Applied::Done)
+    }
+
+    /// Appends `decisions` to the decision log, in order, and trims it to the newest `keep`.
+    pub(super) fn log_decisions(
+        &mut self,
+        decisions: &[LoggedDecision],
+        keep: u64,
+    ) -> Result<Applied> {
+        let mut put = self.tx.prepare_cached(PUT_DECISION)?;
+        for d in decisions {
+            // A time beyond what the column holds is the far future, as a due time's is.
+            let at = i64::try_from(d.context.now_ms).unwrap_or(i64::MAX);
+            put.execute(params![at, decision_to_json(d)?])?;
+        }
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        self.tx.prepare_cached(TRIM_DECISIONS)?.execute([keep])?;
         Ok(Applied::Done)
     }
 

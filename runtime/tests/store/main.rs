@@ -4,6 +4,7 @@
 //! store on Redis runs the same suite in its own crate (`store-redis/tests/store/`).
 
 mod sqlite;
+mod sqlite_decisions;
 
 use std::path::Path;
 

@@ -21,6 +21,8 @@
 --   E id at operator reason          expire
 --   N id at operator reason          retry now
 --   U id at operator reason action   an audit line only
+--   L keep n (at entry)…             log n decisions (`at` the decision's time, `entry` its
+--                                    JSON), then keep the newest `keep`
 --   X group n entry…                 custody acks: XACK KEYS[2] group entry… (no answer)
 -- (A position's time is not kept: nothing reads it. An acked fate's is, without an offset:
 -- its score in acked-at, for F.)
@@ -60,6 +62,9 @@
 --   N: the row is not due (gone, or in flight) [noretry]; else it is due at `at`, an audit
 --      line [done].
 --   U: an audit line, naming the message's latest letter if it has one [done].
+--   L: each entry XADDed to the stream decisions (fields `at`, `e`), in order; then the
+--      stream is trimmed to exactly its newest `keep` (XTRIM MAXLEN; `keep` 0 empties it)
+--      [done]. Nothing else is read or written: no row, no fate, no audit line.
 --   X: after every other op of the call, the entries are acknowledged to the group of the
 --      stream KEYS[2] (the store's custody of a stream source's messages: the schedules and
 --      dead letters of this call, whatever their answers, since the store has each message
@@ -69,7 +74,9 @@
 -- Safe to run twice (a reply lost to a dropped connection): a second run finds the fates the
 -- first one wrote (known), a schedule is an upsert (a stale one is refused again), positions
 -- only move forward and pruning what is pruned is nothing, and an operator action finds its
--- letter handled (handled). The store ends as after one run; only the answers differ, as they
+-- letter handled (handled). The decision log is the exception, by design: it is a sample, not
+-- a record, and a second run appends its entries again (then trims to `keep` as the first
+-- did). The store ends as after one run; only the answers differ, as they
 -- do on SQLite.
 
 local P = KEYS[1]
@@ -112,6 +119,13 @@ while i <= n do
     op.fields = take_pairs()
   elseif t == 'P' then
     op.source, op.position = take(), take()
+  elseif t == 'L' then
+    op.keep = take()
+    if not tonumber(op.keep) then error('apply.lua: malformed call: no keep at ARGV ' .. (i - 1)) end
+    local count = tonumber(take())
+    if not count then error('apply.lua: malformed call: no decision count at ARGV ' .. (i - 1)) end
+    op.entries = {}
+    for k = 1, 2 * count do op.entries[k] = take() end
   elseif t == 'R' or t == 'K' or t == 'E' or t == 'N' or t == 'U' then
     op.id, op.at, op.operator, op.reason = take(), take(), take(), take()
     if t == 'U' then op.action = take() end
@@ -326,8 +340,17 @@ local function audit_only(op)
   return { 'done' }
 end
 
+local function log_decisions(op)
+  local log = P .. 'decisions'
+  for k = 1, #op.entries, 2 do
+    redis.call('XADD', log, '*', 'at', op.entries[k], 'e', op.entries[k + 1])
+  end
+  redis.call('XTRIM', log, 'MAXLEN', op.keep)
+  return { 'done' }
+end
+
 local RUN = { S = schedule, A = acked, D = dead_letter, P = position, R = replay, K = skip,
-  E = expire, N = retry_now, U = audit_only, F = prune_fates }
+  E = expire, N = retry_now, U = audit_only, F = prune_fates, L = log_decisions }
 local answers = {}
 for k, op in ipairs(ops) do answers[k] = RUN[op.tag](op) end
 for _, op in ipairs(xacks) do
