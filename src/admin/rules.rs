@@ -351,7 +351,8 @@ fn if_match(headers: &HeaderMap) -> Result<Option<IfMatch>, ApiError> {
         .transpose()
 }
 
-fn push_error(e: PushError) -> ApiError {
+/// A refused push as the answer it means (422 with the diagnostics for a rejected set).
+pub(super) fn push_error(e: PushError) -> ApiError {
     match &e {
         PushError::BadName(_) | PushError::Empty => ApiError::bad_request(e.to_string()),
         PushError::Conflict { current } => ApiError::with_body(

@@ -3,7 +3,7 @@
 //! (`serve_dead_letters`), the operator's routes (`serve_operator`), alerts to a webhook (`serve_alerts`, with a
 //! `receiver` of the test's own) and to a real Alertmanager (`serve_alertmanager`), labels that redrive
 //! (`serve_redrive`), the config-center puller (`serve_pull`) and the rules watcher
-//! (`serve_watch`). `support` starts the binary and speaks HTTP to it.
+//! (`serve_watch`), what-if over the running process's decision log (`serve_whatif`). `support` starts the binary and speaks HTTP to it.
 
 mod receiver;
 mod support;
@@ -23,5 +23,9 @@ mod serve_pull;
 mod serve_ready;
 mod serve_redrive;
 mod serve_watch;
+mod serve_whatif;
+
+#[path = "../cli/whatif_log.rs"]
+mod whatif_log;
 
 mod relay;
