@@ -97,8 +97,10 @@ fn every_rule(n: usize) -> impl Iterator<Item = Candidate> {
 }
 
 impl CompiledSet {
-    /// Decides through the index (the fast path).
-    pub(crate) fn decide<R: Rng + ?Sized>(&self, ctx: &FailureContext<'_>, rng: &mut R) -> Decided {
+    /// Decides through the index (the fast path). The set in force decides through
+    /// [`PolicyHandle`](crate::PolicyHandle); this is for a set that is not (yet) in force: a
+    /// candidate's what-if, a shadow, a canary (`release.md`).
+    pub fn decide<R: Rng + ?Sized>(&self, ctx: &FailureContext<'_>, rng: &mut R) -> Decided {
         let mut candidates = self.index.candidates(ctx.biz, ctx.code);
         self.decide_among(&mut candidates, ctx, rng, &mut ()).0
     }

@@ -47,6 +47,7 @@ mod executor;
 mod fairness;
 pub mod fate;
 pub mod policy;
+pub mod release;
 pub mod scheduler;
 pub mod sources;
 pub mod stats;

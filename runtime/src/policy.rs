@@ -16,23 +16,22 @@
 //! any F: only the delays decided after the restart change speed). The message timeout is
 //! scaled where the topology's `Config` is built.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
-use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use rebound_engine::PolicyHandle;
+use rebound_engine::release::{Arm, jitter_seed};
 
 use crate::fate::{Decided, Decision, FailureContext, FailurePolicy};
+use crate::release::{Observed, Release};
 pub use crate::time::TimeScale;
-
-thread_local! {
-    /// Jitter for decisions made on this thread; `decide` takes `&self`, and spout tasks move
-    /// between worker threads, so the RNG lives with the thread, not the policy.
-    static RNG: RefCell<SmallRng> = RefCell::new(rand::make_rng());
-}
+use crate::topology::Message;
 
 /// Decides failures with the rule engine: one [`PolicyHandle::decide`] per failure, on the set
-/// that is current at that moment. See the [module docs](self) for the time scale.
+/// that is current at that moment (or the canary's, for a message in its slice), with jitter
+/// drawn from [`jitter_seed`] of the message and the attempt, so that the decision log's
+/// context decides again as it did. See the [module docs](self) for the time scale.
 ///
 /// ```
 /// use rebound_engine::{PolicyHandle, SourceFile, compile};
@@ -47,13 +46,25 @@ thread_local! {
 pub struct RulePolicy {
     handle: Arc<PolicyHandle>,
     scale: TimeScale,
+    release: Option<Arc<Release>>,
 }
 
 impl RulePolicy {
     /// A policy deciding with `handle` (share the reloader's, so reloads take effect) at
     /// `scale`.
     pub fn new(handle: Arc<PolicyHandle>, scale: TimeScale) -> RulePolicy {
-        RulePolicy { handle, scale }
+        RulePolicy {
+            handle,
+            scale,
+            release: None,
+        }
+    }
+
+    /// The same policy, consulting `release` at every decision: the decision log, a shadow
+    /// set, a canary.
+    pub fn with_release(mut self, release: Arc<Release>) -> RulePolicy {
+        self.release = Some(release);
+        self
     }
 
     /// The handle decisions go through.
@@ -65,16 +76,42 @@ impl RulePolicy {
     pub fn scale(&self) -> TimeScale {
         self.scale
     }
+
+    /// The release state it consults, if any.
+    pub fn release(&self) -> Option<&Arc<Release>> {
+        self.release.as_ref()
+    }
+
+    /// The rules' decision of `ctx` (already in the rules' time), with the release's
+    /// canary, shadow and log.
+    fn decide_in_rules_time(&self, ctx: &FailureContext<'_>, message: &Message) -> Decided {
+        let seed = jitter_seed(message.id.as_str(), ctx.attempt, ctx.redrives);
+        let rng = &mut StdRng::seed_from_u64(seed);
+        let Some(release) = &self.release else {
+            return self.handle.decide(ctx, rng);
+        };
+        let (decided, arm) = match release.canary_arm(message) {
+            Some((Arm::Canary, set)) => (set.decide(ctx, rng), Some(Arm::Canary)),
+            Some((Arm::Stable, _)) => (self.handle.decide(ctx, rng), Some(Arm::Stable)),
+            None => (self.handle.decide(ctx, rng), None),
+        };
+        if let Some(shadow) = release.shadow_run() {
+            let theirs = shadow.set().decide(ctx, &mut StdRng::seed_from_u64(seed));
+            shadow.count(&decided, &theirs);
+        }
+        release.log().record(message, ctx, seed, &decided, arm);
+        decided
+    }
 }
 
 impl FailurePolicy for RulePolicy {
-    fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
+    fn decide(&self, ctx: &FailureContext<'_>, message: &Message) -> Decided {
         let rules_ctx = FailureContext {
             elapsed: self.scale.to_rules(ctx.elapsed),
             last_delay: self.scale.to_rules(ctx.last_delay),
             ..*ctx
         };
-        let mut decided = RNG.with(|rng| self.handle.decide(&rules_ctx, &mut *rng.borrow_mut()));
+        let mut decided = self.decide_in_rules_time(&rules_ctx, message);
         if let Decision::Retry { delay, rule } = &mut decided.decision {
             let real = self.scale.to_real(*delay);
             tracing::trace!(
@@ -85,6 +122,12 @@ impl FailurePolicy for RulePolicy {
             *delay = real;
         }
         decided
+    }
+
+    fn observe(&self, message: &Message, event: Observed) {
+        if let Some(release) = &self.release {
+            release.observe(message, event);
+        }
     }
 
     /// The set's `heat.weights`: the first code pattern that matches, else 1.
@@ -150,19 +193,22 @@ rules:
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
-        p.decide(&FailureContext {
-            biz: &m.biz,
-            code: &f.code,
-            attempt: m.retry.attempt,
-            redrives: m.retry.redrives,
-            elapsed,
-            retry_after: f.retry_after,
-            last_delay: m.retry.last_delay(),
-            attrs: &f.attrs,
-            headers: m.headers.view(),
-            now: 0,
-            signals: rebound_engine::SignalView::Map(&signals),
-        })
+        p.decide(
+            &FailureContext {
+                biz: &m.biz,
+                code: &f.code,
+                attempt: m.retry.attempt,
+                redrives: m.retry.redrives,
+                elapsed,
+                retry_after: f.retry_after,
+                last_delay: m.retry.last_delay(),
+                attrs: &f.attrs,
+                headers: m.headers.view(),
+                now: 0,
+                signals: rebound_engine::SignalView::Map(&signals),
+            },
+            m,
+        )
     }
 
     fn msg(attempt: u32) -> Message {

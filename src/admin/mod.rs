@@ -74,6 +74,8 @@ pub struct AdminState {
     pub edges: edges::Edges,
     /// The names a request's `Host` may carry.
     pub names: edges::OwnNames,
+    /// The process's release state: a shadow set, a canary, the decision log (release.md).
+    pub release: Arc<rebound_runtime::release::Release>,
 }
 
 /// The admin API's routes, with `more` (the console's) merged under the same edges: the

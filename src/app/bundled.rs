@@ -63,6 +63,7 @@ impl Job for Bundled {
         p.config = self.config;
         p.fleet = wiring.fleet;
         p.alerts = Some(wiring.alerts);
+        p.release = Some(wiring.release);
         Box::pin(async move {
             let running = pipeline::start(p).await?;
             Ok(Box::new(BundledRunning(running)) as Box<dyn Running>)

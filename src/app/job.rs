@@ -27,6 +27,9 @@ pub struct Wiring {
     /// On a shared store: the fleet this node joined, whose rule set of record it follows
     /// (the bundled pipeline runs its share of the fleet's run there).
     pub fleet: Option<crate::pipeline::FleetLink>,
+    /// The process's release state: every decision of the job consults it (the decision
+    /// log, a shadow set, a canary: `RulePolicy::with_release`).
+    pub release: Arc<rebound_runtime::release::Release>,
 }
 
 /// Why a job did not start, or did not stop cleanly.

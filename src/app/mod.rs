@@ -111,6 +111,8 @@ pub struct Options {
     /// file); empty without one. An [`crate::alerts::AlertDispatcher`] started on them is the
     /// job's alert sink.
     pub receivers: Receivers,
+    /// The decision log's sample and bound (`decisions:`, release.md).
+    pub decisions: rebound_runtime::release::LogOptions,
 }
 
 impl Options {
@@ -169,6 +171,7 @@ impl Options {
             topology: rebound_runtime::topology::Config::default(),
             stop: lifecycle::StopBounds::default(),
             receivers: Receivers::default(),
+            decisions: rebound_runtime::release::LogOptions::default(),
         }
     }
 }
@@ -373,10 +376,13 @@ async fn wire(
     // Alerts go out on their own tasks: a slow receiver never holds back the topology.
     let alerts = AlertDispatcher::start(&options.receivers, AlertOptions::default());
     metrics.alerts.attach(alerts.clone());
+    // One per process: the decision log, a shadow set and a canary (release.md).
+    let release = rebound_runtime::release::Release::new(options.decisions);
     let wiring = Wiring {
         rules: Arc::clone(reloader.handle()),
         alerts: Arc::new(alerts.clone()),
         fleet: link,
+        release: Arc::clone(&release),
     };
     let running = match job.start(wiring).await {
         Ok(r) => r,
@@ -416,6 +422,7 @@ async fn wire(
             }),
             edges,
             names,
+            release: Arc::clone(&release),
         };
         running.attach(&mut state);
         admin_task = Some(tokio::spawn(admin::serve_admin(listener, state, async {

@@ -237,7 +237,10 @@ impl Job for TopologyJob {
                 publisher.start(durable.store().clone());
             }
             let keeper = LetterKeeper::new(durable.clone(), wiring.rules.clone(), self.scale);
-            let mut seams = durable.seams(RulePolicy::new(wiring.rules.clone(), self.scale));
+            durable.log_decisions(&wiring.release);
+            let policy = RulePolicy::new(wiring.rules.clone(), self.scale)
+                .with_release(Arc::clone(&wiring.release));
+            let mut seams = durable.seams(policy);
             if let (Some((_, member)), Some(store)) = (&joined, &shared) {
                 // On a fleet: one budget, one breaker state, one heat (operations.md).
                 seams = seams.with_fleet_state(Arc::new(

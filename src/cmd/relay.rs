@@ -164,6 +164,7 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     });
     options.fleet = fleet;
     options.topology = topology.clone();
+    options.decisions = file.decisions.apply(options.decisions);
     if let Some(drain) = file.topology.drain {
         options.stop = drain.0;
     }

@@ -126,6 +126,7 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     options.fleet = fleet;
     options.admin = admin;
     options.topology = file.topology.apply(options.topology);
+    options.decisions = file.decisions.apply(options.decisions);
     if let Some(drain) = file.topology.drain {
         options.stop = drain.0;
     }

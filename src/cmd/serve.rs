@@ -93,6 +93,7 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
         interval: args.rules_poll_interval,
     });
     options.topology = file.topology.apply(options.topology);
+    options.decisions = file.decisions.apply(options.decisions);
     if let Some(drain) = file.topology.drain {
         options.stop = drain.0;
     }

@@ -90,6 +90,35 @@ pub struct ConfigFile {
     /// `relay`'s dead letters: `publish`, where each stored one is also published.
     #[serde(default, deserialize_with = "parse::section")]
     pub dead_letters: DeadLettersSetting,
+    /// The decision log (`release.md`): how much of it is sampled and kept.
+    #[serde(default, deserialize_with = "parse::section")]
+    pub decisions: Decisions,
+}
+
+/// `decisions:`: the decision log's sample and bound; `None` keeps the default (100%,
+/// 100,000 entries).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decisions {
+    /// The share of decisions recorded: `100%`, `10%`, `0%` (none), or 0–1.
+    #[serde(default, deserialize_with = "parse::sample")]
+    pub sample: Option<f64>,
+    /// The newest entries the store keeps.
+    #[serde(default, deserialize_with = "parse::count")]
+    pub keep: Option<u64>,
+}
+
+impl Decisions {
+    /// `options` with what this section sets.
+    pub fn apply(
+        &self,
+        options: rebound_runtime::release::LogOptions,
+    ) -> rebound_runtime::release::LogOptions {
+        rebound_runtime::release::LogOptions {
+            sample: self.sample.unwrap_or(options.sample),
+            keep: self.keep.unwrap_or(options.keep),
+        }
+    }
 }
 
 /// `store:`: the URL, alone or with the file its password is in.

@@ -215,6 +215,28 @@ pub(super) fn share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::E
     })
 }
 
+/// A sample of decisions: `10%` or 0.1, from 0% (none) to 100%.
+pub(super) fn sample<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    const EXPECTED: &str = "a share from 0% to 100%, such as '10%' or 0.1";
+    checked_number(d, EXPECTED, |n| {
+        let x = match n {
+            Number::Whole(n) => n as f64,
+            Number::Real(x) => x,
+            Number::Text(s) => {
+                let percent = s.trim().strip_suffix('%');
+                match percent.and_then(|p| p.trim().parse::<f64>().ok()) {
+                    Some(p) => p / 100.0,
+                    None => return Err(format!("bad sample '{s}'; expected {EXPECTED}")),
+                }
+            }
+        };
+        if !(0.0..=1.0).contains(&x) {
+            return Err(format!("a sample of {}%; expected {EXPECTED}", x * 100.0));
+        }
+        Ok(Some(x))
+    })
+}
+
 /// `--store`: `sqlite`, or a `redis://` URL that parses (never echoed: it may hold a
 /// password).
 pub(super) fn store<'de, D: Deserializer<'de>>(

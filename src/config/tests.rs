@@ -456,3 +456,34 @@ fn a_drain_must_leave_the_stop_a_second_and_names_what_is_wrong() {
         assert_eq!(d.line, Some(2), "{text}: {d:?}");
     }
 }
+
+#[test]
+fn the_decision_log_takes_a_sample_from_none_to_all_and_a_bound() {
+    use rebound_runtime::release::LogOptions;
+    let config = parse("decisions:\n  sample: 10%\n  keep: 5000\n").expect("a section");
+    assert_eq!(
+        config.decisions.apply(LogOptions::default()),
+        LogOptions {
+            sample: 0.1,
+            keep: 5000
+        }
+    );
+    for (text, share) in [("0%", 0.0), ("100%", 1.0), ("0.25", 0.25), ("1", 1.0)] {
+        let config = parse(&format!("decisions:\n  sample: {text}\n")).expect(text);
+        assert_eq!(config.decisions.sample, Some(share), "{text}");
+    }
+    assert_eq!(
+        parse("{}").unwrap().decisions.apply(LogOptions::default()),
+        LogOptions::default()
+    );
+    for (text, says) in [
+        ("  sample: 150%", "a sample of 150%"),
+        ("  sample: lots", "bad sample 'lots'"),
+        ("  keep: 0", "at least 1"),
+        ("  kept: 5", "kept"),
+    ] {
+        let d = first_error(&format!("decisions:\n{text}\n"));
+        assert_eq!(d.line, Some(2), "{text}: {d:?}");
+        assert!(d.message.contains(says), "{text}: {}", d.message);
+    }
+}

@@ -193,6 +193,9 @@ pub struct PipelineOptions {
     /// `run --fresh`: the run the data directory holds is removed first, under its lock
     /// ([`other_run::start_over`]), and this one starts in its place.
     pub fresh: bool,
+    /// The process's release state (the decision log, a shadow, a canary), which every
+    /// decision consults; `None`: decisions by the rules alone, none logged.
+    pub release: Option<Arc<rebound_runtime::release::Release>>,
 }
 
 impl PipelineOptions {
@@ -214,6 +217,7 @@ impl PipelineOptions {
             alerts: None,
             outage: None,
             fresh: false,
+            release: None,
         }
     }
 }
@@ -496,7 +500,12 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     })
     .fields("parse", ["id"]);
     let topology = b.build()?;
-    let mut seams = durable.seams(RulePolicy::new(options.rules.clone(), scale));
+    let mut policy = RulePolicy::new(options.rules.clone(), scale);
+    if let Some(release) = &options.release {
+        policy = policy.with_release(Arc::clone(release));
+        durable.log_decisions(release);
+    }
+    let mut seams = durable.seams(policy);
     if let Some(joined) = &fleet {
         seams = seams.with_fleet_state(joined.adaptive_state());
     }

@@ -1,6 +1,7 @@
 //! What a comparison of two decisions of the same context looks at: the deciding rule, the
-//! action and the label. Two decisions with the same [`Verdict`] are unchanged, whatever their
-//! delays (the delays are compared as quantiles, in what-if's table).
+//! action and the label (a [`Verdict`], the key of what-if's and the shadow's tables), and for
+//! two retries the delay ([`changed`]: the same verdict with another delay is a change, shown
+//! in its row's delay quantiles).
 
 use crate::release::logged::Outcome;
 use crate::types::{Decided, Decision};
@@ -34,10 +35,19 @@ impl From<&Outcome> for Verdict {
     }
 }
 
-/// Whether two decisions differ in rule, action or label (no allocation: the shadow's path).
+/// Whether two decisions of one context differ: in rule, action or label, or, both being
+/// retries, in delay (a candidate that only moves a rule's delay changes that rule's
+/// decisions). No allocation: the shadow's path.
 pub fn changed(a: &Decided, b: &Decided) -> bool {
     match (&a.decision, &b.decision) {
-        (Decision::Retry { rule: x, .. }, Decision::Retry { rule: y, .. }) => x != y,
+        (
+            Decision::Retry {
+                rule: x, delay: dx, ..
+            },
+            Decision::Retry {
+                rule: y, delay: dy, ..
+            },
+        ) => x != y || dx != dy,
         (
             Decision::DeadLetter {
                 rule: x, label: lx, ..

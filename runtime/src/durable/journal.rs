@@ -69,6 +69,7 @@ use super::held_acks::HeldAcks;
 use super::journal_counters::Counters;
 pub use super::journal_counters::JournalStats;
 use super::prune::FatePruner;
+use crate::release::DecisionLog;
 use crate::store::{Applied, MessageId, Result, ScheduledRetry, Store, StoreError, WriteOp};
 use crate::time::Timestamp;
 
@@ -136,6 +137,8 @@ enum Entry {
     Wait(Vec<WriteOp>, Waiter),
     Flush(oneshot::Sender<()>),
     Rows(Vec<MessageId>),
+    /// The decision log whose entries each batch from now on takes along.
+    Decisions(Arc<DecisionLog>),
 }
 
 struct Inner {
@@ -193,6 +196,13 @@ impl Journal {
     pub fn write_behind(&self, op: WriteOp) {
         self.inner.counters.backlog.fetch_add(1, Relaxed);
         self.send(Entry::Op(op));
+    }
+
+    /// From now on each batch also writes what `log` holds (`WriteOp::LogDecisions`, bounded
+    /// by its `keep`): the decisions ride in the commit of the writes they caused, and the
+    /// last ones go with the journal's last batch. A later call replaces the log.
+    pub fn log_decisions(&self, log: Arc<DecisionLog>) {
+        self.send(Entry::Decisions(log));
     }
 
     /// Queues a retry's `Schedule` as [`write_behind`](Self::write_behind) does; once it is
@@ -364,6 +374,8 @@ struct Ledger {
     write_every_ack: bool,
     /// When to prune the acked fates without an offset (`fates_keep`).
     pruner: Option<FatePruner>,
+    /// The decision log each batch drains (`Journal::log_decisions`).
+    decisions: Option<Arc<DecisionLog>>,
 }
 
 impl Batch {
@@ -424,6 +436,7 @@ impl Batch {
                     ledger.held.has_row(id);
                 }
             }
+            Entry::Decisions(log) => ledger.decisions = Some(log),
         }
     }
 
@@ -453,6 +466,21 @@ impl Batch {
         if let Some(op) = ledger.pruner.as_mut().and_then(|p| p.due(self.now)) {
             self.loose.push(self.ops.len());
             self.ops.push(op);
+        }
+    }
+
+    /// Adds the decisions logged since the last batch (never queued: not in the backlog).
+    fn decisions(&mut self, ledger: &Ledger) {
+        let Some(log) = &ledger.decisions else {
+            return;
+        };
+        let decisions = log.take();
+        if !decisions.is_empty() {
+            self.loose.push(self.ops.len());
+            self.ops.push(WriteOp::LogDecisions {
+                decisions,
+                keep: log.options().keep,
+            });
         }
     }
 
@@ -597,6 +625,7 @@ fn run(
         }
         batch.settle_acks(&mut ledger, options, all);
         batch.prune(&mut ledger);
+        batch.decisions(&ledger);
         // Moot writes count as committed: what they would have written is already settled.
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);
@@ -617,7 +646,7 @@ fn refuse_all(rx: &mpsc::Receiver<Entry>, counters: &Counters) {
     while let Ok(entry) = rx.recv() {
         let writes = match entry {
             Entry::Op(_) | Entry::Retain(..) => 1,
-            Entry::Rows(_) => 0,
+            Entry::Rows(_) | Entry::Decisions(_) => 0,
             Entry::Wait(ops, done) => {
                 let _ = done.send(Err(StoreError::WriterClosed));
                 ops.len()

@@ -392,6 +392,12 @@ impl Durable {
             })
     }
 
+    /// Writes `release`'s decision log into the store, in the journal's batches
+    /// ([`Journal::log_decisions`]).
+    pub fn log_decisions(&self, release: &crate::release::Release) {
+        self.journal().log_decisions(release.shared_log());
+    }
+
     /// Calls `f` with every batch of dead letters once they are stored (the runtime's, and
     /// the operators' kills; not those whose message already had a fate). `f` runs on the
     /// storing task: it must not block (queue the work elsewhere). Only the first call counts.

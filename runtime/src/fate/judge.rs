@@ -112,7 +112,7 @@ pub(crate) fn refuse(
         now: wall.as_millis(),
         signals: SignalView::Pairs(&[]),
     };
-    let (label, rule, version) = match guarded(|| policy.decide(&ctx)) {
+    let (label, rule, version) = match guarded(|| policy.decide(&ctx, &message)) {
         Ok(Decided {
             decision: Decision::DeadLetter { label, rule, .. },
             version,
@@ -169,7 +169,7 @@ pub(crate) fn judge(case: Case, policy: &dyn FailurePolicy, gate: &RetryGate) ->
         now: wall.as_millis(),
         signals: SignalView::Pairs(&named),
     };
-    let decided = guarded(|| policy.decide(&ctx)).unwrap_or_else(|p| {
+    let decided = guarded(|| policy.decide(&ctx, &message)).unwrap_or_else(|p| {
         tracing::error!(id = %message.id, panic = %p.message, at = p.at(), "failure policy panicked; dead-lettering");
         Decided {
             decision: Decision::DeadLetter {
@@ -224,15 +224,18 @@ pub(crate) fn judge(case: Case, policy: &dyn FailurePolicy, gate: &RetryGate) ->
             label,
             reason,
             rule,
-        } => Verdict::DeadLetter(DeadLetter {
-            message,
-            failure,
-            label,
-            reason,
-            rule,
-            version,
-            at: wall,
-        }),
+        } => {
+            policy.observe(&message, crate::release::Observed::DeadLettered);
+            Verdict::DeadLetter(DeadLetter {
+                message,
+                failure,
+                label,
+                reason,
+                rule,
+                version,
+                at: wall,
+            })
+        }
     }
 }
 
@@ -408,7 +411,7 @@ budgets:
     fn a_panicking_policy_dead_letters_with_policy_error() {
         struct Panics;
         impl FailurePolicy for Panics {
-            fn decide(&self, _: &FailureContext<'_>) -> Decided {
+            fn decide(&self, _: &FailureContext<'_>, _: &Message) -> Decided {
                 panic!("no rules today")
             }
         }
@@ -425,13 +428,13 @@ budgets:
         type Seen = (Duration, u64, Vec<(String, f64)>);
         struct Sees(std::sync::Mutex<Option<Seen>>);
         impl FailurePolicy for Sees {
-            fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
+            fn decide(&self, ctx: &FailureContext<'_>, m: &Message) -> Decided {
                 let signals = match ctx.signals {
                     SignalView::Pairs(p) => p.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
                     _ => Vec::new(),
                 };
                 *self.0.lock().unwrap() = Some((ctx.elapsed, ctx.now, signals));
-                FixedPolicy::default().decide(ctx)
+                FixedPolicy::default().decide(ctx, m)
             }
         }
         let now = Instant::now();

@@ -56,7 +56,7 @@ impl FixedPolicy {
 }
 
 impl FailurePolicy for FixedPolicy {
-    fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
+    fn decide(&self, ctx: &FailureContext<'_>, _message: &Message) -> Decided {
         // Interned once: a name's interning takes a global lock.
         static RULE: std::sync::LazyLock<RuleRef> =
             std::sync::LazyLock::new(|| RuleRef::Rule(FixedPolicy::RULE.into()));
@@ -184,7 +184,7 @@ mod tests {
     fn decide(p: &FixedPolicy, attempt: u32, failure: &Failure) -> Decision {
         let mut ctx = FailureContext::new("ORDER", &failure.code, attempt);
         ctx.retry_after = failure.retry_after;
-        p.decide(&ctx).decision
+        p.decide(&ctx, &Message::new("m", "ORDER", "")).decision
     }
 
     #[test]

@@ -96,8 +96,16 @@ pub const DEFAULT_HEAT_HALF_LIFE: Duration = Duration::from_secs(30);
 ///
 /// [`Heat`]: crate::adaptive::Heat
 pub trait FailurePolicy: Send + Sync + 'static {
-    /// Decides one failure.
-    fn decide(&self, ctx: &FailureContext<'_>) -> Decided;
+    /// Decides one failure of `message` (the message whose tree failed: its id and ordering
+    /// key seed the jitter and pick a canary's arm, `release.md`; the context borrows its
+    /// fields).
+    fn decide(&self, ctx: &FailureContext<'_>, message: &Message) -> Decided;
+
+    /// Hears what happened to a message (a canary counts its arms' outcomes by it). Called on
+    /// the spout task; nothing by default.
+    fn observe(&self, message: &Message, event: crate::release::Observed) {
+        let _ = (message, event);
+    }
 
     /// What one failure with `code` adds to its biz's heat (the rule set's `heat.weights`).
     /// 1 unless the policy says otherwise.

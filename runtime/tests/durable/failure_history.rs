@@ -17,7 +17,11 @@ const CODES: [&str; 4] = ["NET_TIMEOUT", "DB_LOCK_WAIT", "HTTP_503", "PAY_DECLIN
 struct ByCode;
 
 impl FailurePolicy for ByCode {
-    fn decide(&self, ctx: &rebound_engine::FailureContext) -> Decided {
+    fn decide(
+        &self,
+        ctx: &rebound_engine::FailureContext,
+        _: &rebound_runtime::topology::Message,
+    ) -> Decided {
         let rule = RuleRef::Rule(
             ctx.code
                 .to_ascii_lowercase()

@@ -20,7 +20,7 @@ struct Recording {
 }
 
 impl FailurePolicy for Recording {
-    fn decide(&self, ctx: &FailureContext<'_>) -> Decided {
+    fn decide(&self, ctx: &FailureContext<'_>, _: &rebound_runtime::topology::Message) -> Decided {
         let signal = |name| ctx.signals.get(name).expect(name);
         self.seen.lock().unwrap().push((
             ctx.biz.to_owned(),

@@ -11,6 +11,7 @@ use crate::executor::ordering::LineKey;
 use crate::executor::pending::{InFlight, SLOT_MASK};
 use crate::fairness::Turn;
 use crate::fate::judge;
+use crate::release::Observed;
 use crate::time::Timestamp;
 use crate::topology::{Failure, Message, NextMessage, Spout, Value, Values, codes};
 
@@ -151,6 +152,7 @@ impl<S: Spout> SpoutTask<S> {
             None => {}
         }
         msg.retry.attempt += 1;
+        self.p.policy.observe(&msg, Observed::Delivered);
         let first = *msg.retry.first_delivery.get_or_insert(wall);
         let slot = self.pending.next_slot();
         let root = loop {

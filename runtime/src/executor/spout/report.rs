@@ -18,6 +18,7 @@ impl<S: Spout> SpoutTask<S> {
         self.acked += 1;
         let attempt = (msg.retry.attempt.max(1) as usize).min(ACKED_ATTEMPTS);
         self.acked_by_attempt[attempt - 1] += 1;
+        self.p.policy.observe(msg, crate::release::Observed::Acked);
     }
 
     pub(super) fn publish(&mut self, now: Instant) {
