@@ -28,7 +28,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "rules")]
     rules: PathBuf,
     /// The data directory whose store holds the decision log [default: rebound-data].
-    #[arg(long, value_name = "DIR", conflicts_with = "store")]
+    #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// A shared store holding the log instead: `redis://[USER:PASSWORD@]HOST:PORT[/DB]`.
     #[arg(long, value_name = "URL")]
@@ -94,18 +94,21 @@ enum LogAt {
 impl LogAt {
     /// The store of the flags: a bad flag is printed, exit 2.
     fn of(args: &Args) -> Result<LogAt, Outcome> {
-        if args.store.as_deref().map(str::trim) == Some("sqlite") {
-            return Ok(LogAt::Data(data_dir(args.data.clone())));
-        }
-        match &args.store {
-            None => Ok(LogAt::Data(data_dir(args.data.clone()))),
-            Some(url) => {
-                let flags = super::store::StoreArgs::reader(url.clone(), args.namespace.clone());
-                match flags.fleet(&ConfigFile::default())? {
-                    Some(fleet) => Ok(LogAt::Shared(Box::new(fleet))),
-                    None => Ok(LogAt::Data(data_dir(args.data.clone()))),
-                }
+        let data = || LogAt::Data(data_dir(args.data.clone()));
+        let Some(url) = &args.store else {
+            return Ok(data());
+        };
+        let flags = super::store::StoreArgs::reader(url.clone(), args.namespace.clone());
+        match flags.fleet(&ConfigFile::default())? {
+            Some(_) if args.data.is_some() => {
+                eprintln!(
+                    "error: --data and --store redis://… name two stores: give the one that holds the decision log"
+                );
+                Err(Outcome::Trouble)
             }
+            Some(fleet) => Ok(LogAt::Shared(Box::new(fleet))),
+            // `--store sqlite`: the embedded store of --data.
+            None => Ok(data()),
         }
     }
 

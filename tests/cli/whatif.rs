@@ -53,6 +53,9 @@ fn the_shipped_rules_against_their_own_log_change_nothing() {
     let version = version_of(&root(SHIPPED));
     assert_eq!(answer["version"], version.as_str());
     assert_eq!(answer["candidate"], version.as_str());
+    // `--store sqlite` names the embedded store of --data, as for run and serve.
+    let again = whatif_json(&root(SHIPPED), data.path(), &["--store", "sqlite"]);
+    assert_eq!(again, answer);
 }
 
 #[test]
