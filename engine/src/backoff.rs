@@ -22,6 +22,19 @@ mod pacing;
 
 pub use doubling::Doubling;
 
+/// The generator a seeded decision draws its jitter from: the runtime's (seeded by
+/// [`jitter_seed`](crate::release::jitter_seed) of the message), `rebound decide --seed`,
+/// `rebound explain --seed`, `POST /v1/decide`'s `seed`, a rule test case's `seed` and
+/// what-if's replays, so that one seed gives one delay everywhere. Xoshiro256++ by name (not
+/// `StdRng`, whose algorithm may change between releases and whose setup costs a ChaCha
+/// block per decision: four times the decision itself).
+pub type JitterRng = rand::rngs::Xoshiro256PlusPlus;
+
+/// A [`JitterRng`] seeded with `seed`.
+pub fn jitter_rng(seed: u64) -> JitterRng {
+    <JitterRng as rand::SeedableRng>::seed_from_u64(seed)
+}
+
 pub(crate) use pacing::PaceRecorder;
 pub use pacing::Pacing;
 

@@ -18,9 +18,8 @@
 
 use std::sync::Arc;
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use rebound_engine::PolicyHandle;
+use rebound_engine::backoff::jitter_rng;
 use rebound_engine::release::{Arm, jitter_seed};
 
 use crate::fate::{Decided, Decision, FailureContext, FailurePolicy};
@@ -86,7 +85,7 @@ impl RulePolicy {
     /// canary, shadow and log.
     fn decide_in_rules_time(&self, ctx: &FailureContext<'_>, message: &Message) -> Decided {
         let seed = jitter_seed(message.id.as_str(), ctx.attempt, ctx.redrives);
-        let rng = &mut StdRng::seed_from_u64(seed);
+        let rng = &mut jitter_rng(seed);
         let Some(release) = &self.release else {
             return self.handle.decide(ctx, rng);
         };
@@ -96,7 +95,7 @@ impl RulePolicy {
             None => (self.handle.decide(ctx, rng), None),
         };
         if let Some(shadow) = release.shadow_run() {
-            let theirs = shadow.set().decide(ctx, &mut StdRng::seed_from_u64(seed));
+            let theirs = shadow.set().decide(ctx, &mut jitter_rng(seed));
             shadow.count(&decided, &theirs);
         }
         release.log().record(message, ctx, seed, &decided, arm);

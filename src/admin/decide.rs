@@ -5,8 +5,6 @@ use super::AdminState;
 use super::body::JsonBody;
 use super::error::ApiError;
 use axum::extract::State;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use rebound_engine::wall_time::parse_rfc3339;
 use rebound_engine::{Attrs, FailureContext, HeaderMap, SignalView, Signals};
 use serde::Deserialize;
@@ -88,8 +86,8 @@ pub async fn decide(
         signals: SignalView::Map(&signals),
     };
     let mut rng = match body.seed {
-        Some(seed) => StdRng::seed_from_u64(seed),
-        None => rand::make_rng(),
+        Some(seed) => rebound_engine::backoff::jitter_rng(seed),
+        None => rebound_engine::backoff::jitter_rng(rand::random()),
     };
     let handle = state.reloader.handle();
     let set = handle.current();

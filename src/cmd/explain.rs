@@ -3,8 +3,6 @@
 
 use super::failure::FailureArgs;
 use crate::Outcome;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 
 /// Print the decision, why each rule did or did not decide, and how the delay came about.
 #[derive(clap::Args)]
@@ -27,7 +25,7 @@ pub fn run(args: Args) -> Result<Outcome, Outcome> {
     let handle = f.policy()?;
     let failure = f.failure();
     let ctx = failure.context();
-    let explained = handle.explain(&ctx, &mut StdRng::seed_from_u64(seed));
+    let explained = handle.explain(&ctx, &mut rebound_engine::backoff::jitter_rng(seed));
     let set = handle.current();
     if f.json {
         let mut doc = serde_json::json!({

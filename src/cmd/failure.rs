@@ -1,8 +1,6 @@
 //! The flags that describe a failure, shared by `decide` and `explain`.
 
 use crate::Outcome;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use rebound_engine::duration::parse_duration;
 use rebound_engine::wall_time::parse_rfc3339;
 use rebound_engine::{OwnedFailure, PolicyHandle};
@@ -113,10 +111,10 @@ impl FailureArgs {
     }
 
     /// The RNG for jitter: seeded when asked, else from the OS.
-    pub fn rng(&self) -> StdRng {
+    pub fn rng(&self) -> rebound_engine::backoff::JitterRng {
         match self.seed {
-            Some(seed) => StdRng::seed_from_u64(seed),
-            None => rand::make_rng(),
+            Some(seed) => rebound_engine::backoff::jitter_rng(seed),
+            None => rebound_engine::backoff::jitter_rng(rand::random()),
         }
     }
 }

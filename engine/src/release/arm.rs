@@ -27,12 +27,23 @@ impl Arm {
 
 /// FNV-1a, 64 bits: a hash that never changes between builds, platforms or processes.
 pub fn stable_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a(FNV_OFFSET, bytes)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `bytes` continued from `h` (a hash of several parts without joining them).
+pub(crate) fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// FNV-1a of the parts one after the other, as if joined.
+pub(crate) fn stable_hash_of(parts: &[&[u8]]) -> u64 {
+    parts.iter().fold(FNV_OFFSET, |h, p| fnv1a(h, p))
 }
 
 /// The messages a canary takes: `percent` of the ordering keys (ids for messages without one)

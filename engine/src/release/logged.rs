@@ -4,21 +4,22 @@
 //! admin API, or by `rebound explain` with its fields as flags.
 
 use crate::context::{Attrs, FailureContext, HeaderMap, OwnedFailure, Signals};
-use crate::release::arm::{Arm, stable_hash};
+use crate::release::arm::{Arm, stable_hash_of};
 use crate::types::{Decided, Decision};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The seed of a runtime decision's jitter: a stable hash of the message's id, the attempt that
 /// failed and its redrives (the same failure of the same message always draws the same delay,
-/// two messages failing together draw apart). Kept in [`LoggedContext::seed`]; a decision
+/// two messages failing together draw apart), drawn with
+/// [`jitter_rng`](crate::backoff::jitter_rng). Kept in [`LoggedContext::seed`]; a decision
 /// replayed from the log uses the kept seed, never a new one.
 pub fn jitter_seed(id: &str, attempt: u32, redrives: u32) -> u64 {
-    let mut bytes = Vec::with_capacity(id.len() + 8);
-    bytes.extend_from_slice(id.as_bytes());
-    bytes.extend_from_slice(&attempt.to_le_bytes());
-    bytes.extend_from_slice(&redrives.to_le_bytes());
-    stable_hash(&bytes)
+    stable_hash_of(&[
+        id.as_bytes(),
+        &attempt.to_le_bytes(),
+        &redrives.to_le_bytes(),
+    ])
 }
 
 /// What a decision saw, in the units of `POST /v1/decide` (milliseconds, `now` as ms since
@@ -187,9 +188,8 @@ pub struct LoggedDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backoff::jitter_rng;
     use crate::{SourceFile, compile};
-    use rand::SeedableRng;
-    use rand::rngs::StdRng;
 
     #[test]
     fn a_logged_context_decides_again_as_it_did() {
@@ -204,7 +204,7 @@ mod tests {
                 ..OwnedFailure::default()
             };
             let seed = jitter_seed("m-1", attempt, 0);
-            let decided = set.decide(&failure.context(), &mut StdRng::seed_from_u64(seed));
+            let decided = set.decide(&failure.context(), &mut jitter_rng(seed));
             let logged = LoggedDecision {
                 id: "m-1".into(),
                 context: LoggedContext::of(&failure.context(), seed),
@@ -216,7 +216,7 @@ mod tests {
             assert_eq!(back, logged);
             let again = set.decide(
                 &back.context.failure().context(),
-                &mut StdRng::seed_from_u64(back.context.seed),
+                &mut jitter_rng(back.context.seed),
             );
             assert_eq!(Outcome::of(&again), logged.outcome);
         }

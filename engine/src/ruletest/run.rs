@@ -338,8 +338,7 @@ fn search(
 
 /// A case as a one-step path, so that it prints like one.
 fn one_decision(set: &CompiledSet, ctx: crate::FailureContext<'_>, seed: u64) -> Path {
-    use rand::SeedableRng;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut rng = crate::backoff::jitter_rng(seed);
     let decision = set.decide(&ctx, &mut rng).decision;
     Path {
         seed,

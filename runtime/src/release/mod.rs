@@ -30,7 +30,7 @@ use canary::CanaryRun;
 pub use canary::{ArmFigures, CanaryFigures};
 pub use log::{DecisionLog, LogOptions};
 use shadow::ShadowRun;
-pub use shadow::{ShadowReport, ShadowRow};
+pub use shadow::{ROWS_AT_MOST, ShadowReport, ShadowRow};
 
 use crate::topology::Message;
 

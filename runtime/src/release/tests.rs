@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
+use rebound_engine::backoff::jitter_rng;
 use rebound_engine::release::{Arm, Outcome, Slice};
 use rebound_engine::{CompiledSet, FailureContext, PolicyHandle, SourceFile, compile};
 
@@ -72,7 +71,7 @@ fn every_decision_is_logged_in_the_rules_time_and_decides_again_as_it_did() {
         assert_eq!(entry.context.elapsed_ms, 400);
         let replay = again.decide(
             &entry.context.failure().context(),
-            &mut StdRng::seed_from_u64(entry.context.seed),
+            &mut jitter_rng(entry.context.seed),
         );
         assert_eq!(Outcome::of(&replay), entry.outcome);
         // What was acted on is the same decision, its delay in real time.
