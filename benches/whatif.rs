@@ -15,8 +15,7 @@
 //! Run: `cargo bench --bench whatif`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
+use rebound_engine::backoff::jitter_rng;
 use rebound_engine::release::{LoggedContext, LoggedDecision, Outcome, jitter_seed, what_if};
 use rebound_engine::{CompiledSet, OwnedFailure, PolicyHandle};
 use rebound_runtime::store::{DecisionFilter, SqliteStore, Store, WriteOp};
@@ -87,7 +86,7 @@ fn log() -> Vec<LoggedDecision> {
             let id = format!("order-{n:06}");
             let seed = jitter_seed(&id, attempt, 0);
             let ctx = failure.context();
-            let decided = handle.decide(&ctx, &mut StdRng::seed_from_u64(seed));
+            let decided = handle.decide(&ctx, &mut jitter_rng(seed));
             LoggedDecision {
                 id,
                 context: LoggedContext::of(&ctx, seed),
@@ -122,7 +121,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for entry in &logged {
                 let failure = entry.context.failure();
-                let mut rng = StdRng::seed_from_u64(entry.context.seed);
+                let mut rng = jitter_rng(entry.context.seed);
                 black_box(handle.decide(&failure.context(), &mut rng));
             }
         });

@@ -4,8 +4,6 @@
 //! rule sets made of the shipped rules with a fixture's files in place of theirs.
 #![allow(dead_code)]
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use rebound_engine::release::{LoggedContext, LoggedDecision, Outcome, jitter_seed};
 use rebound_engine::{OwnedFailure, PolicyHandle};
 use rebound_runtime::store::{SqliteStore, Store, WriteOp};
@@ -81,7 +79,7 @@ pub fn log_of(failures: &[OwnedFailure], first_id: usize) -> Vec<LoggedDecision>
             let id = format!("order-{:06}", first_id + n);
             let seed = jitter_seed(&id, f.attempt, f.redrives);
             let ctx = f.context();
-            let decided = handle.decide(&ctx, &mut StdRng::seed_from_u64(seed));
+            let decided = handle.decide(&ctx, &mut rebound_engine::backoff::jitter_rng(seed));
             LoggedDecision {
                 id,
                 context: LoggedContext::of(&ctx, seed),

@@ -2,8 +2,8 @@
 //! of the decision log, compared with what was decided.
 //!
 //! Each logged context is decided again by the candidate with the jitter drawn from
-//! `StdRng::seed_from_u64(context.seed)`, the seed the logged decision drew from, so a rule the
-//! candidate did not change decides exactly as it did. The log holds the rules' decision in
+//! [`jitter_rng`]`(context.seed)`, the generator and seed the logged decision drew from, so a
+//! rule the candidate did not change decides exactly as it did. The log holds the rules' decision in
 //! the rules' time (before any budget, before the runtime's time scale), and so does this.
 //!
 //! **What counts as changed.** A decision changed when its [`Verdict`] (rule, action, label)
@@ -15,11 +15,10 @@
 //! body of `POST /v1/decide` with the message's `id`, to replay with `rebound explain` or the
 //! route. Rows are sorted by count, most first, then by old and new verdict.
 
+use crate::backoff::jitter_rng;
 use crate::release::change::Verdict;
 use crate::release::logged::{LoggedDecision, Outcome};
 use crate::set::CompiledSet;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -108,7 +107,7 @@ pub fn what_if(candidate: &CompiledSet, logged: &[LoggedDecision]) -> WhatIf {
     let mut changed = 0u64;
     for entry in logged {
         let failure = entry.context.failure();
-        let mut rng = StdRng::seed_from_u64(entry.context.seed);
+        let mut rng = jitter_rng(entry.context.seed);
         let new = Outcome::of(&candidate.decide(&failure.context(), &mut rng));
         if !outcome_changed(&entry.outcome, &new) {
             continue;

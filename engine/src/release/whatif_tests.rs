@@ -1,4 +1,5 @@
 use super::*;
+use crate::backoff::jitter_rng;
 use crate::context::OwnedFailure;
 use crate::release::logged::LoggedContext;
 use crate::release::logged::jitter_seed;
@@ -72,7 +73,7 @@ fn log_of(set: &CompiledSet, failures: &[OwnedFailure]) -> Vec<LoggedDecision> {
             let id = format!("m-{n}");
             let seed = jitter_seed(&id, failure.attempt, failure.redrives);
             let ctx = failure.context();
-            let decided = set.decide(&ctx, &mut StdRng::seed_from_u64(seed));
+            let decided = set.decide(&ctx, &mut jitter_rng(seed));
             LoggedDecision {
                 id,
                 context: LoggedContext::of(&ctx, seed),
