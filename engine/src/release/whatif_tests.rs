@@ -231,6 +231,16 @@ fn rows_are_sorted_by_count_then_by_verdicts() {
 }
 
 #[test]
+fn the_version_is_the_set_that_decided_the_newest_entry() {
+    let newer = set_with(&[("20-payment.yaml", SLOWER_PROCESSING)]);
+    let mut log = log_of(&shipped(), &[failure("ORDER", "PANIC", 1)]);
+    log.extend(log_of(&newer, &[failure("ORDER", "PANIC", 1)]));
+    let answer = what_if(&shipped(), &log);
+    assert_eq!(answer.version.as_deref(), Some(newer.version().as_str()));
+    assert_eq!(answer.changed, 0, "payment-processing decided none of them");
+}
+
+#[test]
 fn an_empty_log_has_no_version_and_nothing_changed() {
     let set = shipped();
     let answer = what_if(&set, &[]);
