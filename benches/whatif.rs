@@ -9,8 +9,9 @@
 //!   compile the candidate, decide, print).
 //!
 //! Target: `whatif/command` ≤ 2 s. Measured on 2 cores shared with other builds (medians):
-//! engine 74 ms (decide_only 45 ms), sqlite_read 302 ms, command 287 ms (the binary parses
-//! the log's JSON under mimalloc, the bench under the system allocator).
+//! engine 38 ms (decide_only 27 ms), sqlite_read 277 ms, command 291 ms (the binary parses
+//! the log's JSON under mimalloc, the bench under the system allocator, hence a command
+//! barely slower than the read alone). Reading and parsing the log is most of the command.
 //!
 //! Run: `cargo bench --bench whatif`
 
