@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["console"],
     &["admin"],
     &["metrics"],
+    &["release"],
     &["alerts"],
     &["config"],
     &["json", "falls_under", "outbound"],

@@ -20,6 +20,8 @@
 //!   client and its answers read as fates.
 //! - [`outbound`]: the one HTTP(S) client out (reqwest over rustls with ring; the system's
 //!   roots or a CA file), for the relay's handler and the alert webhooks.
+//! - [`release`]: the product's side of a shadow set and a canary (their desks, the
+//!   canary's controller, their JSON).
 //! - [`app`]: the one application wiring that `run` and `serve` share (signals, logging, the
 //!   rules watcher and puller, the admin listener, the graceful stop), told apart only by
 //!   their [`app::Options`].
@@ -39,6 +41,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod pipeline;
 pub mod relay;
+pub mod release;
 
 /// How a command ended: the exit codes of cli.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,10 +27,16 @@ pub enum Source {
     Rollback,
     /// The set of record of a fleet's shared store, adopted by this process.
     Fleet,
+    /// A canary promoted to the current set (`docs/spec/release.md`, "Canary").
+    Canary,
+    /// A canary rolled back, by its guard or an operator's abort: recorded (as rejected),
+    /// never swapped in.
+    RolledBack,
 }
 
 impl Source {
-    /// `file`, `push`, `pull`, `rollback` or `fleet`: the names of the admin API.
+    /// `file`, `push`, `pull`, `rollback`, `fleet`, `canary` or `rolled_back`: the names of
+    /// the admin API.
     pub fn as_str(self) -> &'static str {
         match self {
             Source::File => "file",
@@ -38,6 +44,8 @@ impl Source {
             Source::Pull => "pull",
             Source::Rollback => "rollback",
             Source::Fleet => "fleet",
+            Source::Canary => "canary",
+            Source::RolledBack => "rolled_back",
         }
     }
 }

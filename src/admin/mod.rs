@@ -3,6 +3,7 @@
 //! | route | module |
 //! |---|---|
 //! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `GET`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`]; a push runs the set's rule tests first ([`rule_tests`]) |
+//! | `PUT`, `GET`, `DELETE /v1/rules/shadow`, `PUT`, `GET`, `DELETE /v1/rules/canary` | [`release`] |
 //! | `POST /v1/rules/whatif` | [`whatif`] |
 //! | `POST /v1/decide` | [`decide`] |
 //! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
@@ -34,6 +35,7 @@ pub mod fleet;
 pub mod limits;
 pub mod messages;
 pub mod paths;
+pub mod release;
 pub mod retries;
 pub mod rule_tests;
 pub mod rules;
@@ -76,6 +78,9 @@ pub struct AdminState {
     pub names: edges::OwnNames,
     /// The process's release state: a shadow set, a canary, the decision log (release.md).
     pub release: Arc<rebound_runtime::release::Release>,
+    /// The shadow and the canary as the admin routes install, judge and end them, over
+    /// `release`.
+    pub desks: Arc<crate::release::ReleaseDesk>,
 }
 
 /// The admin API's routes, with `more` (the console's) merged under the same edges: the
@@ -88,6 +93,18 @@ pub fn router(state: AdminState, more: Router<AdminState>) -> Router {
         .route(
             "/v1/rules/rollback",
             get(rules::rollback_target).post(rules::rollback),
+        )
+        .route(
+            "/v1/rules/shadow",
+            get(release::get_shadow)
+                .put(release::put_shadow)
+                .delete(release::delete_shadow),
+        )
+        .route(
+            "/v1/rules/canary",
+            get(release::get_canary)
+                .put(release::put_canary)
+                .delete(release::delete_canary),
         )
         .route("/v1/rules/history", get(rules::history))
         .route("/v1/rules/history/{version}", get(rules::history_files))

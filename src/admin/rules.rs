@@ -50,6 +50,10 @@ pub struct PushBody {
     pub operator: Option<String>,
     /// Why.
     pub reason: Option<String>,
+    /// Abort a running canary (recorded as rolled back) and push; without it a push while a
+    /// canary runs is a 409.
+    #[serde(default)]
+    pub abort_canary: bool,
 }
 
 /// `GET /v1/rules`: `{"version", "loaded_at", "source", "files": {name: content}}`.
@@ -75,7 +79,9 @@ pub async fn get(State(state): State<AdminState>) -> Response {
 }
 
 /// `PUT /v1/rules`: validate, run the set's rule tests (unless `"skip_tests": true`), write
-/// into the rules directory, swap. `If-Match` optional.
+/// into the rules directory, swap. `If-Match` optional. While a canary runs a push is a 409
+/// (`a canary is running`) unless it says `"abort_canary": true`: then a push that would be
+/// accepted aborts the canary (recorded as rolled back) and goes on.
 pub async fn put(
     _: Writer,
     State(state): State<AdminState>,
@@ -83,17 +89,25 @@ pub async fn put(
     JsonBody(body): JsonBody<PushBody>,
 ) -> Result<Response, ApiError> {
     let if_match = if_match(&headers)?;
+    let operator = body.operator.clone();
     let by = actor(body.operator, body.reason)?;
     let reloader = state.reloader.clone();
     let pushed = blocking(move || {
         // A stale push is a 409 whatever its tests say; a push that would be accepted is tested.
-        if !body.skip_tests
-            && reloader
-                .validate(body.files.clone(), if_match.as_ref())
-                .is_ok()
-        {
+        let valid = reloader
+            .validate(body.files.clone(), if_match.as_ref())
+            .is_ok();
+        if !body.skip_tests && valid {
             rule_tests::check(reloader.dir(), &body.files)?;
         }
+        // A running canary refuses the push, or (`abort_canary`) is aborted for a push that
+        // would be accepted.
+        if !valid && body.abort_canary {
+            return reloader
+                .push_as(body.files, if_match.as_ref(), Source::Push, by)
+                .map_err(push_error);
+        }
+        super::release::clear_for(&state, body.abort_canary, operator, "aborted by a push")?;
         reloader
             .push_as(body.files, if_match.as_ref(), Source::Push, by)
             .map_err(push_error)
@@ -138,6 +152,8 @@ pub async fn rollback_target(State(state): State<AdminState>) -> Result<Json<Val
 
 /// `POST /v1/rules/rollback`: back to the previous accepted set (409 when there is none), or
 /// with `{"version": V}` back to that accepted version, one of the last 50 (404 for another).
+/// While a canary runs it is a 409 (`a canary is running`), as a push is, unless the body says
+/// `"abort_canary": true`: then the canary is aborted (recorded as rolled back) first.
 ///
 /// The body is optional; other fields (a note for the log, say) are allowed and ignored.
 /// When there is one it must still be JSON, and `version`, when given, a version string.
@@ -154,7 +170,24 @@ pub async fn rollback(
             "the field '{name}' must be a string, not {other}"
         ))),
     };
-    let by = actor(text("operator")?, text("reason")?)?;
+    let operator = text("operator")?;
+    let by = actor(operator.clone(), text("reason")?)?;
+    let abort_canary = match body.as_ref().and_then(|b| b.get("abort_canary")) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the field 'abort_canary' must be true or false, not {other}"
+            )));
+        }
+    };
+    {
+        let state = state.clone();
+        blocking(move || {
+            super::release::clear_for(&state, abort_canary, operator, "aborted by a rollback")
+        })
+        .await??;
+    }
     let reloader = state.reloader.clone();
     if let Some(shared) = state.shared_rules.clone() {
         let version = blocking(move || match target {
@@ -336,6 +369,9 @@ fn history_json(e: &HistoryEntry) -> Value {
         entry["operator"] = json!(by.operator);
         entry["reason"] = json!(by.reason);
     }
+    if let Some(arms) = &e.arms {
+        entry["arms"] = crate::release::json::arms(arms);
+    }
     entry
 }
 
@@ -351,7 +387,7 @@ fn if_match(headers: &HeaderMap) -> Result<Option<IfMatch>, ApiError> {
         .transpose()
 }
 
-/// A refused push as the answer it means (422 with the diagnostics for a rejected set).
+/// A refused push as the API answers it (400, 409, 422, 503, 500).
 pub(super) fn push_error(e: PushError) -> ApiError {
     match &e {
         PushError::BadName(_) | PushError::Empty => ApiError::bad_request(e.to_string()),

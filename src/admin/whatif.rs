@@ -40,7 +40,7 @@ pub async fn whatif(
     let answer = super::limits::WHAT_IFS
         .run(move || {
             let candidate = reloader
-                .candidate(body.files)
+                .compile_candidate(body.files)
                 .map_err(super::rules::push_error)?;
             let logged = desk
                 .store()

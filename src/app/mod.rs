@@ -378,6 +378,14 @@ async fn wire(
     metrics.alerts.attach(alerts.clone());
     // One per process: the decision log, a shadow set and a canary (release.md).
     let release = rebound_runtime::release::Release::new(options.decisions);
+    // The shadow and the canary as the admin routes install them, and the canary's controller
+    // (judged every 250 ms while one runs); their metrics read them at each scrape.
+    let desks = Arc::new(crate::release::ReleaseDesk::new(
+        Arc::clone(&release) as Arc<dyn crate::release::ReleaseSide>,
+        Arc::clone(&reloader),
+    ));
+    metrics.release.attach(Arc::clone(&desks));
+    let _canary_controller = crate::release::spawn_controller(Arc::clone(&desks));
     let wiring = Wiring {
         rules: Arc::clone(reloader.handle()),
         alerts: Arc::new(alerts.clone()),
@@ -423,6 +431,7 @@ async fn wire(
             edges,
             names,
             release: Arc::clone(&release),
+            desks: Arc::clone(&desks),
         };
         running.attach(&mut state);
         admin_task = Some(tokio::spawn(admin::serve_admin(listener, state, async {

@@ -36,6 +36,8 @@ fn source_name(source: Source) -> &'static str {
         Source::Rollback => "rollback",
         Source::Pull => "pull",
         Source::Fleet => "fleet",
+        Source::Canary => "canary",
+        Source::RolledBack => "rolled_back",
     }
 }
 

@@ -7,7 +7,8 @@
 //! topology's live counters at each scrape, and the rule-error group ([`rule_errors`]:
 //! `rebound_rule_errors_total{rule}`), which reads the set in force at each scrape, and the
 //! alert group ([`alerts`]: `rebound_alerts_total{receiver, result}`), which reads the alert
-//! dispatcher's counts once one is attached.
+//! dispatcher's counts once one is attached, and the release group ([`release`]: the shadow's
+//! decisions, the canary's state and its arms' figures).
 //!
 //! `GET /metrics` serves the OpenMetrics text to a scraper that asks for it, and the classic
 //! Prometheus text format (0.0.4) otherwise; see [`Metrics::encode`].
@@ -27,6 +28,7 @@ pub mod handler;
 pub mod letters;
 pub mod publish;
 pub mod recent;
+pub mod release;
 pub mod rule_errors;
 pub mod runtime;
 pub mod sources;
@@ -63,6 +65,8 @@ pub struct Metrics {
     /// A relay's dead letters published to the broker; attach its publisher's stats to fill
     /// them.
     pub publish: Arc<publish::PublishMetrics>,
+    /// The shadow's and the canary's; attach the process's release desk to fill them.
+    pub release: Arc<release::ReleaseMetrics>,
     /// The last 15 minutes of per-second rates (not exported: `GET /v1/overview` shows them).
     pub recent: RecentRates,
 }
@@ -96,8 +100,11 @@ impl Metrics {
         registry.register_collector(Box::new(handler.clone()));
         let publish = Arc::new(publish::PublishMetrics::default());
         registry.register_collector(Box::new(publish.clone()));
+        let release = Arc::new(release::ReleaseMetrics::default());
+        registry.register_collector(Box::new(release.clone()));
         Metrics {
             registry,
+            release,
             rules,
             runtime,
             fleet,
@@ -263,6 +270,7 @@ mod tests {
             at: SystemTime::now(),
             errors: Vec::new(),
             by: None,
+            arms: None,
         }
     }
 

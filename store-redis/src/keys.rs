@@ -19,7 +19,8 @@
 //! | `{NS}:audit` | zset | n → n, every audit line |
 //! | `{NS}:audit:msg:<id>` | zset | n → n, a message's audit lines |
 //! | `{NS}:pos` | hash | source → committed position (forward only) |
-//! | `{NS}:decisions` | stream | the decision log, the fleet's one (`WriteOp::LogDecisions`): an entry per decision in the order logged, fields `at` (the decision's `now_ms`) and `e` (the entry's JSON, as SQLite's `decisions.entry`); trimmed to the newest `keep` (exact `XTRIM MAXLEN`) in the same call |
+//! | `{NS}:decisions` | list | the decision log, the fleet's one (`WriteOp::LogDecisions`): an entry per decision, oldest first, as `SEQ AT JSON` (its number from `decisions:seq`, the decision's `now_ms`, the entry's JSON as SQLite's `decisions.entry`); trimmed to the newest `keep` (`LTRIM`) in the same call |
+//! | `{NS}:decisions:seq` | string | `INCRBY`: the decision log's entry numbers (a reader pages by them: delete it with the list or not at all) |
 //! | `{NS}:src:<source>` | hash | a source partition's lease: `owner` (node), `instance` (process), `epoch` (fencing, `HINCRBY` on each taking), `lease_ms`; partition `p` of `orders` is the source `orders/p` |
 //! | `{NS}:src-members:<source>` | zset | node → last balance ms: the nodes that run the source's partitions |
 //! | `{NS}:nodes` | zset | node → last seen ms (server time) |
@@ -127,7 +128,7 @@ impl Keys {
         self.key("pos")
     }
 
-    /// `{NS}:decisions`: the decision log (a stream).
+    /// `{NS}:decisions`: the decision log (a list).
     pub fn decisions(&self) -> String {
         self.key("decisions")
     }

@@ -1,5 +1,7 @@
-//! [`Store`] for [`RedisStore`]: every write is one `apply.lua` call (per [`OPS_PER_CALL`]
-//! ops), and the reads are plain commands, pipelined.
+//! [`Store`] for [`RedisStore`]: every write is one `apply.lua` call (per
+//! [`OPS_PER_CALL`](wire::OPS_PER_CALL) ops, or
+//! [`DECISIONS_PER_CALL`](wire::DECISIONS_PER_CALL) logged decisions), and the reads are plain
+//! commands, pipelined.
 //!
 //! - **Atomic per call, ordered per batch.** A call is atomic on the server (a script runs
 //!   alone), and the whole batch is encoded, and so checked, before the first call. A batch
@@ -13,16 +15,17 @@
 //!   `scheduled()` answers as SQLite's.
 //! - Reads are not one snapshot: the fleet writes meanwhile, and a row that goes between two
 //!   round trips of one read is left out.
-//! - **The decision log is a stream** (`{NS}:decisions`), read newest first with
-//!   `XREVRANGE` in chunks below the last chunk's oldest id: a cursor the fleet's appends and
-//!   trims do not shift, so an entry is read at most once.
+//! - **The decision log is a list** (`{NS}:decisions`, entries numbered by the script), read
+//!   newest first with `LRANGE` in chunks from the end: the fleet's trims do not shift what is
+//!   left to read, and an entry its appends shift into a later chunk is known by its number
+//!   and read once.
 
 use std::sync::LazyLock;
 
 use redis::{Script, Value};
 
 use super::RedisStore;
-use super::wire::{self, Args, Fields, OPS_PER_CALL, corrupt};
+use super::wire::{self, Args, Fields, corrupt};
 use rebound_engine::release::LoggedDecision;
 use rebound_runtime::store::fields::{int_field, text_field};
 use rebound_runtime::store::{
@@ -37,7 +40,7 @@ static APPLY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scri
 /// Keys per pipelined read.
 const READ_CHUNK: usize = 1000;
 
-/// Decision log entries per `XREVRANGE` (a few MB a reply).
+/// Decision log entries per `LRANGE` (a few MB a reply).
 const DECISIONS_CHUNK: usize = 5000;
 
 impl RedisStore {
@@ -148,33 +151,38 @@ impl Store for RedisStore {
 
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>> {
         // Encode every call first: a value the store cannot hold fails the batch unsent.
-        let calls = ops
-            .chunks(OPS_PER_CALL)
-            .map(|chunk| {
-                let mut args = Args::with_capacity(chunk.len() * 8);
-                chunk
-                    .iter()
-                    .try_for_each(|op| wire::encode_op(op, self.offsets.get(), &mut args))?;
+        let calls = wire::calls(ops)
+            .into_iter()
+            .map(|call| {
+                let mut args = Args::with_capacity(call.len() * 8);
+                call.iter()
+                    .try_for_each(|(_, op)| wire::encode_op(op, self.offsets.get(), &mut args))?;
                 if let Some(custody) = self.custody.get() {
-                    wire::encode_custody(custody, chunk, &mut args);
+                    wire::encode_custody(custody, call.iter().map(|(_, op)| &**op), &mut args);
                 }
-                Ok((chunk.len(), args))
+                let answering: Vec<usize> = call.iter().map(|(i, _)| *i).collect();
+                Ok((answering, args))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut applied = Vec::with_capacity(ops.len());
-        for (len, args) in calls {
+        let mut applied: Vec<Option<Applied>> = vec![None; ops.len()];
+        for (answering, args) in calls {
             let answers = self.apply_call(args)?;
-            if answers.len() != len {
+            if answers.len() != answering.len() {
                 return Err(wire::bad_reply(format!(
-                    "{} answers to {len} ops",
-                    answers.len()
+                    "{} answers to {} ops",
+                    answers.len(),
+                    answering.len()
                 )));
             }
-            for answer in answers {
-                applied.push(wire::applied(answer)?);
+            // A log split over several calls answers once per call: the last one stands.
+            for (i, answer) in answering.into_iter().zip(answers) {
+                applied[i] = Some(wire::applied(answer)?);
             }
         }
-        Ok(applied)
+        applied
+            .into_iter()
+            .map(|a| a.ok_or_else(|| wire::bad_reply("an op with no answer")))
+            .collect()
     }
 
     fn scheduled(&self) -> Result<Vec<(MessageId, Timestamp)>> {
@@ -369,50 +377,53 @@ impl Store for RedisStore {
     }
 
     fn decisions(&self, f: &DecisionFilter) -> Result<Vec<LoggedDecision>> {
-        // Newest first by stream id, a chunk at a time, each chunk below the last one's oldest
-        // id (a cursor that entries appended or trimmed meanwhile do not shift); `at` is
-        // checked before the entry is parsed.
+        // Newest first from the list's end, a chunk at a time by negative index: a trim (from
+        // the head) shifts nothing there, and an append shifts what is left to read further
+        // from the end, so the next chunk begins with entries read already, numbered at or
+        // above the last one read, and skipped. `at` is checked before the entry is parsed.
         let limit = f.limit.unwrap_or(usize::MAX);
         let location = self.location();
         let mut out = Vec::new();
-        let mut end = "+".to_owned();
+        let mut lowest = u64::MAX;
+        let mut from_end = 0usize;
         while out.len() < limit {
             let key = self.keys.decisions();
-            let from = end.clone();
-            let reply: Value = self.io.run("decisions", move |mut c| async move {
-                redis::cmd("XREVRANGE")
+            // Without `since`, each entry read is one returned (appends aside): no more.
+            let want = match f.since {
+                None => DECISIONS_CHUNK.min(limit - out.len()),
+                Some(_) => DECISIONS_CHUNK,
+            };
+            let (start, stop) = (-((from_end + want) as i64), -(from_end as i64) - 1);
+            let entries: Vec<Vec<u8>> = self.io.run("decisions", move |mut c| async move {
+                redis::cmd("LRANGE")
                     .arg(key)
-                    .arg(from)
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(DECISIONS_CHUNK)
+                    .arg(start)
+                    .arg(stop)
                     .query_async(&mut c)
                     .await
             })?;
-            let entries = wire::array(reply)?;
-            let read = entries.len();
-            for entry in entries {
-                let mut parts = wire::array(entry)?.into_iter();
-                let id = wire::text(parts.next())?;
-                let fields = Fields::from_value(parts.next().unwrap_or(Value::Nil))?;
-                end = format!("({id}");
-                let at = fields
-                    .get("at")
-                    .and_then(|a| std::str::from_utf8(a).ok()?.parse::<u64>().ok());
-                let Some(at) = at else {
-                    tracing::warn!(store = %location, entry = %id,
-                        "skipping a decision log entry without its time");
+            // Only the chunk's newest entries can be ones read already (one LRANGE is one
+            // slice of the list): past the first new one, every entry is taken.
+            let mut overlap = true;
+            for entry in entries.iter().rev() {
+                let Some((seq, at, text)) = log_entry(entry) else {
+                    tracing::warn!(store = %location,
+                        "skipping a decision log entry without its number and time");
                     continue;
                 };
-                if !f.admits(at) || out.len() >= limit {
+                if overlap && seq >= lowest {
                     continue;
                 }
-                let text = fields.get("e").unwrap_or_default();
-                out.extend(decision_from_json(&location, &id, text));
+                overlap = false;
+                lowest = seq;
+                if f.admits(at) && out.len() < limit {
+                    out.extend(decision_from_json(&location, &seq.to_string(), text));
+                }
             }
-            if read < DECISIONS_CHUNK {
+            if entries.len() < want {
                 break;
             }
+            from_end += want;
         }
         out.reverse();
         Ok(out)
@@ -432,6 +443,16 @@ impl Store for RedisStore {
             .map(|p| p.parse().map_err(|_| corrupt("positions", "position", p)))
             .transpose()
     }
+}
+
+/// A decision log entry as `apply.lua` writes it, `SEQ AT JSON`: its number, its time and its
+/// JSON.
+fn log_entry(entry: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let number = |bytes: &[u8]| std::str::from_utf8(bytes).ok()?.parse::<u64>().ok();
+    let mut parts = entry.splitn(3, |b| *b == b' ');
+    let seq = number(parts.next()?)?;
+    let at = number(parts.next()?)?;
+    Some((seq, at, parts.next()?))
 }
 
 /// Audit line `n` from its fields (as `apply.lua` writes them).

@@ -7,6 +7,7 @@
 //! numbers, doubles: they are exact up to 2^53 (year 285,000 in milliseconds), and larger ones
 //! are refused here, before anything is sent ([`StoreError::OutOfRange`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use redis::Value;
@@ -26,6 +27,57 @@ use rebound_runtime::time::Timestamp;
 /// Ops per `apply.lua` call. A script runs alone on the server, so a call is kept to about a
 /// millisecond; a larger batch is several calls, in order.
 pub(super) const OPS_PER_CALL: usize = 500;
+
+/// Logged decisions per `apply.lua` call: each costs the server a few microseconds (its entry
+/// built and pushed), so a call of them stays about a millisecond too.
+pub(super) const DECISIONS_PER_CALL: usize = 200;
+
+/// One op of a call, and the index of the op of the batch it answers for.
+pub(super) type CallOp<'a> = (usize, Cow<'a, WriteOp>);
+
+/// `ops` as the `apply.lua` calls that apply them, in order: at most [`OPS_PER_CALL`] ops and
+/// [`DECISIONS_PER_CALL`] logged decisions a call. A log of more decisions than a call takes
+/// is split into logs of a call's share, each trimming to the same `keep` (which ends as the
+/// one log would: the newest `keep`), all answering for the one op.
+pub(super) fn calls(ops: &[WriteOp]) -> Vec<Vec<CallOp<'_>>> {
+    let logged = |op: &WriteOp| match op {
+        WriteOp::LogDecisions { decisions, .. } => decisions.len(),
+        _ => 0,
+    };
+    let mut calls = Vec::new();
+    let mut call: Vec<CallOp<'_>> = Vec::new();
+    let mut in_call = 0;
+    for (i, op) in ops.iter().enumerate() {
+        let pieces = match op {
+            WriteOp::LogDecisions { decisions, keep } if decisions.len() > DECISIONS_PER_CALL => {
+                decisions
+                    .chunks(DECISIONS_PER_CALL)
+                    .map(|share| {
+                        Cow::Owned(WriteOp::LogDecisions {
+                            decisions: share.to_vec(),
+                            keep: *keep,
+                        })
+                    })
+                    .collect()
+            }
+            _ => vec![Cow::Borrowed(op)],
+        };
+        for piece in pieces {
+            let n = logged(&piece);
+            if !call.is_empty() && (call.len() == OPS_PER_CALL || in_call + n > DECISIONS_PER_CALL)
+            {
+                calls.push(std::mem::take(&mut call));
+                in_call = 0;
+            }
+            in_call += n;
+            call.push((i, piece));
+        }
+    }
+    if !call.is_empty() {
+        calls.push(call);
+    }
+    calls
+}
 
 /// The largest integer a script compares exactly (a Lua number is a double).
 pub(super) const MAX_EXACT: u64 = 1 << 53;
@@ -129,9 +181,13 @@ pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut A
 /// Appends the custody acks of `ops` to `args` (`X group n entry…`, no answer of its own):
 /// the entries of `custody.stream` whose message a schedule or a dead letter of `ops` takes
 /// into the store's custody. None, nothing appended.
-pub(super) fn encode_custody(custody: &StreamCustody, ops: &[WriteOp], args: &mut Args) {
+pub(super) fn encode_custody<'a>(
+    custody: &StreamCustody,
+    ops: impl IntoIterator<Item = &'a WriteOp>,
+    args: &mut Args,
+) {
     let entries: Vec<&[u8]> = ops
-        .iter()
+        .into_iter()
         .filter_map(|op| match op {
             WriteOp::Schedule(retry) => Some(&retry.message.id),
             WriteOp::DeadLetter(dl) => Some(&dl.message.id),

@@ -31,7 +31,7 @@ fn every_alert_has_a_firing_and_a_quiet_case() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 8, "{alerts:?}");
+    assert_eq!(alerts.len(), 9, "{alerts:?}");
     for alert in alerts {
         // A case is `alertname: X` followed by its `exp_alerts`, empty (quiet) or not.
         let cases: Vec<&str> = tests

@@ -23,6 +23,7 @@ mod serve_operator;
 mod serve_pull;
 mod serve_ready;
 mod serve_redrive;
+mod serve_release;
 mod serve_watch;
 mod serve_whatif;
 

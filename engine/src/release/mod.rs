@@ -10,15 +10,22 @@
 //! - [`Verdict`] (`change.rs`): what a comparison of two decisions looks at (rule, action,
 //!   label), for what-if and the shadow.
 //! - [`Slice`] (`arm.rs`): who is in a canary, by biz and a stable hash of the ordering key.
+//! - [`Guard`] and [`judge`] (`guard.rs`): a canary's guard and what its two arms' figures
+//!   ([`ArmFigures`]) say should happen: run on, roll back, promote, or hold.
 //! - [`what_if`] (`whatif.rs`): what a candidate set would have decided for every logged
 //!   context, compared with what was decided ([`WhatIf`], the JSON of `rebound whatif`).
 
 mod arm;
 mod change;
+mod guard;
 mod logged;
 mod whatif;
 
 pub use arm::{Arm, Slice, stable_hash};
 pub use change::{Verdict, changed};
+pub use guard::{
+    ArmFigures, Arms, Breach, DEFAULT_DEAD_LETTER_RATIO, DEFAULT_MIN_SAMPLES, DEFAULT_RETRY_RATIO,
+    Guard, GuardError, Judgement, Relative, judge,
+};
 pub use logged::{LoggedContext, LoggedDecision, Outcome, jitter_seed};
 pub use whatif::{ChangeRow, DelaySides, EXAMPLES, Quantiles, WhatIf, outcome_changed, what_if};

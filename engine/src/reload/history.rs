@@ -6,6 +6,7 @@
 use crate::diag::Diagnostic;
 use crate::handle::Source;
 use crate::load::SourceFile;
+use crate::release::Arms;
 use crate::types::Version;
 use std::collections::VecDeque;
 use std::fmt;
@@ -65,7 +66,12 @@ pub struct HistoryEntry {
     /// Why it was rejected (errors only); empty for an accepted set.
     pub errors: Vec<Diagnostic>,
     /// Who pushed or rolled back, and why, when they said so (never for a file or a pull).
+    /// For a canary promoted or rolled back by its controller, operator `canary` and the
+    /// judgement's reason.
     pub by: Option<Actor>,
+    /// A canary's two arms when it was promoted or rolled back ([`Source::Canary`],
+    /// [`Source::RolledBack`]): the figures the decision was taken on.
+    pub arms: Option<Arms>,
 }
 
 /// A bounded log of reload attempts, newest first. The oldest entries fall off the end.
@@ -111,6 +117,13 @@ impl History {
         self.entries.truncate(self.limit);
     }
 
+    /// Changes the newest entry (one just recorded), if there is one.
+    pub(crate) fn amend_newest(&mut self, change: impl FnOnce(&mut HistoryEntry)) {
+        if let Some(e) = self.entries.front_mut() {
+            change(e);
+        }
+    }
+
     /// The entries, newest first.
     pub(crate) fn entries(&self) -> impl Iterator<Item = &HistoryEntry> {
         self.entries.iter()
@@ -137,6 +150,7 @@ mod tests {
             at: SystemTime::UNIX_EPOCH,
             errors: Vec::new(),
             by: None,
+            arms: None,
         }
     }
 

@@ -8,6 +8,8 @@
 //! or all of the new ones, never a mix. Deciding never takes the mutex: it reads the handle's
 //! atomic pointer.
 
+mod canary;
+
 use super::files::{WriteError, check_name, shown, write_set};
 use super::history::{Actor, History, HistoryEntry, Outcome};
 pub use super::outcomes::{
@@ -111,6 +113,7 @@ impl Reloader {
                 at: status.loaded_at,
                 errors: Vec::new(),
                 by: None,
+                arms: None,
             },
             Some(status.set.files()),
         );
@@ -303,21 +306,14 @@ impl Reloader {
                 current: *current.version(),
             });
         }
-        let set = self.candidate(files)?;
-        let version = *set.version();
+        let sources = to_sources(files).map_err(|r| r.error)?;
+        let version = version_of(&sources);
+        let set = self.compile(sources).map_err(PushError::Rejected)?;
         Ok(Pushed {
             changed: &version != current.version(),
             version,
             warnings: set.warnings().to_vec(),
         })
-    }
-
-    /// `files` compiled as a push would compile them (their names checked, then the
-    /// reloader's own checks), without pushing: the candidate of what-if. Nothing changes and
-    /// nothing is recorded.
-    pub fn candidate(&self, files: BTreeMap<String, String>) -> Result<CompiledSet, PushError> {
-        let sources = to_sources(files).map_err(|r| r.error)?;
-        self.compile(sources).map_err(PushError::Rejected)
     }
 
     /// Goes back to the previous accepted set (the start-up set counts as one), writes it
@@ -517,6 +513,7 @@ impl Reloader {
             at: now,
             errors: Vec::new(),
             by,
+            arms: None,
         };
         self.record(entry, Some(set.files()));
     }
@@ -542,6 +539,7 @@ impl Reloader {
             at: SystemTime::now(),
             errors,
             by: None,
+            arms: None,
         };
         self.record(entry, None);
     }

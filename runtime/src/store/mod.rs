@@ -367,7 +367,8 @@ pub trait Store: Send + Sync {
     fn location(&self) -> String;
 
     /// Applies `ops` in order, in one transaction. Returns one [`Applied`] per op. (The shared
-    /// store's transactions hold up to 500 ops: a larger batch is several, in order, all
+    /// store's transactions hold up to 500 ops, and up to 200 logged decisions, a larger
+    /// [`WriteOp::LogDecisions`] being split: a larger batch is several, in order, all
     /// checked before the first; one that fails leaves the ones before it written, and the
     /// batch applied again ends as if applied once, as every op is safe to apply twice.)
     fn apply(&self, ops: &[WriteOp]) -> Result<Vec<Applied>>;

@@ -393,26 +393,25 @@ impl Store for SqliteStore {
             .since
             .map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
         let limit = f.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        // The texts under the connection's lock, newest first up to the limit (LIMIT -1: no
+        // limit); parsed once it is released, so the journal's commits wait for the read of
+        // the rows only, not for the JSON of the whole log.
+        let rows: Vec<(i64, String)> = {
+            let conn = self.conn();
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, entry FROM decisions WHERE at_ms >= ?1 ORDER BY seq DESC LIMIT ?2",
+            )?;
+            stmt.query_map(params![since, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
         let location = self.location();
-        let conn = self.conn();
-        // Newest first up to the limit (LIMIT -1: no limit), turned oldest first below.
-        let mut stmt = conn.prepare_cached(
-            "SELECT seq, entry FROM decisions WHERE at_ms >= ?1 ORDER BY seq DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![since, limit], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, entry) = row?;
-            out.extend(decision_from_json(
-                &location,
-                &seq.to_string(),
-                entry.as_bytes(),
-            ));
-        }
-        out.reverse();
-        Ok(out)
+        Ok(rows
+            .iter()
+            .rev()
+            .filter_map(|(seq, entry)| {
+                decision_from_json(&location, &seq.to_string(), entry.as_bytes())
+            })
+            .collect())
     }
 }
 

@@ -117,7 +117,7 @@ const Rebound = (() => {
   }
 
   // The POSTs the API lets anyone make (they change nothing): no token asked for or sent.
-  const UNGUARDED = ['/v1/rules/validate', '/v1/decide'];
+  const UNGUARDED = ['/v1/rules/validate', '/v1/rules/whatif', '/v1/decide'];
 
   /**
    * Calls the admin API. A write sends the token kept for the tab; if the API says 401, it

@@ -62,9 +62,11 @@
 --   N: the row is not due (gone, or in flight) [noretry]; else it is due at `at`, an audit
 --      line [done].
 --   U: an audit line, naming the message's latest letter if it has one [done].
---   L: each entry XADDed to the stream decisions (fields `at`, `e`), in order; then the
---      stream is trimmed to exactly its newest `keep` (XTRIM MAXLEN; `keep` 0 empties it)
---      [done]. Nothing else is read or written: no row, no fate, no audit line.
+--   L: the entries numbered by INCRBY decisions:seq n and RPUSHed to the list decisions,
+--      in order, each as `seq at entry` (decimal, a space, decimal, a space, the JSON); then
+--      the list is trimmed to its newest `keep` (LTRIM -keep -1; `keep` 0 deletes it)
+--      [done]. Nothing else is read or written: no row, no fate, no audit line. (The seq
+--      lets a reader that pages from the list's end skip what appends shifted under it.)
 --   X: after every other op of the call, the entries are acknowledged to the group of the
 --      stream KEYS[2] (the store's custody of a stream source's messages: the schedules and
 --      dead letters of this call, whatever their answers, since the store has each message
@@ -342,10 +344,25 @@ end
 
 local function log_decisions(op)
   local log = P .. 'decisions'
-  for k = 1, #op.entries, 2 do
-    redis.call('XADD', log, '*', 'at', op.entries[k], 'e', op.entries[k + 1])
+  local count = #op.entries / 2
+  if count > 0 then
+    local seq = redis.call('INCRBY', P .. 'decisions:seq', count) - count
+    -- In chunks: a Lua call takes at most 8,000 arguments.
+    for from = 1, count, 1000 do
+      local items = {}
+      for k = from, math.min(from + 999, count) do
+        -- %d: the number as an integer (exact below 2^53), never in an exponent form.
+        items[#items + 1] = string.format('%d', seq + k) .. ' ' .. op.entries[2 * k - 1] .. ' '
+          .. op.entries[2 * k]
+      end
+      redis.call('RPUSH', log, unpack(items))
+    end
   end
-  redis.call('XTRIM', log, 'MAXLEN', op.keep)
+  if op.keep == '0' then
+    redis.call('DEL', log)
+  else
+    redis.call('LTRIM', log, '-' .. op.keep, -1)
+  end
   return { 'done' }
 end
 

@@ -21,6 +21,7 @@ rebound_runtime::conformance_suite!(redis, open);
 mod batches;
 mod claim_race;
 mod claims;
+mod decision_log;
 mod lost_replies;
 mod model;
 mod positions;

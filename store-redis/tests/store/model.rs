@@ -1,5 +1,5 @@
 //! The shared store answers as the embedded one: random batches of every op (a few message
-//! ids, two sources) applied to SQLite, the model, and to Redis give the same answers, and
+//! ids, two sources, the decision log) applied to SQLite, the model, and to Redis give the same answers, and
 //! after each batch the same reads.
 
 use proptest::prelude::*;
@@ -24,7 +24,10 @@ fn op() -> impl Strategy<Value = WriteOp> {
             .prop_map(|(id, at, label)| dead(letter(id, "ORDER", label, "X", at))),
         2 => (source, 0u64..9, at.clone()).prop_map(|(src, pos, at)| position(src, pos, at)),
         2 => (id(), at.clone()).prop_map(|(id, at)| WriteOp::Replay(action(id, "ops", "fixed", at))),
-        1 => (id(), at).prop_map(|(id, at)| WriteOp::Skip(action(id, "ops", "noise", at))),
+        1 => (id(), at.clone()).prop_map(|(id, at)| WriteOp::Skip(action(id, "ops", "noise", at))),
+        1 => (prop::collection::vec((id(), at), 0..4), 0u64..6).prop_map(|(entries, keep)| {
+            log(entries.into_iter().map(|(id, at)| logged(id, at)).collect(), keep)
+        }),
     ]
 }
 
@@ -40,6 +43,9 @@ struct Reads {
     audit: Vec<AuditEntry>,
     audit_of_a: Vec<AuditEntry>,
     positions: Vec<Option<u64>>,
+    decisions: Vec<rebound_engine::release::LoggedDecision>,
+    decisions_since_30: Vec<rebound_engine::release::LoggedDecision>,
+    newest_two_decisions: Vec<rebound_engine::release::LoggedDecision>,
 }
 
 fn reads(s: &dyn Store) -> Reads {
@@ -68,6 +74,19 @@ fn reads(s: &dyn Store) -> Reads {
             .unwrap()
             .items,
         positions: SOURCES.iter().map(|src| s.position(src).unwrap()).collect(),
+        decisions: decision_log(s),
+        decisions_since_30: s
+            .decisions(&DecisionFilter {
+                since: Some(ms(30)),
+                limit: None,
+            })
+            .unwrap(),
+        newest_two_decisions: s
+            .decisions(&DecisionFilter {
+                since: None,
+                limit: Some(2),
+            })
+            .unwrap(),
     }
 }
 

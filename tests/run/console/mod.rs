@@ -11,6 +11,9 @@
 //! - `rules_push`: Validate's warnings, a push its rule tests refuse (and pushed anyway), a
 //!   rollback that names its version and waits for a confirmation;
 //! - `history`: the diff between two accepted versions;
+//! - `canary`: a running canary's two arms side by side, aborted from the page;
+//! - `whatif`: **What would change?** shows `POST /v1/rules/whatif`'s table for the edited
+//!   files;
 //! - `escaping`: a failure message holding `<script>` shows as text and opens no dialog;
 //! - `paths`: one chart per rule, each loaded;
 //! - `message`: a redriven message's payload and its failures of every cycle;
@@ -27,6 +30,7 @@ mod server;
 mod webdriver;
 
 mod accessibility;
+mod canary;
 mod dead_letters;
 mod escaping;
 mod history;
@@ -36,3 +40,4 @@ mod pages;
 mod paths;
 mod rules;
 mod rules_push;
+mod whatif;
