@@ -52,6 +52,7 @@ enum Command {
     Run(cmd::run::Args),
     Serve(cmd::serve::Args),
     Relay(cmd::relay::Args),
+    Whatif(cmd::whatif::Args),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args).unwrap_or_else(identity),
         Command::Serve(args) => cmd::serve::run(args).unwrap_or_else(identity),
         Command::Relay(args) => cmd::relay::run(args).unwrap_or_else(identity),
+        Command::Whatif(args) => cmd::whatif::run(args).unwrap_or_else(identity),
     };
     match outcome {
         Outcome::Ok => ExitCode::SUCCESS,

@@ -48,6 +48,10 @@ pub struct DecideBody {
     /// Seed for jitter: the same seed gives the same decision as `rebound decide --seed`.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// The message's id, as what-if's examples carry it (`POST /v1/rules/whatif`); it names
+    /// the message and takes no part in the decision.
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 /// Decides `body` with the set in force.

@@ -30,6 +30,11 @@ pub struct Gate {
 /// third is refused at once.
 pub static VALIDATIONS: Gate = Gate::new("validations", 2, false, Duration::from_secs(5));
 
+/// What-if runs (`POST /v1/rules/whatif`, unauthenticated): each decides the whole decision
+/// log again (up to `decisions.keep` contexts), so one at a time, 30 s each; a second is
+/// refused at once.
+pub static WHAT_IFS: Gate = Gate::new("what-if runs", 1, false, Duration::from_secs(30));
+
 /// The store's reads and writes behind the operator's routes (listing dead letters scans them
 /// on Redis): four at a time, the rest waiting, each answered within 20 s, below the 30 s a
 /// client commonly waits.

@@ -4,13 +4,14 @@
 //! |---|---|
 //! | `GET /v1/rules`, `PUT /v1/rules`, `POST /v1/rules/validate`, `GET`, `POST /v1/rules/rollback`, `GET /v1/rules/history`, `GET /v1/rules/history/{version}` | [`rules`]; a push runs the set's rule tests first ([`rule_tests`]) |
 //! | `PUT`, `GET`, `DELETE /v1/rules/shadow`, `PUT`, `GET`, `DELETE /v1/rules/canary` | [`release`] |
+//! | `POST /v1/rules/whatif` | [`whatif`] |
 //! | `POST /v1/decide` | [`decide`] |
 //! | `GET /v1/paths`, `GET /v1/paths/{rule}.svg` | [`paths`] |
 //! | `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`, `POST /v1/dead-letters/{id}/skip` | [`dead_letters`] |
 //! | `GET /healthz`, `GET /metrics`, `GET /v1/overview` | [`status`] |
 //! | `GET /ui/…`: the web console's pages and assets (merged by `app`) | `console` |
 //!
-//! Writes (`PUT`, and `POST` except `decide` and `validate`) need the bearer token when one
+//! Writes (`PUT`, and `POST` except `decide`, `validate` and `whatif`) need the bearer token when one
 //! is configured ([`auth`]). A request from another origin gets 403 and one for another host
 //! 421 ([`edges`]); connections are bounded in number and time ([`connections`]), and the
 //! work a request starts in time and concurrency ([`limits`]). Bodies are JSON, at most [`MAX_BODY`] bytes ([`body`]), and
@@ -39,6 +40,7 @@ pub mod retries;
 pub mod rule_tests;
 pub mod rules;
 pub mod status;
+pub mod whatif;
 
 use crate::metrics::Metrics;
 use auth::Token;
@@ -87,6 +89,7 @@ pub fn router(state: AdminState, more: Router<AdminState>) -> Router {
     Router::new()
         .route("/v1/rules", get(rules::get).put(rules::put))
         .route("/v1/rules/validate", post(rules::validate))
+        .route("/v1/rules/whatif", post(whatif::whatif))
         .route(
             "/v1/rules/rollback",
             get(rules::rollback_target).post(rules::rollback),

@@ -12,6 +12,7 @@ pub mod schema;
 pub mod serve;
 mod store;
 pub mod test;
+pub mod whatif;
 
 use crate::Outcome;
 use rebound::config::{ConfigError, ConfigFile};

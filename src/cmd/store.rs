@@ -44,6 +44,18 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// The flags of a command that only reads a store (`whatif`): `--store` and
+    /// `--namespace`, the rest at their defaults.
+    pub fn reader(store: String, namespace: Option<String>) -> StoreArgs {
+        StoreArgs {
+            store: Some(store),
+            namespace,
+            node: None,
+            lease: None,
+            store_check: None,
+        }
+    }
+
     /// This node's name at a broker (`--node`, else the file's `node`, else the machine's
     /// name: the same across restarts, so a restarted relay finds its own pending entries),
     /// or why a given one is refused.

@@ -4,7 +4,8 @@
 //! of `run` and `serve` (`config_file`), what a broken rule file reports (`load_errors`),
 //! `paths` (`paths_lints`, `paths_shipped`, `paths_svg`: the charts), `test` (`ruletest_cli`, `ruletest_seed_search`),
 //! the JSON schemas (`schema_drift`, `schema_validate`) and properties of the shipped rules
-//! (`shipped_rules_props`), and the README's examples run as written (`readme_examples`).
+//! (`shipped_rules_props`), what-if over a known decision log (`whatif`), and the README's
+//! examples run as written (`readme_examples`).
 //! Fixtures are in `tests/fixtures/`.
 
 mod budgets_breakers;
@@ -25,3 +26,5 @@ mod ruletest_seed_search;
 mod schema_drift;
 mod schema_validate;
 mod shipped_rules_props;
+mod whatif;
+mod whatif_log;

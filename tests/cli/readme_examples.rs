@@ -226,8 +226,9 @@ fn curls(text: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn every_write_curl_carries_the_admin_token() {
-    // Writes are every PUT, and every POST but the two that only read (`docs/spec/operations.md`).
-    let readers = ["/v1/decide", "/v1/rules/validate"];
+    // Writes are every PUT, and every POST but the three that only read
+    // (`docs/spec/operations.md`; what-if: `docs/spec/release.md`).
+    let readers = ["/v1/decide", "/v1/rules/validate", "/v1/rules/whatif"];
     let mut writes = 0;
     for (line, command) in curls(&readme()) {
         let write = command.contains("-X PUT")

@@ -5,9 +5,9 @@
 //! (`run_hot_reload`), the configuration file's keys and flags over them (`run_config`),
 //! labels that redrive (`run_labels`), ordered keys (`run_ordered`), the pipeline through its library API
 //! (`durable_pipeline`), its metrics (`run_metrics`) and logs (`run_logs`), and the alerting
-//! rules and dashboard that ship in `deploy/` (`deploy`), and the web console in a real
-//! headless Chromium (`console`). `support` starts the binary and
-//! reads a run's state from outside.
+//! rules and dashboard that ship in `deploy/` (`deploy`), the web console in a real
+//! headless Chromium (`console`), and what-if over a finished run's decision log
+//! (`run_whatif`). `support` starts the binary and reads a run's state from outside.
 
 mod support;
 
@@ -26,3 +26,7 @@ mod run_metrics;
 mod run_ordered;
 mod run_outage;
 mod run_rules_fire;
+mod run_whatif;
+
+#[path = "../cli/whatif_log.rs"]
+mod whatif_log;

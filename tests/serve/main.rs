@@ -2,8 +2,9 @@
 //! line and `--json` (`cli_serve`), the admin API (`serve_api`), the dead-letter desk
 //! (`serve_dead_letters`), the operator's routes (`serve_operator`), alerts to a webhook (`serve_alerts`, with a
 //! `receiver` of the test's own) and to a real Alertmanager (`serve_alertmanager`), labels that redrive
-//! (`serve_redrive`), the config-center puller (`serve_pull`) and the rules watcher
-//! (`serve_watch`). `support` starts the binary and speaks HTTP to it.
+//! (`serve_redrive`), the config-center puller (`serve_pull`), the rules watcher
+//! (`serve_watch`) and what-if over the running process's decision log (`serve_whatif`).
+//! `support` starts the binary and speaks HTTP to it.
 
 mod receiver;
 mod support;
@@ -24,5 +25,9 @@ mod serve_ready;
 mod serve_redrive;
 mod serve_release;
 mod serve_watch;
+mod serve_whatif;
+
+#[path = "../cli/whatif_log.rs"]
+mod whatif_log;
 
 mod relay;

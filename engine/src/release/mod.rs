@@ -12,11 +12,14 @@
 //! - [`Slice`] (`arm.rs`): who is in a canary, by biz and a stable hash of the ordering key.
 //! - [`Guard`] and [`judge`] (`guard.rs`): a canary's guard and what its two arms' figures
 //!   ([`ArmFigures`]) say should happen: run on, roll back, promote, or hold.
+//! - [`what_if`] (`whatif.rs`): what a candidate set would have decided for every logged
+//!   context, compared with what was decided ([`WhatIf`], the JSON of `rebound whatif`).
 
 mod arm;
 mod change;
 mod guard;
 mod logged;
+mod whatif;
 
 pub use arm::{Arm, Slice, stable_hash};
 pub use change::{ShadowReport, ShadowRow, Verdict, changed};
@@ -25,3 +28,4 @@ pub use guard::{
     Guard, GuardError, Judgement, Relative, judge,
 };
 pub use logged::{LoggedContext, LoggedDecision, Outcome, jitter_seed};
+pub use whatif::{ChangeRow, DelaySides, EXAMPLES, Quantiles, WhatIf, outcome_changed, what_if};
