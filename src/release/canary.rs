@@ -15,10 +15,10 @@
 
 use super::ReleaseSide;
 use super::fleet::{CanaryFleet, FleetSpec, arms_of, counts};
-use rebound_store_redis::fleet::{CanaryRecord, CanaryStart};
 use rebound_engine::release::{ArmFigures, Arms, Guard, Judgement, Slice, judge};
 use rebound_engine::reload::{Actor, PushError, Reloader};
 use rebound_engine::{CompiledSet, Version};
+use rebound_store_redis::fleet::{CanaryRecord, CanaryStart};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -90,7 +90,9 @@ pub enum StartError {
     #[error(transparent)]
     Refused(PushError),
     /// On a fleet: another node's canary (this epoch) is running or held.
-    #[error("a canary is running on the fleet (epoch {0}); abort it with DELETE /v1/rules/canary first")]
+    #[error(
+        "a canary is running on the fleet (epoch {0}); abort it with DELETE /v1/rules/canary first"
+    )]
     FleetActive(u64),
     /// On a fleet: the shared store did not answer.
     #[error("the shared store did not take the canary: {0}")]
@@ -358,7 +360,12 @@ impl CanaryDesk {
                 };
                 let last = self.side.clear_canary().unwrap_or_default();
                 let arms = parse_arms(&rec.arms).unwrap_or(last);
-                tracing::info!(epoch, state = state.as_str(), "the fleet's canary ended: {}", rec.reason);
+                tracing::info!(
+                    epoch,
+                    state = state.as_str(),
+                    "the fleet's canary ended: {}",
+                    rec.reason
+                );
                 self.end(desk, state, rec.reason.clone(), arms);
                 return Some(state);
             }
@@ -416,13 +423,18 @@ impl CanaryDesk {
                     }
                     // Another node was first; the next tick follows the record.
                     Ok(false) => {}
-                    Err(e) => tracing::warn!("the fleet's canary record did not take the rollback: {e}"),
+                    Err(e) => {
+                        tracing::warn!("the fleet's canary record did not take the rollback: {e}")
+                    }
                 }
             }
-            Judgement::Promote => match fleet.end(epoch, "promoted", "promoted", &arms_json(&arms)) {
+            Judgement::Promote => match fleet.end(epoch, "promoted", "promoted", &arms_json(&arms))
+            {
                 Ok(true) => self.promote(desk, arms),
                 Ok(false) => {}
-                Err(e) => tracing::warn!("the fleet's canary record did not take the promotion: {e}"),
+                Err(e) => {
+                    tracing::warn!("the fleet's canary record did not take the promotion: {e}")
+                }
             },
         }
         desk.run.as_ref().map(|r| r.view.state)
@@ -435,7 +447,10 @@ impl CanaryDesk {
         let spec: FleetSpec = match serde_json::from_str(&record.spec) {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!(epoch = record.epoch, "the fleet's canary does not read: {e}");
+                tracing::error!(
+                    epoch = record.epoch,
+                    "the fleet's canary does not read: {e}"
+                );
                 return;
             }
         };
@@ -446,7 +461,10 @@ impl CanaryDesk {
         let set = match self.reloader.compile_candidate(spec.files.clone()) {
             Ok(set) => set,
             Err(e) => {
-                tracing::error!(epoch = record.epoch, "the fleet's canary does not compile here: {e}");
+                tracing::error!(
+                    epoch = record.epoch,
+                    "the fleet's canary does not compile here: {e}"
+                );
                 return;
             }
         };

@@ -180,8 +180,7 @@ mod tests {
             min_samples: 50,
             promote_after_ms: 1000,
         };
-        let back: FleetSpec =
-            serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        let back: FleetSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(back, spec);
         assert_eq!(back.guard().unwrap().min_samples, 50);
     }

@@ -17,6 +17,7 @@ mod serve_alerts;
 mod serve_api;
 mod serve_dead_letters;
 mod serve_fleet;
+mod serve_fleet_canary;
 mod serve_fleet_letters;
 mod serve_fleet_pace;
 mod serve_operator;
