@@ -190,9 +190,15 @@ impl SourceHarness for RabbitHarness {
     }
 
     fn unacked(&self) -> u64 {
-        self.server
-            .queue_counts(QUEUE)
-            .map_or(0, |(unacked, _)| unacked)
+        // Asked again while the broker's metrics do not answer (a loaded machine); one that
+        // never does holds what it held: never "none" (a wait for 0 would end on an error).
+        for _ in 0..20 {
+            if let Some((unacked, _)) = self.server.queue_counts(QUEUE) {
+                return unacked;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        u64::MAX
     }
 
     /// RabbitMQ puts a dead consumer's messages back in the queue at once: what it holds.

@@ -71,6 +71,7 @@ fn nodes_lists_who_heartbeat_within_the_lease_with_their_reports() {
     s.join(&b, LEASE).unwrap();
     let status = NodeStatus {
         rules_version: Some("00ff00ff00ff00ff".into()),
+        canary_version: Some("0011223344556677".into()),
         rules_errors: Some(vec!["rules/x.yaml: unknown field `wen`".into()]),
         partitions: vec![1, 5, 9],
         in_flight: 12,
@@ -94,6 +95,7 @@ fn nodes_lists_who_heartbeat_within_the_lease_with_their_reports() {
     // b stays silent; a keeps heartbeating, and stops reporting its errors.
     let fixed = NodeStatus {
         rules_errors: None,
+        canary_version: None,
         ..status.clone()
     };
     for _ in 0..6 {
