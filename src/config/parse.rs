@@ -195,30 +195,33 @@ pub(super) fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D
 
 /// A share of finished trees: `50%` or `0.5`, above 0 and at most 100%.
 pub(super) fn share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    const EXPECTED: &str = "a share above 0% and at most 100%, such as '50%' or 0.5";
-    checked_number(d, EXPECTED, |n| {
-        let x = match n {
-            Number::Whole(n) => n as f64,
-            Number::Real(x) => x,
-            Number::Text(s) => {
-                let percent = s.trim().strip_suffix('%');
-                match percent.and_then(|p| p.trim().parse::<f64>().ok()) {
-                    Some(p) => p / 100.0,
-                    None => return Err(format!("bad share '{s}'; expected {EXPECTED}")),
-                }
-            }
-        };
-        if !(x > 0.0 && x <= 1.0) {
-            return Err(format!("a share of {}%; expected {EXPECTED}", x * 100.0));
-        }
-        Ok(Some(x))
-    })
+    portion(
+        d,
+        "share",
+        "a share above 0% and at most 100%, such as '50%' or 0.5",
+        false,
+    )
 }
 
 /// A sample of decisions: `10%` or 0.1, from 0% (none) to 100%.
 pub(super) fn sample<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    const EXPECTED: &str = "a share from 0% to 100%, such as '10%' or 0.1";
-    checked_number(d, EXPECTED, |n| {
+    portion(
+        d,
+        "sample",
+        "a share from 0% to 100%, such as '10%' or 0.1",
+        true,
+    )
+}
+
+/// A portion of a whole, written `50%` or `0.5`, at most 100% (0 only when `zero` allows it);
+/// `what` names it in the errors.
+fn portion<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+    expected: &'static str,
+    zero: bool,
+) -> Result<Option<f64>, D::Error> {
+    checked_number(d, expected, |n| {
         let x = match n {
             Number::Whole(n) => n as f64,
             Number::Real(x) => x,
@@ -226,12 +229,13 @@ pub(super) fn sample<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::
                 let percent = s.trim().strip_suffix('%');
                 match percent.and_then(|p| p.trim().parse::<f64>().ok()) {
                     Some(p) => p / 100.0,
-                    None => return Err(format!("bad sample '{s}'; expected {EXPECTED}")),
+                    None => return Err(format!("bad {what} '{s}'; expected {expected}")),
                 }
             }
         };
-        if !(0.0..=1.0).contains(&x) {
-            return Err(format!("a sample of {}%; expected {EXPECTED}", x * 100.0));
+        let low_ok = if zero { x >= 0.0 } else { x > 0.0 };
+        if !(low_ok && x <= 1.0) {
+            return Err(format!("a {what} of {}%; expected {expected}", x * 100.0));
         }
         Ok(Some(x))
     })

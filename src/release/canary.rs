@@ -284,10 +284,10 @@ impl CanaryDesk {
     pub fn abort(&self, by: Actor) -> Option<CanaryView> {
         let mut desk = self.lock();
         let run = desk.run.as_ref().filter(|r| r.view.state.is_active())?;
-        let live = self.side.canary().unwrap_or_else(|| run.view.arms.clone());
+        let mut live = self.side.canary().unwrap_or_else(|| run.view.arms.clone());
         if let (Some(fleet), Some(epoch)) = (&self.fleet, run.epoch) {
-            let arms = run.fleet_arms.clone().unwrap_or_else(|| live.clone());
-            if let Err(e) = fleet.end(epoch, "rolled_back", &by.reason, &arms_json(&arms)) {
+            live = run.fleet_arms.clone().unwrap_or(live);
+            if let Err(e) = fleet.end(epoch, "rolled_back", &by.reason, &arms_json(&live)) {
                 tracing::warn!("the fleet's canary record did not take the abort: {e}");
             }
         }
@@ -527,7 +527,7 @@ impl CanaryDesk {
         );
         match promoted {
             Ok(_) => {
-                let last = self.side.clear_canary().unwrap_or(arms);
+                let last = self.final_figures(arms);
                 tracing::info!(version = %view.version, "canary {why}");
                 self.end(desk, CanaryState::Promoted, why, last);
             }
@@ -541,13 +541,24 @@ impl CanaryDesk {
     /// Clears the runtime's canary, records the rollback in the history with its final
     /// figures, and ends the run.
     fn roll_back(&self, desk: &mut Desk, by: Actor, live: Arms) -> Option<CanaryView> {
-        let last = self.side.clear_canary().unwrap_or(live);
+        let last = self.final_figures(live);
         let version = desk.run.as_ref().map(|r| r.view.version);
         if let Some(version) = version {
             self.reloader
                 .record_rolled_back(version, by.clone(), last.clone());
         }
         self.end(desk, CanaryState::RolledBack, by.reason, last)
+    }
+
+    /// Clears the runtime's canary and answers the figures its ending keeps: the runtime's
+    /// last (they may have moved since `judged`), or on a fleet `judged`, the fleet's sums
+    /// (the runtime's are this node's share only).
+    fn final_figures(&self, judged: Arms) -> Arms {
+        let local = self.side.clear_canary();
+        match local {
+            Some(local) if self.fleet.is_none() => local,
+            _ => judged,
+        }
     }
 
     fn end(

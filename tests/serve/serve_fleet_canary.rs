@@ -8,22 +8,7 @@
 use crate::support::*;
 use rebound_store_redis::TestServer;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn release_files(name: &str) -> BTreeMap<String, String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/release")
-        .join(name);
-    let mut files = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let file = entry.file_name().into_string().unwrap();
-        files.insert(file, std::fs::read_to_string(entry.path()).unwrap());
-    }
-    files
-}
 
 /// A node of namespace `ns` on a copy of release fixture `stable`, 50 new orders a second.
 fn node(server: &TestServer, name: &str) -> (Server, tempfile::TempDir) {
@@ -50,17 +35,6 @@ fn node(server: &TestServer, name: &str) -> (Server, tempfile::TempDir) {
         ],
     );
     (node, rules)
-}
-
-fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    check()
 }
 
 fn canary(node: &Server) -> Value {

@@ -9,25 +9,7 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn release_fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/release")
-        .join(name)
-}
-
-fn release_files(name: &str) -> BTreeMap<String, String> {
-    let mut files = BTreeMap::new();
-    for entry in std::fs::read_dir(release_fixture(name)).unwrap() {
-        let entry = entry.unwrap();
-        let file = entry.file_name().into_string().unwrap();
-        files.insert(file, std::fs::read_to_string(entry.path()).unwrap());
-    }
-    files
-}
 
 /// `rebound serve` on a copy of release fixture `stable`, 200 new orders a second.
 fn serve(stable: &str) -> (Server, tempfile::TempDir) {
@@ -37,18 +19,6 @@ fn serve(stable: &str) -> (Server, tempfile::TempDir) {
     }
     let server = Server::start(rules.path(), &["--time-scale", "100", "--rate", "200"]);
     (server, rules)
-}
-
-/// Polls `check` until it holds or `limit` passes; true when it held.
-fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    check()
 }
 
 /// The sum of every sample of `name` (any labels) in `/metrics`, and of those whose labels

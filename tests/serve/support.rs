@@ -255,8 +255,13 @@ pub fn wait_for_exit(child: &mut Child) -> ExitStatus {
 }
 
 /// Polls `check` until it holds or the deadline passes; true when it held.
-pub fn eventually(mut check: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + DEADLINE;
+pub fn eventually(check: impl FnMut() -> bool) -> bool {
+    within(DEADLINE, check)
+}
+
+/// Polls `check` until it holds or `limit` passes; true when it held.
+pub fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
     while Instant::now() < end {
         if check() {
             return true;
@@ -264,6 +269,20 @@ pub fn eventually(mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(25));
     }
     check()
+}
+
+/// The files of release fixture `name` (`tests/fixtures/release/NAME/`), by file name.
+pub fn release_files(name: &str) -> BTreeMap<String, String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/release")
+        .join(name);
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let file = entry.file_name().into_string().unwrap();
+        files.insert(file, std::fs::read_to_string(entry.path()).unwrap());
+    }
+    files
 }
 
 /// The JSON body of a response, with its status.

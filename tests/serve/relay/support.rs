@@ -14,6 +14,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+pub use super::super::support::within;
 use super::super::support::{DEADLINE, rebound};
 
 /// One request the handler received.
@@ -351,18 +352,6 @@ fn signal(pid: u32, signal: &str) {
         .status()
         .expect("kill runs");
     assert!(sent.success(), "kill {signal} {pid}");
-}
-
-/// Polls `check` until it holds or `limit` passes; true when it held.
-pub fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    check()
 }
 
 /// The `n` of a payload `{"n":N}`.
