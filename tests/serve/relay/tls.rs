@@ -43,10 +43,14 @@ fn an_https_handler_is_trusted_through_ca_file_and_refused_without_it() {
         handler.requests().len(),
         relay.stderr()
     );
-    let metrics = relay.get("/metrics");
+    // The handler has the tenth request before the relay has its answer: wait for the count.
+    let answered = "rebound_handler_requests_total{class=\"2xx\"} 10";
     assert!(
-        metrics.contains("rebound_handler_requests_total{class=\"2xx\"} 10"),
-        "{metrics}"
+        within(Duration::from_secs(10), || relay
+            .get("/metrics")
+            .contains(answered)),
+        "{}",
+        relay.get("/metrics")
     );
     let (status, _, stderr) = relay.terminate();
     assert!(status.success(), "{status}\n{stderr}");
