@@ -39,6 +39,10 @@
 //! malloc the topology spent a third of its CPU in the allocator's arena locks and ran at
 //! less than half the speed; the bare pipelines, which allocate less, gained less.
 //!
+//! The cost of the decision log (`decisions.rs`): the durable source's run with its failures
+//! decided by the rules, the log off against on, interleaved (target ≥ 0.95).
+//! `BENCH_DECISIONS_ONLY=1` runs only this part.
+//!
 //! The cost of ordered keys (`ordered.rs`): ordering on against off, every key distinct, in
 //! interleaved rounds (target ≥ 0.95), and the waits behind a key with 10% failures over 100
 //! keys. `BENCH_ORDERED_ONLY=1` runs only this part.
@@ -67,6 +71,7 @@ use tokio::sync::mpsc;
 
 /// The `rebound` binary's allocator, so that the bench measures what users run.
 mod bare;
+mod decisions;
 mod ordered;
 mod redis;
 mod topology;
@@ -330,6 +335,9 @@ fn main() {
         }
         return;
     }
+    if std::env::var("BENCH_DECISIONS_ONLY").is_ok() {
+        return decisions::interleaved_decisions(&rt, max_pending, rounds);
+    }
     let durable_only = std::env::var("BENCH_DURABLE_ONLY").is_ok();
     if std::env::var("BENCH_SKIP_CRITERION").is_err() {
         let mut c = Criterion::default().configure_from_args();
@@ -340,6 +348,7 @@ fn main() {
         c.final_summary();
     }
     interleaved_durable(&rt, max_pending, rounds);
+    decisions::interleaved_decisions(&rt, max_pending, rounds);
     if durable_only {
         return;
     }

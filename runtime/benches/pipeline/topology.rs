@@ -268,9 +268,31 @@ pub(crate) fn run_topology_with(
             base_delay: Duration::from_millis(1),
             ..FixedPolicy::default()
         };
-        let seams = match &durable {
-            Some(d) => d.seams(policy),
-            None => Seams::in_memory().with_policy(policy),
+        let seams = match (&durable, super::decisions::POLICY.load(Ordering::Relaxed)) {
+            (Some(d), by_rules @ (1 | 2)) => {
+                // The decisions variants (decisions.rs): the rule engine, its log off or on.
+                let set = rebound_engine::compile(vec![rebound_engine::SourceFile::new(
+                    "a.yaml",
+                    "a.yaml",
+                    super::decisions::RULES,
+                )])
+                .expect("the bench's rules");
+                let handle = Arc::new(rebound_engine::PolicyHandle::new(set));
+                let mut rules = rebound_runtime::policy::RulePolicy::new(
+                    handle,
+                    rebound_runtime::policy::TimeScale::REAL,
+                );
+                if by_rules == 2 {
+                    let release = rebound_runtime::release::Release::new(
+                        rebound_runtime::release::LogOptions::default(),
+                    );
+                    d.log_decisions(&release);
+                    rules = rules.with_release(release);
+                }
+                d.seams(rules)
+            }
+            (Some(d), _) => d.seams(policy),
+            (None, _) => Seams::in_memory().with_policy(policy),
         };
         let start = Instant::now();
         let running = topology.start(seams);
