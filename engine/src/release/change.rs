@@ -29,9 +29,9 @@ impl Verdict {
 impl From<&Outcome> for Verdict {
     fn from(o: &Outcome) -> Verdict {
         Verdict {
-            rule: o.rule.clone(),
-            action: o.action.clone(),
-            label: o.label.clone(),
+            rule: o.rule.to_string(),
+            action: o.action.to_string(),
+            label: o.label.as_deref().map(str::to_owned),
         }
     }
 }

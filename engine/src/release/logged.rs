@@ -3,10 +3,11 @@
 //! from), so a logged context can be decided again anywhere: by a candidate (what-if), by the
 //! admin API, or by `rebound explain` with its fields as flags.
 
-use crate::context::{Attrs, FailureContext, HeaderMap, OwnedFailure, Signals};
+use crate::context::{Attrs, FailureContext, HeaderMap, OwnedFailure, SignalView, Signals};
 use crate::release::arm::{Arm, stable_hash_of};
-use crate::types::{Decided, Decision};
+use crate::types::{Decided, Decision, RuleRef};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// The seed of a runtime decision's jitter: a stable hash of the message's id, the attempt that
@@ -53,8 +54,8 @@ pub struct LoggedContext {
     /// When it failed: ms since the Unix epoch.
     pub now_ms: u64,
     /// The runtime's signals.
-    #[serde(default, skip_serializing_if = "Signals::is_empty")]
-    pub signals: Signals,
+    #[serde(default, skip_serializing_if = "LoggedSignals::is_empty")]
+    pub signals: LoggedSignals,
     /// The seed the jitter was drawn from.
     pub seed: u64,
 }
@@ -73,7 +74,7 @@ impl LoggedContext {
             attrs: ctx.attrs.clone(),
             headers: ctx.headers.clone(),
             now_ms: ctx.now,
-            signals: ctx.signals.iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            signals: LoggedSignals::of(ctx.signals),
             seed,
         }
     }
@@ -91,7 +92,7 @@ impl LoggedContext {
             attrs: self.attrs.clone(),
             headers: self.headers.clone(),
             now: self.now_ms,
-            signals: self.signals.clone(),
+            signals: self.signals.to_map(),
         }
     }
 
@@ -118,9 +119,80 @@ impl LoggedContext {
             map.insert("headers".into(), serde_json::json!(self.headers));
         }
         if !self.signals.is_empty() {
-            map.insert("signals".into(), serde_json::json!(self.signals));
+            map.insert("signals".into(), serde_json::json!(self.signals.to_map()));
         }
         body
+    }
+}
+
+/// The signals a decision saw, by name, first of a name kept (as [`SignalView::get`] reads
+/// them). A runtime's fixed names are borrowed, not copied: logging a decision allocates
+/// nothing for them. Written as a JSON object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoggedSignals(pub Vec<(Cow<'static, str>, f64)>);
+
+impl LoggedSignals {
+    /// The signals of `view`.
+    pub fn of(view: SignalView<'_>) -> LoggedSignals {
+        let mut out: Vec<(Cow<'static, str>, f64)> = Vec::new();
+        let mut add = |name: Cow<'static, str>, v: f64| {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, v));
+            }
+        };
+        match view {
+            SignalView::Pairs(pairs) => {
+                for &(k, v) in pairs {
+                    add(Cow::Borrowed(k), v);
+                }
+            }
+            SignalView::Map(map) => {
+                for (k, v) in map {
+                    add(Cow::Owned(k.clone()), *v);
+                }
+            }
+        }
+        LoggedSignals(out)
+    }
+
+    /// None at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// As the engine's map.
+    pub fn to_map(&self) -> Signals {
+        let mut map = Signals::new();
+        for (k, v) in &self.0 {
+            map.entry(k.to_string()).or_insert(*v);
+        }
+        map
+    }
+}
+
+impl<const N: usize> From<[(Cow<'static, str>, f64); N]> for LoggedSignals {
+    fn from(pairs: [(Cow<'static, str>, f64); N]) -> LoggedSignals {
+        LoggedSignals(pairs.into())
+    }
+}
+
+impl Serialize for LoggedSignals {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k.as_ref(), v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for LoggedSignals {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LoggedSignals, D::Error> {
+        let map = Signals::deserialize(d)?;
+        Ok(LoggedSignals(
+            map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect(),
+        ))
     }
 }
 
@@ -132,18 +204,18 @@ fn millis(d: Duration) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     /// `retry` or `dead_letter`.
-    pub action: String,
+    pub action: Cow<'static, str>,
     /// A retry's delay, in the rules' time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
     /// A dead letter's label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<Cow<'static, str>>,
     /// A dead letter's reason (`give_up`, `max_retries`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The deciding rule's id, or `defaults`.
-    pub rule: String,
+    pub reason: Option<Cow<'static, str>>,
+    /// The deciding rule's id, or `defaults` (the names are interned: borrowed, not copied).
+    pub rule: Cow<'static, str>,
     /// The set's version.
     pub version: String,
 }
@@ -156,16 +228,20 @@ impl Outcome {
             Decision::DeadLetter { label, reason, .. } => (
                 "dead_letter",
                 None,
-                Some(label.to_string()),
-                Some(reason.as_str().to_owned()),
+                Some(Cow::Borrowed(label.as_str())),
+                Some(Cow::Borrowed(reason.as_str())),
             ),
         };
+        let rule = match decided.decision.rule() {
+            RuleRef::Rule(id) => id.as_str(),
+            RuleRef::Defaults => "defaults",
+        };
         Outcome {
-            action: action.to_owned(),
+            action: Cow::Borrowed(action),
             delay_ms,
             label,
             reason,
-            rule: decided.decision.rule().to_string(),
+            rule: Cow::Borrowed(rule),
             version: decided.version.to_string(),
         }
     }
