@@ -94,7 +94,7 @@ impl RulePolicy {
             Some((Arm::Stable, _)) => (self.handle.decide(ctx, rng), Some(Arm::Stable)),
             None => (self.handle.decide(ctx, rng), None),
         };
-        if let Some(shadow) = release.shadow_run() {
+        if let Some(shadow) = release.shadow_run().as_ref() {
             let theirs = shadow.set().decide(ctx, &mut jitter_rng(seed));
             shadow.count(&decided, &theirs);
         }

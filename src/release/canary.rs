@@ -268,8 +268,7 @@ impl CanaryDesk {
         if desk.run.as_ref().is_some_and(|r| r.view.state.is_active())
             && let Some(live) = self.side.canary()
         {
-            add(&mut totals.stable, &live.stable);
-            add(&mut totals.canary, &live.canary);
+            totals.add(&live);
         }
         totals
     }
@@ -383,7 +382,7 @@ impl CanaryDesk {
         let Some(live) = self.side.canary() else {
             return Some(run.view.state);
         };
-        let delta = super::fleet::since(&live, &run.sent);
+        let delta = live.since(&run.sent);
         let attempts = live.stable.acked_by_attempt.len();
         match fleet.sync(epoch, &counts(&delta)) {
             Ok(Some(sums)) => {
@@ -568,8 +567,7 @@ impl CanaryDesk {
         reason: String,
         last: Arms,
     ) -> Option<CanaryView> {
-        add(&mut desk.retired.stable, &last.stable);
-        add(&mut desk.retired.canary, &last.canary);
+        desk.retired.add(&last);
         let run = desk.run.as_mut()?;
         run.view.state = state;
         run.view.reason = Some(reason);
@@ -613,24 +611,6 @@ fn actor(reason: &str) -> Actor {
     Actor {
         operator: CONTROLLER.to_owned(),
         reason: reason.to_owned(),
-    }
-}
-
-fn add(total: &mut ArmFigures, more: &ArmFigures) {
-    total.first_deliveries += more.first_deliveries;
-    total.retries += more.retries;
-    total.dead_letters += more.dead_letters;
-    if total.acked_by_attempt.len() < more.acked_by_attempt.len() {
-        total
-            .acked_by_attempt
-            .resize(more.acked_by_attempt.len(), 0);
-    }
-    for (t, m) in total
-        .acked_by_attempt
-        .iter_mut()
-        .zip(&more.acked_by_attempt)
-    {
-        *t += m;
     }
 }
 

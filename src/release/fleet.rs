@@ -110,25 +110,6 @@ pub fn counts(arms: &Arms) -> Vec<(String, u64)> {
     out
 }
 
-/// `now` less `then`, counter by counter (what a node counted since its last sync).
-pub fn since(now: &Arms, then: &Arms) -> Arms {
-    let arm = |n: &ArmFigures, t: &ArmFigures| ArmFigures {
-        first_deliveries: n.first_deliveries.saturating_sub(t.first_deliveries),
-        retries: n.retries.saturating_sub(t.retries),
-        dead_letters: n.dead_letters.saturating_sub(t.dead_letters),
-        acked_by_attempt: n
-            .acked_by_attempt
-            .iter()
-            .enumerate()
-            .map(|(i, x)| x.saturating_sub(t.acked_by_attempt.get(i).copied().unwrap_or(0)))
-            .collect(),
-    };
-    Arms {
-        stable: arm(&now.stable, &then.stable),
-        canary: arm(&now.canary, &then.canary),
-    }
-}
-
 /// The fleet's sums as arms (`attempts`: how many attempts the acks are counted by).
 pub fn arms_of(sums: &HashMap<String, u64>, attempts: usize) -> Arms {
     let get = |f: String| sums.get(&f).copied().unwrap_or(0);
@@ -167,7 +148,7 @@ mod tests {
             stable: arm(15, 4, 1, &[12, 2]),
             canary: arm(5, 1, 4, &[1, 0]),
         };
-        let delta = since(&now, &then);
+        let delta = now.since(&then);
         assert_eq!(delta.stable, arm(5, 2, 0, &[4, 1]));
         let sums: HashMap<String, u64> = counts(&delta).into_iter().collect();
         assert_eq!(arms_of(&sums, 2), delta);

@@ -58,10 +58,10 @@ pub fn verdict(v: &Verdict) -> Value {
 }
 
 /// `GET /v1/rules/shadow`: `{"version", "since", "decisions", "changed", "by": [{"old",
-/// "new", "count"}]}`, `by` holding changed rows only, the most frequent first.
+/// "new", "count"}]}`. Every row of the report is changed decisions, the most frequent first
+/// (a row whose verdicts are equal is a retry whose delay moved: counted in `changed` too).
 pub fn shadow(report: &ShadowReport) -> Value {
-    let mut rows: Vec<_> = report.by.iter().filter(|r| r.old != r.new).collect();
-    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.old.cmp(&b.old)));
+    let rows = &report.by;
     json!({
         "version": report.version.as_str(),
         "since": timestamp(report.since),

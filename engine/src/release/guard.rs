@@ -41,6 +41,34 @@ impl ArmFigures {
     pub fn dead_letter_ratio(&self) -> f64 {
         ratio(self.dead_letters, self.first_deliveries)
     }
+
+    /// Adds `more`'s counts to these (a total over several canaries, or nodes).
+    pub fn add(&mut self, more: &ArmFigures) {
+        self.first_deliveries += more.first_deliveries;
+        self.retries += more.retries;
+        self.dead_letters += more.dead_letters;
+        if self.acked_by_attempt.len() < more.acked_by_attempt.len() {
+            self.acked_by_attempt.resize(more.acked_by_attempt.len(), 0);
+        }
+        for (t, m) in self.acked_by_attempt.iter_mut().zip(&more.acked_by_attempt) {
+            *t += m;
+        }
+    }
+
+    /// These counts less `then`'s, counter by counter (what was counted since `then`).
+    pub fn since(&self, then: &ArmFigures) -> ArmFigures {
+        ArmFigures {
+            first_deliveries: self.first_deliveries.saturating_sub(then.first_deliveries),
+            retries: self.retries.saturating_sub(then.retries),
+            dead_letters: self.dead_letters.saturating_sub(then.dead_letters),
+            acked_by_attempt: self
+                .acked_by_attempt
+                .iter()
+                .enumerate()
+                .map(|(i, x)| x.saturating_sub(then.acked_by_attempt.get(i).copied().unwrap_or(0)))
+                .collect(),
+        }
+    }
 }
 
 /// Both arms' figures, as a rollback records them in the rule history.
@@ -50,6 +78,22 @@ pub struct Arms {
     pub stable: ArmFigures,
     /// The arm the candidate decides.
     pub canary: ArmFigures,
+}
+
+impl Arms {
+    /// Adds `more`'s counts to both arms.
+    pub fn add(&mut self, more: &Arms) {
+        self.stable.add(&more.stable);
+        self.canary.add(&more.canary);
+    }
+
+    /// Both arms' counts less `then`'s.
+    pub fn since(&self, then: &Arms) -> Arms {
+        Arms {
+            stable: self.stable.since(&then.stable),
+            canary: self.canary.since(&then.canary),
+        }
+    }
 }
 
 fn ratio(n: u64, per: u64) -> f64 {

@@ -120,9 +120,9 @@ impl Release {
         Some((run.arm(message), Arc::clone(run.set())))
     }
 
-    /// The shadow run, if any.
-    pub(crate) fn shadow_run(&self) -> Option<Arc<ShadowRun>> {
-        self.shadow.load_full()
+    /// The shadow run, if any (a guard: no reference count moved per decision).
+    pub(crate) fn shadow_run(&self) -> arc_swap::Guard<Option<Arc<ShadowRun>>> {
+        self.shadow.load()
     }
 
     /// Counts what happened to `message` in its canary arm (nothing without a canary).
