@@ -140,6 +140,8 @@ struct Desk {
     run: Option<Run>,
     /// Final figures of the canaries that ended, summed.
     retired: Arms,
+    /// On a fleet: the epoch of a canary this node could not run (said once, not each tick).
+    declined: Option<u64>,
 }
 
 /// The canary of one process.
@@ -368,7 +370,11 @@ impl CanaryDesk {
                 self.end(desk, state, rec.reason.clone(), arms);
                 return Some(state);
             }
-            (Some(rec), _) if rec.is_active() => self.adopt(desk, rec),
+            (Some(rec), _) if rec.is_active() && desk.declined != Some(rec.epoch) => {
+                self.adopt(desk, rec)
+            }
+            // Declined here: nothing runs (an older canary of this node's ends below).
+            (Some(rec), None) if rec.is_active() => return None,
             (_, Some(epoch)) => {
                 let last = self.side.clear_canary().unwrap_or_default();
                 let why = format!("the fleet's canary record no longer holds epoch {epoch}");
@@ -443,6 +449,9 @@ impl CanaryDesk {
     /// node's restart): its spec compiled as a push's, installed in the runtime, its age the
     /// record's.
     fn adopt(&self, desk: &mut Desk, record: &CanaryRecord) {
+        // Whatever stops it here stops it for this epoch: logged once, tried again only for
+        // the next canary.
+        desk.declined = Some(record.epoch);
         let spec: FleetSpec = match serde_json::from_str(&record.spec) {
             Ok(s) => s,
             Err(e) => {
@@ -481,6 +490,7 @@ impl CanaryDesk {
             reason: None,
         };
         self.side.set_canary(Arc::new(set), slice);
+        desk.declined = None;
         tracing::info!(version = %view.version, epoch = record.epoch, "the fleet's canary runs here too");
         desk.run = Some(Run {
             files: spec.files,
