@@ -41,6 +41,7 @@ mod conn;
 mod docs;
 pub mod fleet;
 mod keys;
+mod script;
 #[cfg(feature = "test-server")]
 mod server;
 mod store;
@@ -53,6 +54,10 @@ pub use fleet::{
     RuleEntry, RuleRecord, RulesHint, RulesNotifications,
 };
 pub use keys::Keys;
+/// The Redis client the store speaks through, for a program's own scripts and commands
+/// ([`RedisStore::eval`], [`RedisStore::query`]): its `Script`, `pipe`, `FromRedisValue`.
+pub use redis;
+pub use script::ScriptCall;
 #[cfg(feature = "test-server")]
 pub use server::TestServer;
 

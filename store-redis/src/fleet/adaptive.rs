@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Call, Member, corrupt};
-use crate::RedisStore;
+use super::{Member, corrupt};
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::adaptive::{BreakerRecord, FleetState, LIVE_WITHIN, Push, Totals};
 use rebound_runtime::store::Result;
 
@@ -53,7 +53,7 @@ type Answer = (Vec<u64>, Vec<String>, usize, Vec<String>, u64);
 impl FleetState for RedisFleetState {
     fn sync(&self, push: &Push) -> Result<Totals> {
         let keys = self.store.keys();
-        let mut call = Call::new(&SYNC)
+        let mut call = ScriptCall::new(&SYNC)
             .key(keys.adaptive_members())
             .key(keys.adaptive_breakers())
             .key(keys.adaptive_seq())

@@ -15,8 +15,8 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands, Script};
 
-use super::{Call, corrupt};
-use crate::RedisStore;
+use super::corrupt;
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::store::Result;
 
 static START: LazyLock<Script> =
@@ -70,7 +70,7 @@ pub enum CanaryStart {
 impl RedisStore {
     /// Starts the fleet's canary described by `spec`, unless one is running or held.
     pub fn start_canary(&self, spec: &str) -> Result<CanaryStart> {
-        let call = Call::new(&START)
+        let call = ScriptCall::new(&START)
             .key(self.keys.canary())
             .key(self.keys.canary_arms())
             .arg(spec);
@@ -121,7 +121,9 @@ impl RedisStore {
         epoch: u64,
         counts: &[(String, u64)],
     ) -> Result<Option<HashMap<String, u64>>> {
-        let mut call = Call::new(&SYNC).key(self.keys.canary_arms()).arg(epoch);
+        let mut call = ScriptCall::new(&SYNC)
+            .key(self.keys.canary_arms())
+            .arg(epoch);
         for (field, n) in counts {
             call = call.arg(field).arg(*n);
         }
@@ -144,7 +146,7 @@ impl RedisStore {
     /// Sets the canary of `epoch` to `state` with `reason` and the figures `arms`, if it is
     /// still running or held: true when this call changed it (the first node to end it).
     pub fn end_canary(&self, epoch: u64, state: &str, reason: &str, arms: &str) -> Result<bool> {
-        let call = Call::new(&END)
+        let call = ScriptCall::new(&END)
             .key(self.keys.canary())
             .arg(epoch)
             .arg(state)

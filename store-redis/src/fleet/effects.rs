@@ -10,8 +10,7 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands, Script};
 
-use super::Call;
-use crate::RedisStore;
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::store::Result;
 
 static PUT: LazyLock<Script> =
@@ -25,7 +24,7 @@ impl RedisStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut call = Call::new(&PUT)
+        let mut call = ScriptCall::new(&PUT)
             .key(self.keys.effects(set))
             .key(self.keys.effects_dups())
             .arg(set);

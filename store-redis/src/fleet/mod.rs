@@ -41,57 +41,7 @@ pub use run::{Difference, RunRecord};
 
 use std::time::Duration;
 
-use redis::{FromRedisValue, Script, ToRedisArgs};
-
-use super::RedisStore;
-use rebound_runtime::store::{Result, StoreError};
-
-/// One script call's keys and arguments, built before the round trip (the future it runs in
-/// must own them).
-struct Call {
-    script: &'static Script,
-    keys: Vec<String>,
-    args: Vec<Vec<u8>>,
-}
-
-impl Call {
-    fn new(script: &'static Script) -> Call {
-        Call {
-            script,
-            keys: Vec::new(),
-            args: Vec::new(),
-        }
-    }
-
-    fn key(mut self, key: String) -> Call {
-        self.keys.push(key);
-        self
-    }
-
-    fn arg(mut self, arg: impl ToRedisArgs) -> Call {
-        self.args.extend(arg.to_redis_args());
-        self
-    }
-}
-
-impl RedisStore {
-    /// Runs one script: one round trip, on the store's connection.
-    fn eval<T>(&self, op: &'static str, call: Call) -> Result<T>
-    where
-        T: FromRedisValue + Send + 'static,
-    {
-        self.io.run(op, move |mut c| async move {
-            let mut invocation = call.script.prepare_invoke();
-            for k in &call.keys {
-                invocation.key(k);
-            }
-            for a in &call.args {
-                invocation.arg(a.as_slice());
-            }
-            invocation.invoke_async(&mut c).await
-        })
-    }
-}
+use rebound_runtime::store::StoreError;
 
 /// A lease as the scripts take it: whole milliseconds, at least one.
 fn lease_ms(lease: Duration) -> u64 {

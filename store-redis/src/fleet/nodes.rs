@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
 
-use super::{Call, corrupt, lease_ms};
-use crate::RedisStore;
+use super::{corrupt, lease_ms};
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::store::Result;
 use rebound_runtime::time::Timestamp;
 
@@ -175,7 +175,7 @@ impl RedisStore {
     pub fn join(&self, member: &Member, lease: Duration) -> Result<Join> {
         let mut dead = String::new();
         loop {
-            let call = Call::new(&JOIN)
+            let call = ScriptCall::new(&JOIN)
                 .key(self.keys.nodes())
                 .arg(self.keys.prefix())
                 .arg(&member.node)
@@ -227,7 +227,7 @@ impl RedisStore {
             Some(v) => set.push(("canary_version", v.clone())),
             None => clear.push("canary_version"),
         }
-        let mut call = Call::new(&HEARTBEAT)
+        let mut call = ScriptCall::new(&HEARTBEAT)
             .key(self.keys.nodes())
             .arg(self.keys.prefix())
             .arg(&member.node)
@@ -253,7 +253,7 @@ impl RedisStore {
         version: &str,
         errors: Option<&[String]>,
     ) -> Result<bool> {
-        let call = Call::new(&HEARTBEAT)
+        let call = ScriptCall::new(&HEARTBEAT)
             .key(self.keys.nodes())
             .arg(self.keys.prefix())
             .arg(&member.node)
@@ -272,7 +272,7 @@ impl RedisStore {
     /// Gives the name back, if `member` still holds it (true). Its partitions stay its own
     /// until their leases end, unless it released them first.
     pub fn leave(&self, member: &Member) -> Result<bool> {
-        let call = Call::new(&LEAVE)
+        let call = ScriptCall::new(&LEAVE)
             .key(self.keys.nodes())
             .arg(self.keys.prefix())
             .arg(&member.node)
@@ -283,7 +283,7 @@ impl RedisStore {
 
     /// The nodes seen within `lease` (server time), by name.
     pub fn nodes(&self, lease: Duration) -> Result<Vec<NodeReport>> {
-        let call = Call::new(&NODES)
+        let call = ScriptCall::new(&NODES)
             .key(self.keys.nodes())
             .arg(self.keys.prefix())
             .arg(lease_ms(lease));

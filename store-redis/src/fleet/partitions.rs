@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Call, Member, lease_ms};
-use crate::RedisStore;
+use super::{Member, lease_ms};
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::store::Result;
 use rebound_runtime::time::Timestamp;
 
@@ -132,7 +132,7 @@ impl RedisStore {
         lease: Duration,
         holding: &[Held],
     ) -> Result<Owned> {
-        let call = Call::new(&BALANCE)
+        let call = ScriptCall::new(&BALANCE)
             .key(self.keys.nodes())
             .key(self.keys.source_members(source))
             .arg(self.keys.prefix())
@@ -177,7 +177,7 @@ impl RedisStore {
     /// (true). Call it only after the node stopped taking messages from the partition and
     /// committed its position: another node may take it at once.
     pub fn release_partition(&self, source: &str, member: &Member, held: &Held) -> Result<bool> {
-        let call = Call::new(&RELEASE)
+        let call = ScriptCall::new(&RELEASE)
             .key(
                 self.keys
                     .source_lease(&partition_source(source, held.partition)),
@@ -192,7 +192,7 @@ impl RedisStore {
     /// Every partition of `source` (`0..partitions`) with its epoch and live owner, by the
     /// server's clock.
     pub fn partition_owners(&self, source: &str, partitions: u32) -> Result<Vec<PartitionState>> {
-        let call = Call::new(&PARTITIONS)
+        let call = ScriptCall::new(&PARTITIONS)
             .key(self.keys.source_members(source))
             .arg(self.keys.prefix())
             .arg(source)

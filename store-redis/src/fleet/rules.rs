@@ -17,8 +17,8 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands, Script};
 
-use super::{Call, corrupt};
-use crate::RedisStore;
+use super::corrupt;
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::store::Result;
 use rebound_runtime::time::Timestamp;
 
@@ -118,7 +118,7 @@ impl RedisStore {
     fn push(&self, mode: &str, expected: &str, record: &RuleRecord) -> Result<Pushed> {
         let files = serde_json::to_string(&record.files).map_err(|e| corrupt("rule files", e))?;
         let entry = serde_json::json!([record.version, record.source, record.at.as_millis()]);
-        let call = Call::new(&PUSH)
+        let call = ScriptCall::new(&PUSH)
             .key(self.keys.rules())
             .key(self.keys.rules_history())
             .key(self.keys.rules_kept())
@@ -204,7 +204,7 @@ impl RedisStore {
         let errors = errors
             .map(|e| serde_json::json!(e).to_string())
             .unwrap_or_default();
-        let call = Call::new(&APPLIED)
+        let call = ScriptCall::new(&APPLIED)
             .key(self.keys.rules_applied())
             .key(self.keys.rules_errors())
             .arg(node)

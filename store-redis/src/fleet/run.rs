@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands, Script};
 
-use super::{Call, corrupt};
-use crate::RedisStore;
+use super::corrupt;
+use crate::{RedisStore, ScriptCall};
 use rebound_runtime::store::Result;
 use rebound_runtime::time::Timestamp;
 
@@ -106,7 +106,7 @@ impl RedisStore {
     /// Records the run's parameters if no run is recorded yet, and answers the recorded ones
     /// (these, or the first node's).
     pub fn record_run(&self, params: &[(String, String)]) -> Result<RunRecord> {
-        let mut call = Call::new(&RECORD).key(self.keys.run());
+        let mut call = ScriptCall::new(&RECORD).key(self.keys.run());
         for (name, value) in params {
             call = call.arg(name).arg(value);
         }
@@ -122,7 +122,7 @@ impl RedisStore {
     /// Records that the run finished at `at`, unless a node recorded it already, and answers
     /// the recorded time (first wins).
     pub fn finish_run(&self, at: Timestamp) -> Result<Timestamp> {
-        let call = Call::new(&FINISH)
+        let call = ScriptCall::new(&FINISH)
             .key(self.keys.run_finished())
             .arg(at.as_millis());
         let recorded: String = self.eval("finish run", call)?;
