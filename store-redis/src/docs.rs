@@ -1,6 +1,6 @@
 //! Small documents a program keeps in the namespace beside the runtime's state, by kind and
-//! name (the bundled pipeline keeps each session's counters there): `{NS}:docs:<kind>`, a
-//! hash of name → text. A write replaces the document whole, so it is safe to repeat.
+//! name: `{NS}:docs:<kind>`, a hash of name → text. A write replaces the document whole, so
+//! it is safe to repeat; a read answers every document of the kind in one round trip.
 
 use super::RedisStore;
 use rebound_runtime::store::Result;

@@ -25,16 +25,12 @@
 //! | `{NS}:src-members:<source>` | zset | node → last balance ms: the nodes that run the source's partitions |
 //! | `{NS}:nodes` | zset | node → last seen ms (server time) |
 //! | `{NS}:node:<node>` | hash | what a node reports (`/v1/nodes`): `instance`, `started_ms`, `rules_version`, `canary_version`, `rules_errors` (JSON list), `partitions` (`1,5,9`), `in_flight`, `retries_claimed` |
-//! | `{NS}:run` | hash | the bundled run's parameters (name → value) |
-//! | `{NS}:run:finished` | string | when the run finished, ms (first wins) |
 //! | `{NS}:rules` | hash | the rule set of record: `version`, `files` (JSON `[[name, yaml], …]`), `source`, `at` (ms) |
 //! | `{NS}:rules:set:<version>` | hash | a version's set as last pushed, same fields (for diffs and rollback), for the last 50 accepted versions only |
 //! | `{NS}:rules:history` | list | every accepted set, newest first (never trimmed): JSON `[version, source, at]` |
 //! | `{NS}:rules:kept` | zset | version → the history's length at its latest acceptance: which versions keep their `rules:set` |
 //! | `{NS}:rules:applied` | hash | node → the version it runs |
 //! | `{NS}:rules:errors` | hash | node → why it could not run the set of record (JSON list) |
-//! | `{NS}:effects:<set>` | set | a shared idempotent effect set's ids (the bundled order sink) |
-//! | `{NS}:effects-dups` | hash | set → duplicates it absorbed |
 //! | `{NS}:adaptive:c:<width ms>:<bucket>` | hash | the fleet's adaptive counters of one bucket (`f:BUDGET`, `r:BUDGET`, `s:BREAKER\x1fKEY`, `x:BREAKER\x1fKEY` → count), expiring after two windows |
 //! | `{NS}:adaptive:breakers` | hash | `BREAKER\x1fKEY` → `EPOCH OPENED_AT_MS`: the fleet's breaker records (the fuse is `fuse\x1f`) |
 //! | `{NS}:adaptive:members` | zset | process → last sync ms: who syncs the adaptive state |
@@ -42,6 +38,11 @@
 //! | `{NS}:adaptive:heat:<process>` | hash | biz → the heat that process reported at its last sync |
 //! | `{NS}:docs:<kind>` | hash | a program's documents of one kind, name → text (`docs.rs`) |
 //! | `{NS}:wake`, `{NS}:rules:pushed` | channel | hints only (pub/sub is at most once) |
+//!
+//! A program keeps records of its own in the namespace too: its small documents (`docs:<kind>`,
+//! above) and the keys its own scripts write ([`Keys::key`], `RedisStore::eval`), each
+//! documented where the program defines it (the bundled pipeline's run and effect sets in
+//! `src/pipeline/fleet/`). Their names must not begin as one of the names above does.
 //!
 //! Ids and source names are written as they are (a key is binary-safe): each kind of key has
 //! a fixed prefix of its own, and the numbered ones (`dl:<n>`, `audit:<n>`) hold digits only,
@@ -156,11 +157,6 @@ impl Keys {
         self.key(&format!("src-members:{source}"))
     }
 
-    /// `{NS}:run`.
-    pub fn run(&self) -> String {
-        self.key("run")
-    }
-
     /// `{NS}:canary`: the fleet's canary (a hash: `epoch`, `state`, `spec`, `since_ms`,
     /// `reason`, `arms`), one at a time (`release.md`).
     pub fn canary(&self) -> String {
@@ -171,11 +167,6 @@ impl Keys {
     /// and one field per counter of each arm), reset when a canary starts.
     pub fn canary_arms(&self) -> String {
         self.key("canary:arms")
-    }
-
-    /// `{NS}:run:finished`.
-    pub fn run_finished(&self) -> String {
-        self.key("run:finished")
     }
 
     /// `{NS}:rules`.
@@ -213,11 +204,6 @@ impl Keys {
         self.key("rules:pushed")
     }
 
-    /// `{NS}:effects:<set>`.
-    pub fn effects(&self, set: &str) -> String {
-        self.key(&format!("effects:{set}"))
-    }
-
     /// `{NS}:adaptive:members`: the processes syncing the fleet's adaptive state.
     pub fn adaptive_members(&self) -> String {
         self.key("adaptive:members")
@@ -231,11 +217,6 @@ impl Keys {
     /// `{NS}:adaptive:seq`: the last push counted of each process.
     pub fn adaptive_seq(&self) -> String {
         self.key("adaptive:seq")
-    }
-
-    /// `{NS}:effects-dups`.
-    pub fn effects_dups(&self) -> String {
-        self.key("effects-dups")
     }
 }
 

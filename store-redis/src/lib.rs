@@ -3,8 +3,10 @@
 //! [`RedisStore`], with the same contract as the runtime's embedded SQLite store (the runtime's
 //! conformance suite runs on both), and more that only a shared store needs: claims of due
 //! retries with leases and fencing tokens ([`ClaimQueue`](rebound_runtime::store::ClaimQueue)),
-//! source partitions owned by lease, the fleet's nodes, the run's parameters and the rule set
-//! of record.
+//! source partitions owned by lease, the fleet's nodes, the rule set of record, the canary and
+//! the adaptive state: what any fleet needs, whatever topology it runs. A program keeps its
+//! own records beside them, by its own scripts ([`RedisStore::eval`], [`ScriptCall`]) or as
+//! small documents ([`RedisStore::put_doc`]).
 //!
 //! # Module map
 //!
@@ -20,8 +22,9 @@
 //!   [`ClaimQueue`](rebound_runtime::store::ClaimQueue) trait.
 //! - `wire.rs`: the ops as the scripts' arguments, and their answers back as records (the
 //!   records' fields are the runtime's, [`rebound_runtime::store::fields`], shared with SQLite).
-//! - [`fleet`]: nodes, partitions, the run's parameters, the rule set of record, its hints,
-//!   the shared effect set; `docs.rs`: small documents by kind.
+//! - [`fleet`]: nodes, partitions, the rule set of record, its hints, the canary, the
+//!   adaptive state; `docs.rs`: small documents by kind; `script.rs`: a program's own scripts
+//!   and commands on the store's connection.
 //! - `conn.rs`: the connection. The `Store` trait is blocking (the journal thread and blocking
 //!   tasks call it); the store drives a tokio
 //!   [`ConnectionManager`](::redis::aio::ConnectionManager) (reconnects with backoff) on a

@@ -110,7 +110,7 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
     let store = open(&server, ns);
     assert!(
         wait_until(Duration::from_secs(300), || {
-            store.effects("orders").map(|e| e.0).unwrap_or(0) >= MESSAGES / 3
+            orders_written(&store) >= MESSAGES / 3
         }),
         "no progress"
     );
@@ -154,8 +154,7 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     let held: Vec<(String, u64)> = loop {
         assert!(
             wait_until(Duration::from_secs(300), || {
-                store.effects("orders").map(|e| e.0).unwrap_or(0) >= MESSAGES / 3
-                    && held_by(&mut redis, ns, "b") >= 1
+                orders_written(&store) >= MESSAGES / 3 && held_by(&mut redis, ns, "b") >= 1
             }),
             "the node to stall never held claims"
         );

@@ -45,7 +45,7 @@ fn start(server: &TestServer, ns: &str, dir: &Path, name: &'static str, instance
 }
 
 fn written(store: &RedisStore) -> u64 {
-    store.effects("orders").map(|e| e.0).unwrap_or(0)
+    orders_written(store)
 }
 
 fn fleet_killed(restart: bool, seed: u64, ns: &str) {

@@ -3,7 +3,8 @@
 //! its own namespace, starts the nodes as processes, kills them by PID, and reads the fleet's
 //! state from Redis at the end: `kill9` (a node killed and restarted, or gone for good),
 //! `faults` (Redis killed, a node stalled), `startup` (the start-up checks), `ordered` (an
-//! `--ordered` run with a node killed).
+//! `--ordered` run with a node killed); and the bundled run's own records in the store
+//! (`run_records`, `effects`: no process of their own).
 //!
 //! A binary of its own, and one test at a time ([`one_at_a_time`]): each starts several
 //! processes that keep both cores busy, and would starve the timing of the other tests.
@@ -12,10 +13,12 @@
 mod support;
 
 mod bounded;
+mod effects;
 mod faults;
 mod kill9;
 mod ordered;
 mod password;
+mod run_records;
 mod startup;
 
 /// Held for the length of a test: the fleet tests run one at a time.
@@ -58,6 +61,12 @@ pub fn node_cmd(
 /// The store, as a node sees it.
 pub fn open(server: &TestServer, ns: &str) -> RedisStore {
     RedisStore::connect(&RedisOptions::new(server.url(), ns)).expect("connect to the test's redis")
+}
+
+/// The orders the fleet's sink has written (its effect set `orders`), or 0 if the store
+/// does not answer.
+pub fn orders_written(store: &RedisStore) -> u64 {
+    rebound::pipeline::fleet::effects::count(store, "orders").map_or(0, |(distinct, _)| distinct)
 }
 
 /// The fate of every order `1..=n`: its recorded fate, or acked when its partition's

@@ -38,7 +38,7 @@ fn a_node_killed_mid_run_leaves_every_order_in_order() {
     };
     let mut victim = start("n1");
     let survivor = start("n2");
-    let written = || store.effects("orders").map(|e| e.0).unwrap_or(0);
+    let written = || orders_written(&store);
     assert!(
         wait_until(Duration::from_secs(120), || victim.exited()
             || written() >= EVENTS / 3),

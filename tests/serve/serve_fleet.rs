@@ -399,7 +399,10 @@ fn a_letter_replayed_through_another_node_is_delivered_by_the_fleet_and_acked() 
             .is_some_and(|(_, f)| *f == Fate::Acked)
     });
     assert!(acked, "the replayed order was not acked by the fleet");
-    assert!(store.effect_exists("orders", &id).unwrap());
+    assert_eq!(
+        rebound::pipeline::fleet::effects::held(&store, "orders", &[id.as_str()]).unwrap(),
+        [true]
+    );
     let letters = a.get_json("/v1/dead-letters?code=NET_TIMEOUT&limit=1000");
     let mine: Vec<&Value> = letters["dead_letters"]
         .as_array()

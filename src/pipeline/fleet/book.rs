@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::{effects, run};
 use crate::pipeline::book::{BookError, OrderSink, RunBook};
 use crate::pipeline::db::{Checkpoint, OrderRow, RunRecord, SessionRow, SessionStats};
 use rebound_runtime::time::Timestamp;
@@ -67,7 +68,7 @@ struct StoredSession {
 
 impl RunBook for FleetBook {
     fn run(&self) -> Result<Option<RunRecord>, BookError> {
-        let finished = self.store.run_finished()?;
+        let finished = run::finished(&self.store)?;
         Ok(Some(RunRecord {
             finished_ms: finished.map(Timestamp::as_millis),
             ..self.run.clone()
@@ -75,7 +76,7 @@ impl RunBook for FleetBook {
     }
 
     fn finish_run(&self, now_ms: u64) -> Result<(), BookError> {
-        self.store.finish_run(Timestamp::from_millis(now_ms))?;
+        run::finish(&self.store, Timestamp::from_millis(now_ms))?;
         Ok(())
     }
 
@@ -129,11 +130,11 @@ impl RunBook for FleetBook {
     }
 
     fn duplicates(&self) -> Result<u64, BookError> {
-        Ok(self.store.effects(ORDERS)?.1)
+        Ok(effects::count(&self.store, ORDERS)?.1)
     }
 
     fn out_of_order(&self) -> Result<u64, BookError> {
-        Ok(self.store.effects(OVERTAKEN)?.0)
+        Ok(effects::count(&self.store, OVERTAKEN)?.0)
     }
 }
 
@@ -164,7 +165,7 @@ pub(crate) struct FleetOrders(pub(crate) Arc<RedisStore>);
 impl OrderSink for FleetOrders {
     fn write(&mut self, rows: &[OrderRow], _now_ms: u64) -> Result<u64, BookError> {
         let ids: Vec<&str> = rows.iter().map(|r| &*r.id).collect();
-        let fresh = self.0.put_effects(ORDERS, &ids)?;
+        let fresh = effects::put(&self.0, ORDERS, &ids)?;
         let events: Vec<(&str, i64)> = rows
             .iter()
             .zip(&fresh)
@@ -191,7 +192,7 @@ impl FleetOrders {
             .flat_map(|&(o, s)| (s + 1..=last).map(move |t| name(o, t)))
             .collect();
         let asked: Vec<&str> = later.iter().map(String::as_str).collect();
-        let held = self.0.effects_held(ARRIVED, &asked)?;
+        let held = effects::held(&self.0, ARRIVED, &asked)?;
         let mut arrived: std::collections::HashSet<String> = later
             .into_iter()
             .zip(held)
@@ -207,10 +208,14 @@ impl FleetOrders {
             arrived.insert(name(o, s));
         }
         let now: Vec<String> = events.iter().map(|&(o, s)| name(o, s)).collect();
-        self.0
-            .put_effects(ARRIVED, &now.iter().map(String::as_str).collect::<Vec<_>>())?;
+        effects::put(
+            &self.0,
+            ARRIVED,
+            &now.iter().map(String::as_str).collect::<Vec<_>>(),
+        )?;
         if !overtaken.is_empty() {
-            self.0.put_effects(
+            effects::put(
+                &self.0,
                 OVERTAKEN,
                 &overtaken.iter().map(String::as_str).collect::<Vec<_>>(),
             )?;

@@ -10,10 +10,17 @@
 //!   claimed anywhere), and watches the fleet's progress until every order has its fate.
 //! - `spout.rs`: the spout over the owned partitions; `book.rs`: the run's records in the
 //!   store (its parameters, every session's counters, the shared idempotent order sink).
+//! - `run.rs` and `effects.rs`: the product's own records in the store's namespace, by its
+//!   own scripts (`scripts/*.lua`, run by `RedisStore::eval`): the run's parameters (first
+//!   node wins) and its end; the shared idempotent effect sets. Each file lists its keys. The
+//!   sessions' counters are the store's small documents of kind `sessions`
+//!   (`{NS}:docs:sessions`, `RedisStore::put_doc`): `NODE#SESSION` → JSON.
 
 pub(crate) mod book;
+pub mod effects;
 pub(crate) mod keeper;
 pub(crate) mod rules_report;
+pub mod run;
 pub(crate) mod spout;
 
 pub use keeper::FleetState;
@@ -199,7 +206,7 @@ pub(super) fn prepare(
     let member = join_as(&store, fleet)?.map_err(PipelineError::Refused)?;
     let scale = options.time_scale.factor();
     let asked = run_params(options.messages, options.keyed, scale, options.faults.seed);
-    let recorded = store.record_run(&asked)?;
+    let recorded = run::record(&store, &asked)?;
     let differences = recorded.differences(&asked);
     if !differences.is_empty() {
         let _ = store.leave(&member);
@@ -215,7 +222,7 @@ pub(super) fn prepare(
         keyed: options.keyed,
         time_scale: scale,
         created_ms: now_ms(),
-        finished_ms: store.run_finished()?.map(|t| t.as_millis()),
+        finished_ms: run::finished(&store)?.map(|t| t.as_millis()),
     };
     let book = Arc::new(FleetBook {
         store: store.clone(),

@@ -1,7 +1,7 @@
 //! A source split into partitions, each owned by one live node by lease.
 //!
-//! The bundled order source has 16 partitions (order number mod 16). Partition `p` of source
-//! `orders` is the source [`partition_source`]`("orders", p)` = `orders/p`: its lease is the
+//! A source of `P` partitions (the product's order source has 16: order number mod 16).
+//! Partition `p` of source `orders` is the source [`partition_source`]`("orders", p)` = `orders/p`: its lease is the
 //! hash `{NS}:src:orders/p` (`owner`, `instance`, `epoch`, `lease_ms`), and its position is
 //! committed under that name, fenced by the `epoch`.
 //!

@@ -1,19 +1,16 @@
 //! The fleet on the shared store, through the public API of
 //! [`RedisStore`](rebound_store_redis::RedisStore): nodes joining, heartbeating and
-//! taken over; source partitions balanced by lease with fencing epochs; the bundled run's
-//! parameters; the rule set of record, its history and its hints; the shared effect set; the
-//! fleet-wide adaptive state (`adaptive`: one budget, one breaker state); and the runtime's
+//! taken over; source partitions balanced by lease with fencing epochs; the rule set of
+//! record, its history and its hints; the fleet-wide adaptive state (`adaptive`: one budget, one breaker state); and the runtime's
 //! durable layer on it (`shared_store`: a retry one node schedules is claimed and fired by
 //! another). Each test starts a `redis-server` of its own (never the machine's) and
 //! uses short leases.
 
 mod adaptive;
 mod canary;
-mod effects;
 mod nodes;
 mod partitions;
 mod rules;
-mod run;
 mod shared_store;
 
 use std::time::{Duration, Instant};
@@ -59,8 +56,6 @@ fn every_fleet_key_begins_with_its_namespace() {
         s.heartbeat(&m, &NodeStatus::default()).unwrap();
         let owned = s.balance_partitions("orders", 4, &m, lease, &[]).unwrap();
         assert_eq!(owned.held.len(), 4);
-        s.record_run(&[("messages".into(), "10".into())]).unwrap();
-        s.finish_run(Timestamp::from_millis(5)).unwrap();
         let rules = RuleRecord {
             version: "v1".into(),
             files: vec![("a.yaml".into(), "rules: []".into())],
@@ -69,10 +64,10 @@ fn every_fleet_key_begins_with_its_namespace() {
         };
         s.seed_rules(&rules).unwrap();
         s.set_applied("n", "v1", Some(&["e".to_owned()])).unwrap();
-        s.put_effects("orders", &["o-1", "o-1"]).unwrap();
+        s.put_doc("sessions", "n#1", "{}").unwrap();
     }
     let keys = all_keys(&server);
-    assert!(keys.len() >= 2 * 15, "{keys:?}");
+    assert!(keys.len() >= 2 * 14, "{keys:?}");
     for k in &keys {
         assert!(
             k.starts_with("{ns-a}:") || k.starts_with("{ns-b}:"),

@@ -3,24 +3,30 @@
 //! back and refuses to start (exit 2) if it was asked for different ones, naming each
 //! [`Difference`]. The first node to see every message settled records when the run finished;
 //! a node started after that prints the final report and exits.
+//!
+//! Its keys, in the store's namespace (scripts `scripts/record_run.lua` and `finish_run.lua`,
+//! run by [`RedisStore::eval`]):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{NS}:run` | hash | the run's parameters (name → value) |
+//! | `{NS}:run:finished` | string | when the run finished, ms (first wins) |
 
 use std::sync::LazyLock;
 
-use redis::{AsyncCommands, Script};
-
-use super::corrupt;
-use crate::{RedisStore, ScriptCall};
-use rebound_runtime::store::Result;
+use rebound_runtime::store::{Result, StoreError};
 use rebound_runtime::time::Timestamp;
+use rebound_store_redis::redis::{self, Script};
+use rebound_store_redis::{RedisStore, ScriptCall};
 
 static RECORD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fleet_run.lua")));
+    LazyLock::new(|| Script::new(include_str!("scripts/record_run.lua")));
 static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fleet_finish.lua")));
+    LazyLock::new(|| Script::new(include_str!("scripts/finish_run.lua")));
 
 /// The run's parameters as recorded by the first node, by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRecord {
+pub struct RecordedRun {
     /// Each parameter and its value, sorted by name.
     pub params: Vec<(String, String)>,
     /// True if this call recorded them (this node was first). A call run again after a lost
@@ -52,7 +58,7 @@ impl std::fmt::Display for Difference {
     }
 }
 
-impl RunRecord {
+impl RecordedRun {
     /// The recorded value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.params
@@ -65,8 +71,8 @@ impl RunRecord {
     /// names differs too), by name. Empty if the node may join the run.
     ///
     /// ```
-    /// use rebound_store_redis::fleet::RunRecord;
-    /// let run = RunRecord {
+    /// use rebound::pipeline::fleet::run::RecordedRun;
+    /// let run = RecordedRun {
     ///     params: vec![("messages".into(), "1000".into()), ("seed".into(), "7".into())],
     ///     recorded_now: false,
     /// };
@@ -102,45 +108,47 @@ impl RunRecord {
     }
 }
 
-impl RedisStore {
-    /// Records the run's parameters if no run is recorded yet, and answers the recorded ones
-    /// (these, or the first node's).
-    pub fn record_run(&self, params: &[(String, String)]) -> Result<RunRecord> {
-        let mut call = ScriptCall::new(&RECORD).key(self.keys.run());
-        for (name, value) in params {
-            call = call.arg(name).arg(value);
-        }
-        let (recorded_now, mut params): (u8, Vec<(String, String)>) =
-            self.eval("record run", call)?;
-        params.sort();
-        Ok(RunRecord {
-            params,
-            recorded_now: recorded_now == 1,
-        })
+/// Records the run's parameters in `store` if no run is recorded yet, and answers the
+/// recorded ones (these, or the first node's).
+pub fn record(store: &RedisStore, params: &[(String, String)]) -> Result<RecordedRun> {
+    let mut call = ScriptCall::new(&RECORD).key(store.keys().key("run"));
+    for (name, value) in params {
+        call = call.arg(name).arg(value);
     }
+    let (recorded_now, mut params): (u8, Vec<(String, String)>) = store.eval("record run", call)?;
+    params.sort();
+    Ok(RecordedRun {
+        params,
+        recorded_now: recorded_now == 1,
+    })
+}
 
-    /// Records that the run finished at `at`, unless a node recorded it already, and answers
-    /// the recorded time (first wins).
-    pub fn finish_run(&self, at: Timestamp) -> Result<Timestamp> {
-        let call = ScriptCall::new(&FINISH)
-            .key(self.keys.run_finished())
-            .arg(at.as_millis());
-        let recorded: String = self.eval("finish run", call)?;
-        parse_ms(&recorded)
-    }
+/// Records that the run finished at `at`, unless a node recorded it already, and answers the
+/// recorded time (first wins).
+pub fn finish(store: &RedisStore, at: Timestamp) -> Result<Timestamp> {
+    let call = ScriptCall::new(&FINISH)
+        .key(finished_key(store))
+        .arg(at.as_millis());
+    let recorded: String = store.eval("finish run", call)?;
+    parse_ms(&recorded)
+}
 
-    /// When the run finished, if a node recorded it.
-    pub fn run_finished(&self) -> Result<Option<Timestamp>> {
-        let key = self.keys.run_finished();
-        let recorded: Option<String> = self
-            .io
-            .run("run finished", move |mut c| async move { c.get(key).await })?;
-        recorded.as_deref().map(parse_ms).transpose()
-    }
+/// When the run finished, if a node recorded it.
+pub fn finished(store: &RedisStore) -> Result<Option<Timestamp>> {
+    let (recorded,): (Option<String>,) = store.query(
+        "run finished",
+        redis::pipe().get(finished_key(store)).clone(),
+    )?;
+    recorded.as_deref().map(parse_ms).transpose()
+}
+
+/// `{NS}:run:finished`.
+fn finished_key(store: &RedisStore) -> String {
+    store.keys().key("run:finished")
 }
 
 fn parse_ms(text: &str) -> Result<Timestamp> {
     text.parse::<u64>()
         .map(Timestamp::from_millis)
-        .map_err(|e| corrupt("run finished", format!("{text:?}: {e}")))
+        .map_err(|e| StoreError::corrupt("redis", "run finished", format!("{text:?}: {e}")))
 }
