@@ -22,18 +22,19 @@ use std::time::SystemTime;
 use rebound_runtime::store::StoreError;
 
 /// A version a rollback goes back to, and its files.
-pub type RollbackTarget = (String, BTreeMap<String, String>);
+pub type RollbackTarget = (Version, BTreeMap<String, String>);
 
 /// The rule history several nodes share (on a shared store): `GET /v1/rules/history` and
 /// `POST /v1/rules/rollback` act on it instead of this process's own.
 pub trait SharedRules: Send + Sync + std::fmt::Debug {
-    /// The accepted sets, newest first, as `GET /v1/rules/history` shows them. Blocking.
-    fn history(&self) -> Result<Vec<Value>, StoreError>;
+    /// The accepted sets, newest first (the engine's entries, shown as this process's own
+    /// are). Blocking.
+    fn history(&self) -> Result<Vec<HistoryEntry>, StoreError>;
     /// The version a rollback goes back to and its files, if there is one. Blocking.
     fn rollback_target(&self) -> Result<Option<RollbackTarget>, StoreError>;
     /// The files of `version`, if it is one of the accepted versions whose files the store
     /// keeps (the last 50). Blocking.
-    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, StoreError>;
+    fn files_at(&self, version: Version) -> Result<Option<BTreeMap<String, String>>, StoreError>;
 }
 
 /// The body of `PUT /v1/rules` and `POST /v1/rules/validate`.
@@ -145,7 +146,7 @@ pub async fn rollback_target(State(state): State<AdminState>) -> Result<Json<Val
         Some(shared) => blocking(move || shared.rollback_target())
             .await?
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
-            .map(|(version, _)| version),
+            .map(|(version, _)| version.to_string()),
     };
     Ok(Json(json!({ "version": version })))
 }
@@ -269,7 +270,7 @@ fn shared_rollback_to(
         return Ok(version.to_string());
     }
     let unavailable = |e: StoreError| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
-    let Some(files) = shared.files_at(version.as_str()).map_err(unavailable)? else {
+    let Some(files) = shared.files_at(version).map_err(unavailable)? else {
         return Err(rollback_error(RollbackError::NotKept(version)));
     };
     let current = IfMatch::OneOf(vec![current.to_string()]);
@@ -309,7 +310,7 @@ pub async fn history(State(state): State<AdminState>) -> Result<Json<Vec<Value>>
         )),
         Some(shared) => blocking(move || shared.history())
             .await?
-            .map(Json)
+            .map(|entries| Json(entries.iter().map(history_json).collect()))
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
     }
 }
@@ -343,7 +344,7 @@ pub async fn history_files(
             .collect(),
         (Some(shared), Ok(v)) => {
             let v: Version = v;
-            blocking(move || shared.files_at(v.as_str()))
+            blocking(move || shared.files_at(v))
                 .await?
                 .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
                 .ok_or_else(not_kept)?

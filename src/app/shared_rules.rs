@@ -16,7 +16,9 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use rebound_engine::Version;
-use rebound_engine::reload::{Publication, PublishError, PushError, Reloader, SetRecord, Source};
+use rebound_engine::reload::{
+    HistoryEntry, Publication, PublishError, PushError, Reloader, SetRecord, Source,
+};
 use rebound_runtime::store::StoreError;
 use rebound_runtime::time::Timestamp;
 use rebound_store_redis::{Pushed, RedisOptions, RedisStore, RuleRecord, RulesHint};
@@ -28,29 +30,21 @@ use tokio::task::JoinHandle;
 /// How often a node reads the version of record even without a hint.
 pub const POLL: Duration = Duration::from_millis(500);
 
-/// The history's name for where a set came from.
-fn source_name(source: Source) -> &'static str {
-    match source {
-        Source::Push => "api",
-        Source::File => "file",
-        Source::Rollback => "rollback",
-        Source::Pull => "pull",
-        Source::Fleet => "fleet",
-        Source::Canary => "canary",
-        Source::RolledBack => "rolled_back",
-    }
+/// Why a node could not join the fleet's rule set of record.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// This node's set cannot be the set of record: the store keeps rule files as text.
+    #[error(transparent)]
+    NotText(#[from] NotText),
 }
 
-/// The name `GET /v1/rules/history` gives a stored source (`runtime.md`: `file`, `push`,
-/// `pull` or `rollback`): the store keeps `api` for a push and `seed` for the set the first
-/// node brought from its files.
-fn spec_source(stored: &str) -> &str {
-    match stored {
-        "api" => "push",
-        "seed" => "file",
-        other => other,
-    }
-}
+/// A rule file that is not UTF-8 text, which the store cannot keep.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} is not UTF-8 text")]
+pub struct NotText(pub String);
 
 /// The set of record in the shared store, as the engine's [`SetRecord`].
 pub struct StoreRecord(pub Arc<RedisStore>);
@@ -62,15 +56,13 @@ impl SetRecord for StoreRecord {
             set.files
                 .iter()
                 .map(|f| (f.name.as_str(), f.bytes.as_slice())),
-            source_name(set.source),
-        )?;
-        let expected = set.expected.map(|v| v.to_string());
-        match self.0.push_rules(expected.as_deref(), &record) {
+            set.source,
+        )
+        .map_err(|e| PublishError::Unavailable(e.to_string()))?;
+        match self.0.push_rules(set.expected, &record) {
             Ok(Pushed::Done | Pushed::Unchanged) => Ok(()),
             Ok(Pushed::Conflict { current }) => Err(PublishError::Conflict {
-                current: current
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(Version::from_hash(0)),
+                current: current.unwrap_or(Version::from_hash(0)),
             }),
             Err(e) => Err(PublishError::Unavailable(e.to_string())),
         }
@@ -80,19 +72,19 @@ impl SetRecord for StoreRecord {
 fn record_of<'a>(
     version: Version,
     files: impl Iterator<Item = (&'a str, &'a [u8])>,
-    source: &str,
-) -> Result<RuleRecord, PublishError> {
+    source: Source,
+) -> Result<RuleRecord, NotText> {
     let files = files
         .map(|(name, bytes)| {
             String::from_utf8(bytes.to_vec())
                 .map(|text| (name.to_owned(), text))
-                .map_err(|_| PublishError::Unavailable(format!("{name} is not UTF-8 text")))
+                .map_err(|_| NotText(name.to_owned()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(RuleRecord {
-        version: version.to_string(),
+        version,
         files,
-        source: source.to_owned(),
+        source,
         at: Timestamp::now(),
     })
 }
@@ -116,7 +108,7 @@ pub fn join(
     reloader: &Reloader,
     node: &str,
     errors: &RulesErrors,
-) -> Result<(), rebound_runtime::store::StoreError> {
+) -> Result<(), JoinError> {
     let local = reloader.handle().current();
     let mut record = store.rules()?;
     if record.is_none() {
@@ -126,15 +118,8 @@ pub fn join(
                 .files()
                 .iter()
                 .map(|f| (f.name.as_str(), f.bytes.as_slice())),
-            "seed",
-        )
-        .map_err(|e| rebound_runtime::store::StoreError::Backend {
-            backend: "redis",
-            op: "seed rules",
-            location: String::new(),
-            detail: e.to_string(),
-            unreachable: false,
-        })?;
+            Source::File,
+        )?;
         match store.seed_rules(&seed)? {
             Pushed::Done | Pushed::Unchanged => {
                 tracing::info!(version = %local.version(), "seeded the shared store with this node's rules");
@@ -143,7 +128,7 @@ pub fn join(
         }
     }
     if let Some(record) = record
-        && record.version != local.version().as_str()
+        && record.version != *local.version()
     {
         tracing::warn!(
             local = %local.version(),
@@ -153,12 +138,12 @@ pub fn join(
         );
         set_errors(errors, adopt(reloader, record).err());
     }
-    let version = reloader.handle().current().version().to_string();
+    let version = *reloader.handle().current().version();
     let current = errors
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    store.set_applied(node, &version, current.as_deref())?;
+    store.set_applied(node, version, current.as_deref())?;
     Ok(())
 }
 
@@ -195,7 +180,7 @@ pub fn follow(
         };
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut rejected: Option<String> = None;
+        let mut rejected: Option<Version> = None;
         loop {
             let hinted = async {
                 match hints.as_mut() {
@@ -219,7 +204,7 @@ pub fn follow(
                 node.clone(),
                 errors.clone(),
             );
-            let last_rejected = rejected.clone();
+            let last_rejected = rejected;
             let result =
                 tokio::task::spawn_blocking(move || catch_up(&s, &r, &n, &e, last_rejected)).await;
             match result {
@@ -244,28 +229,28 @@ fn catch_up(
     reloader: &Reloader,
     node: &str,
     errors: &RulesErrors,
-    rejected: Option<String>,
-) -> Result<Option<String>, rebound_runtime::store::StoreError> {
+    rejected: Option<Version>,
+) -> Result<Option<Version>, StoreError> {
     let Some(version) = store.rules_version()? else {
         return Ok(None);
     };
-    let local = reloader.handle().current().version().to_string();
-    if version == local || Some(&version) == rejected.as_ref() {
+    let local = *reloader.handle().current().version();
+    if version == local || Some(version) == rejected {
         return Ok(rejected.filter(|r| *r == version));
     }
     let Some(record) = store.rules()? else {
         return Ok(None);
     };
-    let version = record.version.clone();
+    let version = record.version;
     let outcome = adopt(reloader, record);
     let failed = outcome.is_err();
     set_errors(errors, outcome.err());
-    let running = reloader.handle().current().version().to_string();
+    let running = *reloader.handle().current().version();
     let current = errors
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    store.set_applied(node, &running, current.as_deref())?;
+    store.set_applied(node, running, current.as_deref())?;
     Ok(failed.then_some(version))
 }
 
@@ -277,105 +262,94 @@ const HISTORY_READ: usize = 10_000;
 pub struct SharedHistory(pub Arc<RedisStore>);
 
 impl crate::admin::rules::SharedRules for SharedHistory {
-    fn history(&self) -> Result<Vec<serde_json::Value>, StoreError> {
-        let entries = self.0.rules_history(HISTORY_READ)?;
-        Ok(entries
-            .into_iter()
-            .map(|e| {
-                serde_json::json!({
-                    "version": e.version,
-                    "result": "accepted",
-                    "source": spec_source(&e.source),
-                    "at": crate::admin::rules::timestamp(
-                        std::time::UNIX_EPOCH + Duration::from_millis(e.at.as_millis())
-                    ),
-                })
-            })
-            .collect())
+    fn history(&self) -> Result<Vec<HistoryEntry>, StoreError> {
+        self.0.rules_history(HISTORY_READ)
     }
 
     fn rollback_target(&self) -> Result<Option<crate::admin::rules::RollbackTarget>, StoreError> {
         let entries = self.0.rules_history(HISTORY_READ)?;
-        let sources: Vec<(String, String)> =
-            entries.into_iter().map(|e| (e.version, e.source)).collect();
-        let Some(version) = rollback_version(&sources) else {
+        let Some(version) = rollback_version(&entries) else {
             return Ok(None);
         };
-        let record = self.0.rules_at(&version)?;
+        let record = self.0.rules_at(version)?;
         Ok(record.map(|r| (version, r.files.into_iter().collect())))
     }
 
-    fn files_at(&self, version: &str) -> Result<Option<BTreeMap<String, String>>, StoreError> {
+    fn files_at(&self, version: Version) -> Result<Option<BTreeMap<String, String>>, StoreError> {
         let record = self.0.rules_at(version)?;
         Ok(record.map(|r| r.files.into_iter().collect()))
     }
 }
 
-/// Which version a rollback restores, from the history (newest first, as (version, source)):
-/// replayed oldest first, each accepted set is pushed on a stack. A rollback to the set just
-/// below the top was one step back, and pops the set it undid, so repeated rollbacks walk
-/// further back; a rollback to any other version (`{"version": V}`) is pushed like a push,
-/// so the next rollback returns to the set it replaced. A single node's reloader does the
-/// same (`Reloader::rollback_to`).
-fn rollback_version(history: &[(String, String)]) -> Option<String> {
-    let mut stack: Vec<&str> = Vec::new();
-    for (version, source) in history.iter().rev() {
+/// Which version a rollback restores, from the history (newest first): replayed oldest
+/// first, each accepted set is pushed on a stack. A rollback to the set just below the top
+/// was one step back, and pops the set it undid, so repeated rollbacks walk further back; a
+/// rollback to any other version (`{"version": V}`) is pushed like a push, so the next
+/// rollback returns to the set it replaced. A single node's reloader does the same
+/// (`Reloader::rollback_to`).
+fn rollback_version(history: &[HistoryEntry]) -> Option<Version> {
+    let mut stack: Vec<Version> = Vec::new();
+    for entry in history.iter().rev() {
         let below_top = stack.len().checked_sub(2).map(|i| stack[i]);
-        if source == "rollback" && below_top == Some(version.as_str()) {
+        if entry.source == Source::Rollback && below_top == Some(entry.version) {
             stack.pop();
         } else {
-            stack.push(version);
+            stack.push(entry.version);
         }
     }
-    stack.len().checked_sub(2).map(|i| stack[i].to_owned())
+    stack.len().checked_sub(2).map(|i| stack[i])
 }
 
 #[cfg(test)]
 mod tests {
     use super::rollback_version;
+    use rebound_engine::Version;
+    use rebound_engine::reload::{HistoryEntry, Outcome, Source};
 
-    fn h(entries: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// Version `n`.
+    fn v(n: u64) -> Version {
+        Version::from_hash(n)
+    }
+
+    /// A history, newest first, as the store answers it.
+    fn h(entries: &[(u64, Source)]) -> Vec<HistoryEntry> {
         entries
             .iter()
-            .map(|(v, s)| (v.to_string(), s.to_string()))
+            .map(|&(n, source)| HistoryEntry {
+                version: v(n),
+                outcome: Outcome::Accepted,
+                source,
+                at: std::time::UNIX_EPOCH,
+                errors: Vec::new(),
+                by: None,
+                arms: None,
+            })
             .collect()
     }
+
+    const PUSH: Source = Source::Push;
+    const BACK: Source = Source::Rollback;
+    const SEED: Source = Source::File;
 
     #[test]
     fn repeated_rollbacks_walk_further_back() {
         // Newest first: seed v1, push v2, push v3.
-        let pushed = h(&[("v3", "api"), ("v2", "api"), ("v1", "seed")]);
-        assert_eq!(rollback_version(&pushed).as_deref(), Some("v2"));
-        let once = h(&[
-            ("v2", "rollback"),
-            ("v3", "api"),
-            ("v2", "api"),
-            ("v1", "seed"),
-        ]);
-        assert_eq!(rollback_version(&once).as_deref(), Some("v1"));
-        let twice = h(&[
-            ("v1", "rollback"),
-            ("v2", "rollback"),
-            ("v3", "api"),
-            ("v2", "api"),
-            ("v1", "seed"),
-        ]);
+        let pushed = h(&[(3, PUSH), (2, PUSH), (1, SEED)]);
+        assert_eq!(rollback_version(&pushed), Some(v(2)));
+        let once = h(&[(2, BACK), (3, PUSH), (2, PUSH), (1, SEED)]);
+        assert_eq!(rollback_version(&once), Some(v(1)));
+        let twice = h(&[(1, BACK), (2, BACK), (3, PUSH), (2, PUSH), (1, SEED)]);
         assert_eq!(rollback_version(&twice), None);
-        assert_eq!(rollback_version(&h(&[("v1", "seed")])), None);
+        assert_eq!(rollback_version(&h(&[(1, SEED)])), None);
     }
 
     #[test]
     fn a_rollback_to_a_chosen_version_is_undone_by_the_next_rollback() {
         // Newest first: seed v1, push v2, push v3, roll back to v1 by its version.
-        let chosen = [
-            ("v1", "rollback"),
-            ("v3", "api"),
-            ("v2", "api"),
-            ("v1", "seed"),
-        ];
-        assert_eq!(rollback_version(&h(&chosen)).as_deref(), Some("v3"));
+        let chosen = [(1, BACK), (3, PUSH), (2, PUSH), (1, SEED)];
+        assert_eq!(rollback_version(&h(&chosen)), Some(v(3)));
         // Undone (back to v3, one step): then the walk goes on from v3, as a node's does.
-        let undone = [&[("v3", "rollback")][..], &chosen[..]].concat();
-        assert_eq!(rollback_version(&h(&undone)).as_deref(), Some("v2"));
+        let undone = [&[(3, BACK)][..], &chosen[..]].concat();
+        assert_eq!(rollback_version(&h(&undone)), Some(v(2)));
     }
 }

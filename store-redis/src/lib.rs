@@ -54,7 +54,7 @@ mod wire;
 pub use conn::{RedisOptions, ServerCheck, ServerProblem, check_url, url_has_password};
 pub use fleet::{
     Held, Join, Member, NodeBreaker, NodeReport, NodeStatus, Owned, Pushed, RedisFleetState,
-    RuleEntry, RuleRecord, RulesHint, RulesNotifications,
+    RuleRecord, RulesHint, RulesNotifications,
 };
 pub use keys::Keys;
 /// The Redis client the store speaks through, for a program's own scripts and commands

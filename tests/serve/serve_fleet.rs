@@ -426,12 +426,12 @@ fn a_set_of_record_that_does_not_compile_here_is_not_run_and_is_reported() {
     // A set the nodes cannot compile lands in the store (written by a newer build, say).
     let store = RedisStore::connect(&RedisOptions::new(server.url(), ns)).unwrap();
     let broken = RuleRecord {
-        version: "00000000deadbeef".into(),
+        version: rebound_engine::Version::from_hash(0xdead_beef),
         files: vec![(
             "10-bad.yaml".into(),
             "version: 1\nrules: [ {id: x, retry: nope} ]\n".into(),
         )],
-        source: "api".into(),
+        source: rebound_engine::reload::Source::Push,
         at: Timestamp::now(),
     };
     store.push_rules(None, &broken).unwrap();

@@ -32,7 +32,7 @@ pub use canary::{CanaryRecord, CanaryStart};
 pub use nodes::{Join, Member, NodeBreaker, NodeReport, NodeStatus};
 pub use notify::{RulesHint, RulesNotifications};
 pub use partitions::{Held, Lease, Owned, PartitionState, partition_source};
-pub use rules::{FILES_KEPT, Pushed, RuleEntry, RuleRecord, RulesApplied};
+pub use rules::{Pushed, RuleRecord, RulesApplied};
 
 use std::time::Duration;
 

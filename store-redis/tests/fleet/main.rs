@@ -57,13 +57,14 @@ fn every_fleet_key_begins_with_its_namespace() {
         let owned = s.balance_partitions("orders", 4, &m, lease, &[]).unwrap();
         assert_eq!(owned.held.len(), 4);
         let rules = RuleRecord {
-            version: "v1".into(),
+            version: rebound_engine::Version::from_hash(1),
             files: vec![("a.yaml".into(), "rules: []".into())],
-            source: "seed".into(),
+            source: rebound_engine::reload::Source::File,
             at: Timestamp::from_millis(1),
         };
         s.seed_rules(&rules).unwrap();
-        s.set_applied("n", "v1", Some(&["e".to_owned()])).unwrap();
+        s.set_applied("n", rules.version, Some(&["e".to_owned()]))
+            .unwrap();
         s.put_doc("sessions", "n#1", "{}").unwrap();
     }
     let keys = all_keys(&server);
