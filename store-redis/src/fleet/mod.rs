@@ -1,6 +1,7 @@
 //! The fleet's records on the shared store: what several `rebound` processes (nodes) on one
 //! namespace must agree on besides the retries and fates, whatever topology they run. (A
-//! program keeps records of its own beside them, by its own scripts: [`RedisStore::eval`].)
+//! program keeps records of its own beside them, by its own scripts:
+//! [`RedisStore::eval`](crate::RedisStore::eval).)
 //!
 //! - `nodes.rs`: who is in the fleet. A node joins under its name with an id of this process
 //!   (its [`Member`]), is refused while another live process holds the name, heartbeats what
@@ -14,8 +15,9 @@
 //! - `adaptive.rs`: the fleet's budgets, breakers, fuse and heat ([`RedisFleetState`], the
 //!   runtime's `adaptive::FleetState`): one script a sync.
 //!
-//! Every write is one Lua script (`scripts/fleet_*.lua`, run by [`RedisStore::eval`]), atomic on the server: it reads and
-//! checks first, then writes, and is safe to run again after a lost reply. Every lease and
+//! Every write is one Lua script (`scripts/fleet_*.lua`, run by `RedisStore::eval` as a
+//! program's own are), atomic on the server: it reads and checks first, then writes, and is
+//! safe to run again after a lost reply. Every lease and
 //! liveness decision uses the server's clock (`TIME`), never the node's, so clock skew between
 //! nodes cannot make one look dead to another. Scripts get the namespace's `{NS}:` prefix and
 //! build per-name keys from it: one hash tag, one cluster slot.
