@@ -12,13 +12,14 @@ use redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
 
 use crate::{RedisOptions, RedisStore};
+use rebound_engine::Version;
 use rebound_runtime::store::Result;
 
 /// A hint from the rules channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RulesHint {
     /// A node pushed this version.
-    Pushed(String),
+    Pushed(Version),
     /// The subscription is (again) in place: read the version, pushes may have been missed.
     Subscribed,
 }
@@ -68,10 +69,12 @@ impl RulesNotifications {
         let on_channel =
             matches!(push.data.first(), Some(Value::BulkString(c)) if *c == self.channel);
         match push.kind {
+            // A message that names no version is no hint (the poll still reads the record).
             PushKind::Message if on_channel => match push.data.get(1) {
-                Some(Value::BulkString(v)) => {
-                    Some(RulesHint::Pushed(String::from_utf8_lossy(v).into_owned()))
-                }
+                Some(Value::BulkString(v)) => std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .map(RulesHint::Pushed),
                 _ => None,
             },
             PushKind::Subscribe if on_channel => Some(RulesHint::Subscribed),
