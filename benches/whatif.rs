@@ -19,7 +19,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rebound_engine::backoff::jitter_rng;
 use rebound_engine::release::{LoggedContext, LoggedDecision, Outcome, jitter_seed, what_if};
 use rebound_engine::{CompiledSet, OwnedFailure, PolicyHandle};
-use rebound_runtime::store::{DecisionFilter, SqliteStore, Store, WriteOp};
+use rebound_runtime::store::{DecisionFilter, DecisionPage, SqliteStore, Store, WriteOp};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -106,7 +106,7 @@ fn bench(c: &mut Criterion) {
     let store = SqliteStore::open(data.path()).unwrap();
     store
         .apply(&[WriteOp::LogDecisions {
-            decisions: logged.clone(),
+            decisions: DecisionPage::of(&logged).expect("the log's entries"),
             keep: CONTEXTS as u64,
         }])
         .unwrap();

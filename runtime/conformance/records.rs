@@ -161,7 +161,10 @@ pub fn logged(id: &str, now_ms: u64) -> LoggedDecision {
 
 /// Logs `decisions` (in order) keeping the newest `keep`.
 pub fn log(decisions: Vec<LoggedDecision>, keep: u64) -> WriteOp {
-    WriteOp::LogDecisions { decisions, keep }
+    WriteOp::LogDecisions {
+        decisions: DecisionPage::of(&decisions).unwrap(),
+        keep,
+    }
 }
 
 /// The whole decision log, oldest first.

@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use rebound_engine::release::{Arm, LoggedContext, LoggedDecision, Outcome};
-use rebound_runtime::store::{DecisionFilter, SqliteStore, Store, WriteOp};
+use rebound_runtime::store::{DecisionFilter, DecisionPage, SqliteStore, Store, WriteOp};
 use rebound_runtime::time::Timestamp;
 use rebound_store_redis::{RedisOptions, RedisStore, TestServer};
 
@@ -73,7 +73,8 @@ fn decision(n: u64) -> LoggedDecision {
 
 fn batch(from: u64) -> WriteOp {
     WriteOp::LogDecisions {
-        decisions: (from..from + BATCH).map(decision).collect(),
+        decisions: DecisionPage::of(&(from..from + BATCH).map(decision).collect::<Vec<_>>())
+            .expect("the bench's entries"),
         keep: KEEP,
     }
 }

@@ -20,7 +20,7 @@ use rebound_runtime::store::fields::{
 };
 use rebound_runtime::store::{
     Applied, DeadLetterStatus, Fate, Message, MessageId, Offset, OffsetOf, OperatorAction,
-    PRUNE_AT_MOST, Result, ScheduledRetry, StoreError, StoredDeadLetter, WriteOp, decision_to_json,
+    PRUNE_AT_MOST, Result, ScheduledRetry, StoreError, StoredDeadLetter, WriteOp,
 };
 use rebound_runtime::time::Timestamp;
 
@@ -52,9 +52,10 @@ pub(super) fn calls(ops: &[WriteOp]) -> Vec<Vec<CallOp<'_>>> {
             WriteOp::LogDecisions { decisions, keep } if decisions.len() > DECISIONS_PER_CALL => {
                 decisions
                     .chunks(DECISIONS_PER_CALL)
+                    .into_iter()
                     .map(|share| {
                         Cow::Owned(WriteOp::LogDecisions {
-                            decisions: share.to_vec(),
+                            decisions: share,
                             keep: *keep,
                         })
                     })
@@ -169,9 +170,9 @@ pub(super) fn encode_op(op: &WriteOp, offset_of: Option<&OffsetOf>, args: &mut A
             // XTRIM takes a signed 64-bit count; more than that keeps everything anyway.
             args.push(keep.min(&(i64::MAX as u64)).to_string().into_bytes());
             args.push(decisions.len().to_string().into_bytes());
-            for d in decisions {
-                args.push(d.context.now_ms.to_string().into_bytes());
-                args.push(decision_to_json(d)?.into_bytes());
+            for (now_ms, text) in decisions.iter() {
+                args.push(now_ms.to_string().into_bytes());
+                args.push(text.as_bytes().to_vec());
             }
         }
     }

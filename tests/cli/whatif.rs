@@ -253,7 +253,7 @@ fn a_shared_store_is_read_by_its_namespace() {
     let store = RedisStore::connect(&RedisOptions::new(server.url(), "shop")).unwrap();
     store
         .apply(&[WriteOp::LogDecisions {
-            decisions: log.clone(),
+            decisions: rebound_runtime::store::DecisionPage::of(&log).unwrap(),
             keep: 100_000,
         }])
         .unwrap();

@@ -100,7 +100,7 @@ pub fn data_with(log: &[LoggedDecision]) -> tempfile::TempDir {
     let store = SqliteStore::open(dir.path()).unwrap();
     store
         .apply(&[WriteOp::LogDecisions {
-            decisions: log.to_vec(),
+            decisions: rebound_runtime::store::DecisionPage::of(log).unwrap(),
             keep: 100_000,
         }])
         .unwrap();

@@ -27,5 +27,5 @@ pub use guard::{
     ArmFigures, Arms, Breach, DEFAULT_DEAD_LETTER_RATIO, DEFAULT_MIN_SAMPLES, DEFAULT_RETRY_RATIO,
     Guard, GuardError, Judgement, Relative, judge,
 };
-pub use logged::{LoggedContext, LoggedDecision, Outcome, jitter_seed};
+pub use logged::{LoggedContext, LoggedDecision, LoggedSignals, Outcome, jitter_seed};
 pub use whatif::{ChangeRow, DelaySides, EXAMPLES, Quantiles, WhatIf, outcome_changed, what_if};

@@ -48,8 +48,9 @@
 //! keys. `BENCH_ORDERED_ONLY=1` runs only this part.
 //!
 //! For a profiler,
-//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10|redis-10|redis-0|ordered|ordered-off`
-//! (10% failures, in-memory, SQLite or Redis retries, or a durable source; `redis-0`: Redis
+//! `BENCH_ONLY=topology|bare-batched|bare-per-message|memory-10|durable-10|source-10|rules-10|rules-log-10|redis-10|redis-0|ordered|ordered-off`
+//! (10% failures, in-memory, SQLite or Redis retries, or a durable source; `rules-10` and
+//! `rules-log-10`: the durable source decided by the rules, the decision log off or on; `redis-0`: Redis
 //! with no failures; `ordered`: every key distinct, ordering on, `ordered-off` the same off) runs one variant once (with `BENCH_WORK` and `BENCH_MESSAGES`) and skips the rest. `BENCH_DEBUG=1` prints,
 //! for each durable run, when the topology went quiet, when the journal had committed
 //! everything, and the journal's counters.
@@ -245,6 +246,12 @@ fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: u
         "memory-10" => run_topology_with(rt, work, max_pending, 10, Retries::InMemory),
         "durable-10" => run_topology_with(rt, work, max_pending, 10, Retries::Durable),
         "source-10" => run_topology_with(rt, work, max_pending, 10, Retries::DurableEveryAck),
+        "rules-10" | "rules-log-10" => {
+            // As source-10, decided by the rules, their decision log off or on (decisions.rs).
+            let policy = if only == "rules-10" { 1 } else { 2 };
+            decisions::POLICY.store(policy, Ordering::Relaxed);
+            run_topology_with(rt, work, max_pending, 10, Retries::DurableEveryAck)
+        }
         "redis-10" | "redis-0" => {
             let fail_one_in = if only == "redis-0" { u64::MAX } else { 10 };
             let through = run_topology_with(rt, work, max_pending, fail_one_in, Retries::Redis);
@@ -263,7 +270,7 @@ fn run_only(rt: &tokio::runtime::Runtime, only: &str, work: Work, max_pending: u
         "bare-batched" => run_bare_batched(rt, work),
         "bare-per-message" => run_bare_per_item(rt, work),
         other => panic!(
-            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10, source-10, redis-10, redis-0, ordered or ordered-off"
+            "BENCH_ONLY={other}: expected topology, bare-batched, bare-per-message, memory-10, durable-10, source-10, rules-10, rules-log-10, redis-10, redis-0, ordered or ordered-off"
         ),
     };
     println!("{only}: {:.0}/s", per_second(through));

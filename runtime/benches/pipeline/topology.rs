@@ -283,9 +283,14 @@ pub(crate) fn run_topology_with(
                     rebound_runtime::policy::TimeScale::REAL,
                 );
                 if by_rules == 2 {
-                    let release = rebound_runtime::release::Release::new(
-                        rebound_runtime::release::LogOptions::default(),
-                    );
+                    let mut log = rebound_runtime::release::LogOptions::default();
+                    if let Some(sample) = std::env::var("BENCH_LOG_SAMPLE")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                    {
+                        log.sample = sample;
+                    }
+                    let release = rebound_runtime::release::Release::new(log);
                     d.log_decisions(&release);
                     rules = rules.with_release(release);
                 }

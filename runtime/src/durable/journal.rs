@@ -469,13 +469,13 @@ impl Batch {
         }
     }
 
-    /// Adds the decisions logged since the last batch (never queued: not in the backlog).
-    fn decisions(&mut self, ledger: &Ledger) {
+    /// Adds the decisions logged since the last batch and written by the log's thread (with
+    /// `all`, every decision logged). Never queued: not in the backlog.
+    fn decisions(&mut self, ledger: &Ledger, all: bool) {
         let Some(log) = &ledger.decisions else {
             return;
         };
-        let decisions = log.take();
-        if !decisions.is_empty() {
+        for decisions in log.take_ready(all) {
             self.loose.push(self.ops.len());
             self.ops.push(WriteOp::LogDecisions {
                 decisions,
@@ -585,8 +585,16 @@ fn run(
                 .acks
                 .oldest()
                 .is_some_and(|at| over(at, options.ack_hold));
-        let holding = !ledger.held.is_empty() || !ledger.acks.is_empty();
-        let work = next.is_some() || held_due || (closed && holding);
+        let log = ledger.decisions.as_deref();
+        // Logged decisions the log's thread is writing keep the journal polling (not parked),
+        // and its written pages are work: they reach the store without other writes.
+        let holding = !ledger.held.is_empty()
+            || !ledger.acks.is_empty()
+            || log.is_some_and(DecisionLog::pending);
+        let work = next.is_some()
+            || held_due
+            || log.is_some_and(DecisionLog::ready)
+            || (closed && holding);
         if !work {
             if closed {
                 return Ok(());
@@ -625,7 +633,7 @@ fn run(
         }
         batch.settle_acks(&mut ledger, options, all);
         batch.prune(&mut ledger);
-        batch.decisions(&ledger);
+        batch.decisions(&ledger, all);
         // Moot writes count as committed: what they would have written is already settled.
         let moot = batch.moot;
         counters.committed.fetch_add(moot as u64, Relaxed);

@@ -18,6 +18,7 @@
 
 mod canary;
 mod log;
+mod log_buffer;
 mod shadow;
 
 use std::sync::Arc;

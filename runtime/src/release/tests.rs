@@ -63,7 +63,12 @@ fn every_decision_is_logged_in_the_rules_time_and_decides_again_as_it_did() {
     let decided: Vec<_> = (0..50)
         .map(|i| decide(&p, &message(i, 1 + (i % 3) as u32), "TIMEOUT"))
         .collect();
-    let logged = release.log().take();
+    let logged = release
+        .log()
+        .take()
+        .iter()
+        .flat_map(|p| p.decisions())
+        .collect::<Vec<_>>();
     assert_eq!(logged.len(), 50);
     let again = set(STABLE);
     for (entry, acted) in logged.iter().zip(&decided) {
@@ -98,7 +103,7 @@ fn a_sample_takes_its_share_and_a_log_that_keeps_nothing_records_nothing() {
     for i in 0..2_000 {
         decide(&p, &message(i, 1), "TIMEOUT");
     }
-    let n = half.log().take().len();
+    let n = half.log().recorded();
     assert!((800..1_200).contains(&n), "{n} of 2000");
     let off = Release::new(LogOptions::OFF);
     let p = policy(&off, 1.0);
@@ -194,7 +199,12 @@ fn a_canary_decides_for_its_slice_by_key_and_counts_each_arm() {
     assert_eq!(f.stable.retry_ratio(), 1.0);
     assert_eq!(f.stable.acked_by_attempt[1], arms[0] as u64);
     // Each logged decision names its arm.
-    let logged = release.log().take();
+    let logged = release
+        .log()
+        .take()
+        .iter()
+        .flat_map(|p| p.decisions())
+        .collect::<Vec<_>>();
     assert_eq!(
         logged.iter().filter(|e| e.arm == Some(Arm::Canary)).count(),
         arms[1]

@@ -34,8 +34,9 @@
 //!   `replayed` (history kept), clears the fate and writes the audit log; a skip marks it
 //!   `skipped` and writes the audit log.
 //! - The decision log ([`WriteOp::LogDecisions`], [`Store::decisions`]) is a bounded sample,
-//!   not a record: entries are appended in order and only the newest `keep` stay, trimmed in
-//!   the same transaction. It touches nothing else (no retry row, no fate, no audit line).
+//!   not a record: entries are appended in order (a [`DecisionPage`] of them an op) and only
+//!   the newest `keep` stay, trimmed in the same transaction. It touches nothing else (no
+//!   retry row, no fate, no audit line).
 //! - Every op is safe to apply twice (a batch whose commit reply was lost is applied again):
 //!   upserts, first fate wins, positions only move forward, and an operator action on a letter
 //!   already handled is refused, not repeated.
@@ -61,7 +62,7 @@ mod values;
 mod writes;
 
 pub use claims::{ClaimQueue, ClaimToken, Claimed, Reaped};
-pub use decisions::{DecisionFilter, decision_from_json, decision_to_json};
+pub use decisions::{DecisionFilter, DecisionPage, decision_from_json, decision_to_json};
 pub use error::StoreError;
 pub use failures::record_json;
 pub use records::{
@@ -265,8 +266,8 @@ pub enum WriteOp {
     /// log is a sample for analysis, not a record, and a batch replayed after a lost reply
     /// may leave a decision in it two times.
     LogDecisions {
-        /// The decisions, oldest first.
-        decisions: Vec<LoggedDecision>,
+        /// The decisions, oldest first, their texts written.
+        decisions: DecisionPage,
         /// How many entries the log keeps (`decisions.keep`).
         keep: u64,
     },

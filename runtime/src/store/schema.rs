@@ -15,7 +15,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build writes and understands.
-pub const CURRENT_VERSION: u32 = 6;
+pub const CURRENT_VERSION: u32 = 7;
 
 /// `PRAGMA application_id` of a Rebound database ("RBND").
 pub const APPLICATION_ID: i32 = 0x5242_4e44;
@@ -172,6 +172,32 @@ const MIGRATIONS: &[&str] = &[
         entry            TEXT NOT NULL
     );
     CREATE INDEX decisions_at ON decisions (at_ms);
+    "#,
+    // 6 → 7: the decision log in pages (`decisions::DecisionPage`): a row holds the entries of
+    // one write, a JSON text a line, oldest first; `packing` says how `entries` holds them
+    // (0 the lines as they are, 1 LZ4-compressed: `decisions::pack`). `through` numbers the
+    // log's entries up to this page's last (its rowid order is the log's order: the newest
+    // page always stays, so a rowid is never reused); the newest page's `floor` is the last
+    // entry trimmed (never lower than before), so a read leaves out the entries of the
+    // oldest page that fall outside the newest `keep`. A version-6 log becomes pages of one
+    // entry each, none trimmed.
+    r#"
+    CREATE TABLE decision_pages (
+        seq              INTEGER PRIMARY KEY,
+        first_ms         INTEGER NOT NULL,
+        last_ms          INTEGER NOT NULL,
+        count            INTEGER NOT NULL,
+        through          INTEGER NOT NULL,
+        floor            INTEGER NOT NULL,
+        packing          INTEGER NOT NULL,
+        entries          BLOB NOT NULL
+    );
+    CREATE INDEX decision_pages_through ON decision_pages (through);
+    INSERT INTO decision_pages (first_ms, last_ms, count, through, floor, packing, entries)
+        SELECT at_ms, at_ms, 1, ROW_NUMBER() OVER (ORDER BY seq), 0, 0,
+               CAST(entry || char(10) AS BLOB)
+        FROM decisions ORDER BY seq;
+    DROP TABLE decisions;
     "#,
 ];
 

@@ -19,6 +19,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use super::decision_from_json;
+use super::decisions::unpack;
 use super::rows::*;
 use super::schema;
 use super::writes::{Writes, fate_in, latest_dead_letter};
@@ -392,26 +393,76 @@ impl Store for SqliteStore {
         let since = f
             .since
             .map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
-        let limit = f.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-        // The texts under the connection's lock, newest first up to the limit (LIMIT -1: no
-        // limit); parsed once it is released, so the journal's commits wait for the read of
-        // the rows only, not for the JSON of the whole log.
-        let rows: Vec<(i64, String)> = {
+        let limit = f.limit.unwrap_or(usize::MAX);
+        // The pages under the connection's lock, newest first until they hold the limit;
+        // unpacked and parsed once it is released, so the journal's commits wait for the
+        // read of the rows only, not for the JSON of the whole log.
+        let pages = {
             let conn = self.conn();
+            // Entries numbered up to the newest page's floor are trimmed.
+            let floor: i64 = conn
+                .query_row(
+                    "SELECT floor FROM decision_pages ORDER BY seq DESC LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .unwrap_or(0);
             let mut stmt = conn.prepare_cached(
-                "SELECT seq, entry FROM decisions WHERE at_ms >= ?1 ORDER BY seq DESC LIMIT ?2",
+                "SELECT seq, count, through, first_ms, packing, entries FROM decision_pages \
+                 WHERE last_ms >= ?1 ORDER BY seq DESC",
             )?;
-            stmt.query_map(params![since, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?
+            let mut rows = stmt.query([since])?;
+            let mut pages: Vec<(i64, i64, i64, Vec<u8>)> = Vec::new();
+            // Entries known to pass `since` (a page that starts before it may hold fewer).
+            let mut held = 0usize;
+            while held < limit {
+                let Some(row) = rows.next()? else { break };
+                let (seq, count, through, first): (i64, i64, i64, i64) =
+                    (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+                // How many of its entries are inside the trim: its last `inside`.
+                let inside = count.min(through.saturating_sub(floor)).max(0);
+                if inside == 0 {
+                    break; // it and every older page are outside
+                }
+                if first >= since {
+                    held = held.saturating_add(usize::try_from(inside).unwrap_or(usize::MAX));
+                }
+                pages.push((seq, inside, row.get(4)?, row.get(5)?));
+            }
+            pages
         };
         let location = self.location();
-        Ok(rows
-            .iter()
-            .rev()
-            .filter_map(|(seq, entry)| {
-                decision_from_json(&location, &seq.to_string(), entry.as_bytes())
-            })
-            .collect())
+        let mut newest_first = Vec::new();
+        'pages: for (seq, inside, packing, entries) in pages {
+            let text = match unpack(packing, entries) {
+                Ok(text) => text,
+                Err(e) => {
+                    // One bad page never fails a read of the log.
+                    tracing::warn!(store = %location, page = seq, error = %e,
+                        "skipping a decision log page that does not read");
+                    continue;
+                }
+            };
+            let lines = text
+                .lines()
+                .rev()
+                .take(usize::try_from(inside).unwrap_or(0));
+            for (i, line) in lines.enumerate() {
+                let Some(d) = decision_from_json(&location, &format!("{seq}.{i}"), line.as_bytes())
+                else {
+                    continue;
+                };
+                if f.matches(&d) {
+                    newest_first.push(d);
+                    if newest_first.len() == limit {
+                        break 'pages;
+                    }
+                }
+            }
+        }
+        newest_first.reverse();
+        Ok(newest_first)
     }
 }
 

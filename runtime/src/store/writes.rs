@@ -5,14 +5,13 @@
 
 use rusqlite::{CachedStatement, Connection, OptionalExtension, Transaction, params};
 
-use super::decisions::decision_to_json;
+use super::decisions::{DecisionPage, PACKED, pack};
 use super::rows::*;
 use super::{
     Applied, AuditAction, DeadLetter, DeadLetterStatus, Fate, MessageId, Offset, OperatorAction,
     Result, ScheduledRetry, StoredDeadLetter,
 };
 use crate::time::Timestamp;
-use rebound_engine::release::LoggedDecision;
 
 /// Writes (or replaces) the retry row, unless the message already has a final fate: a retry
 /// for an acked or dead-lettered message could later give it a second fate.
@@ -35,10 +34,20 @@ const PUT_POSITION: &str = "INSERT INTO positions (source, position, at_ms) VALU
 const PRUNE_ACKED: &str = "DELETE FROM fates WHERE source = ?1 AND position <= ?2 AND fate = 1";
 const PRUNE_UNPOSITIONED: &str =
     "DELETE FROM fates WHERE fate = 1 AND source IS NULL AND at_ms < ?1";
-const PUT_DECISION: &str = "INSERT INTO decisions (at_ms, entry) VALUES (?1, ?2)";
-/// Keeps the newest `?1` entries: seqs only grow, so the newest `keep` are the `keep` highest.
-const TRIM_DECISIONS: &str =
-    "DELETE FROM decisions WHERE seq <= (SELECT MAX(seq) FROM decisions) - ?1";
+/// A page of logged decisions, numbered on from the newest page's `through`, its `floor`
+/// what the newest `keep` (`?4`) leaves out (never lower than the newest page's).
+const PUT_DECISION_PAGE: &str = "INSERT INTO decision_pages \
+     (first_ms, last_ms, count, through, floor, packing, entries) \
+     SELECT ?1, ?2, ?3, t + ?3, MAX(f, t + ?3 - ?4), ?5, ?6 FROM (SELECT \
+         COALESCE((SELECT through FROM decision_pages ORDER BY seq DESC LIMIT 1), 0) AS t, \
+         COALESCE((SELECT floor FROM decision_pages ORDER BY seq DESC LIMIT 1), 0) AS f)";
+/// A log of no decision still trims: the newest page's floor rises to what `?1` leaves out.
+const RAISE_DECISION_FLOOR: &str = "UPDATE decision_pages SET floor = MAX(floor, through - ?1) \
+     WHERE seq = (SELECT MAX(seq) FROM decision_pages)";
+/// Drops the pages whose every entry is at or below the floor (a read leaves out the
+/// trimmed entries of the page that straddles it).
+const TRIM_DECISIONS: &str = "DELETE FROM decision_pages WHERE through <= \
+     (SELECT floor FROM decision_pages ORDER BY seq DESC LIMIT 1)";
 
 /// The write statements of one transaction, each prepared on first use.
 pub(super) struct Writes<'t, 'c> {
@@ -200,19 +209,29 @@ impl<'t, 'c> Writes<'t, 'c> {
     }
 
     /// Appends `decisions` to the decision log, in order, and trims it to the newest `keep`.
-    pub(super) fn log_decisions(
-        &mut self,
-        decisions: &[LoggedDecision],
-        keep: u64,
-    ) -> Result<Applied> {
-        let mut put = self.tx.prepare_cached(PUT_DECISION)?;
-        for d in decisions {
-            // A time beyond what the column holds is the far future, as a due time's is.
-            let at = i64::try_from(d.context.now_ms).unwrap_or(i64::MAX);
-            put.execute(params![at, decision_to_json(d)?])?;
-        }
+    pub(super) fn log_decisions(&mut self, decisions: &DecisionPage, keep: u64) -> Result<Applied> {
+        // A time beyond what the column holds is the far future, as a due time's is.
+        let ms = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-        self.tx.prepare_cached(TRIM_DECISIONS)?.execute([keep])?;
+        match decisions.span() {
+            Some((first, last)) => {
+                let count = i64::try_from(decisions.len()).unwrap_or(i64::MAX);
+                self.tx.prepare_cached(PUT_DECISION_PAGE)?.execute(params![
+                    ms(first),
+                    ms(last),
+                    count,
+                    keep,
+                    PACKED,
+                    pack(decisions)
+                ])?;
+            }
+            None => {
+                self.tx
+                    .prepare_cached(RAISE_DECISION_FLOOR)?
+                    .execute([keep])?;
+            }
+        }
+        self.tx.prepare_cached(TRIM_DECISIONS)?.execute([])?;
         Ok(Applied::Done)
     }
 

@@ -6,6 +6,7 @@
 //! SIGKILL in the middle of writing (`crash_recovery`).
 
 mod crash_recovery;
+mod decision_log;
 mod custody;
 mod durable_ordered;
 mod durable_policy;
