@@ -225,13 +225,10 @@ impl Job for TopologyJob {
                 .map_err(|e| JobError::Task(e.to_string()))??;
             let topology = (self.build)(&durable, &recovered, &wiring.rules, shared.as_ref())?;
             let alerting = labels::alerting(wiring.rules.clone(), wiring.alerts);
-            match self.publisher.clone() {
-                // The durable layer takes one observer: the publisher is told after the alerts.
-                Some(publisher) => durable.on_dead_letters(move |letters| {
-                    alerting(letters);
-                    publisher.letters(letters);
-                }),
-                None => durable.on_dead_letters(alerting),
+            // The publisher is told after the alerts.
+            durable.on_dead_letters(alerting);
+            if let Some(publisher) = self.publisher.clone() {
+                durable.on_dead_letters(move |letters| publisher.letters(letters));
             }
             if let Some(publisher) = &self.publisher {
                 publisher.start(durable.store().clone());

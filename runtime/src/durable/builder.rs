@@ -122,7 +122,7 @@ impl DurableBuilder {
                 inboxes,
                 claimer,
                 local_hold,
-                observer: Arc::default(),
+                observers: Arc::default(),
             }),
         }
     }

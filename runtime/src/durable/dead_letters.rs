@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use std::sync::OnceLock;
+use std::sync::{PoisonError, RwLock};
 
 use super::{DeadLetterObserver, HeldClaims, Journal};
 use crate::fate::{BoxFuture, DeadLetter, DeadLetterSink, SinkError};
@@ -20,7 +20,39 @@ pub struct DurableDeadLetters {
     /// On a shared store: the node's claims, settled by a letter's commit.
     held: Option<Arc<HeldClaims>>,
     /// Told of the letters stored.
-    observer: Arc<OnceLock<DeadLetterObserver>>,
+    observers: Arc<Observers>,
+}
+
+/// Who is told of the dead letters once they are stored ([`Durable::on_dead_letters`]), in
+/// the order they were added.
+///
+/// [`Durable::on_dead_letters`]: super::Durable::on_dead_letters
+#[derive(Default)]
+pub(crate) struct Observers(RwLock<Vec<DeadLetterObserver>>);
+
+impl Observers {
+    /// Adds `f`, told after those added before it.
+    pub(crate) fn add(&self, f: DeadLetterObserver) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(f);
+    }
+
+    /// True if nobody listens.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Tells every observer of `letters`.
+    pub(crate) fn tell(&self, letters: &[DeadLetter]) {
+        for f in self.0.read().unwrap_or_else(PoisonError::into_inner).iter() {
+            f(letters);
+        }
+    }
 }
 
 impl std::fmt::Debug for DurableDeadLetters {
@@ -35,12 +67,12 @@ impl DurableDeadLetters {
     pub(crate) fn new(
         journal: Journal,
         held: Option<Arc<HeldClaims>>,
-        observer: Arc<OnceLock<DeadLetterObserver>>,
+        observers: Arc<Observers>,
     ) -> DurableDeadLetters {
         DurableDeadLetters {
             journal,
             held,
-            observer,
+            observers,
         }
     }
 }
@@ -73,12 +105,12 @@ impl DeadLetterSink for DurableDeadLetters {
                     tracing::warn!(id = %letter.id(), fate, "dead letter not stored: the message already has a fate");
                 }
             }
-            if let Some(f) = self.observer.get() {
+            if !self.observers.is_empty() {
                 if stored.len() == batch.len() {
-                    f(batch);
+                    self.observers.tell(batch);
                 } else {
                     let stored: Vec<DeadLetter> = stored.into_iter().cloned().collect();
-                    f(&stored);
+                    self.observers.tell(&stored);
                 }
             }
             Ok(())

@@ -76,6 +76,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use tokio::time::Instant;
 
 use claimer::{Claimer, Inboxes};
+use dead_letters::Observers;
 
 use crate::fate::{
     AckedFates, CustodyNotices, DeadLetter, FailurePolicy, KeyNotice, KeyNotices, NoticeKind,
@@ -121,7 +122,7 @@ struct Shared {
     /// On a shared store: how soon a retry must be due to be fired from memory, unwritten.
     local_hold: std::time::Duration,
     /// Told of every dead letter once it is stored (see [`Durable::on_dead_letters`]).
-    observer: Arc<OnceLock<DeadLetterObserver>>,
+    observers: Arc<Observers>,
 }
 
 /// What [`Durable::on_dead_letters`] calls with each batch of newly stored dead letters.
@@ -321,7 +322,7 @@ impl Durable {
     pub fn seams(&self, policy: impl FailurePolicy) -> Seams {
         let s = self.shared.clone();
         let held = s.claimer.as_ref().map(|c| c.held().clone());
-        let sink = DurableDeadLetters::new(s.journal.clone(), held, s.observer.clone());
+        let sink = DurableDeadLetters::new(s.journal.clone(), held, s.observers.clone());
         let inboxes = s.inboxes.clone();
         let custody_inboxes = s.inboxes.clone();
         Seams::in_memory()
@@ -400,15 +401,14 @@ impl Durable {
 
     /// Calls `f` with every batch of dead letters once they are stored (the runtime's, and
     /// the operators' kills; not those whose message already had a fate). `f` runs on the
-    /// storing task: it must not block (queue the work elsewhere). Only the first call counts.
+    /// storing task: it must not block (queue the work elsewhere). Each call adds an
+    /// observer; every one is told, in the order they were added.
     pub fn on_dead_letters(&self, f: impl Fn(&[DeadLetter]) + Send + Sync + 'static) {
-        let _ = self.shared.observer.set(Box::new(f));
+        self.shared.observers.add(Box::new(f));
     }
 
     fn announce(&self, letters: &[DeadLetter]) {
-        if let Some(f) = self.shared.observer.get() {
-            f(letters);
-        }
+        self.shared.observers.tell(letters);
     }
 
     /// The time the durable layer stamps its records with.

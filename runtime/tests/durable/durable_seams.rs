@@ -506,3 +506,42 @@ async fn a_replayed_dead_letter_re_enters_the_live_topology() {
     assert_eq!(audit.items.len(), 1);
     assert_eq!(audit.items[0].operator, "alice");
 }
+
+#[tokio::test]
+async fn every_dead_letter_observer_is_told_of_a_stored_letter_in_the_order_added() {
+    use rebound_runtime::fate::{DeadLetter, Label};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let durable = Durable::new(
+        store.clone(),
+        Arc::new(TokioTime::new()),
+        DurableOptions::default(),
+    );
+    let told: Arc<Mutex<Vec<String>>> = Arc::default();
+    for who in ["alerts", "publisher"] {
+        let told = told.clone();
+        durable.on_dead_letters(move |letters| {
+            for l in letters {
+                told.lock().unwrap().push(format!("{who} {}", l.id()));
+            }
+        });
+    }
+    durable.recover().unwrap();
+    let seams = durable.seams(FixedPolicy::default());
+    let letter = DeadLetter {
+        message: Message::new("m", "PAYMENT", "{}"),
+        failure: Failure::new("PAY_FAILED", "declined"),
+        label: Label::from("L1"),
+        reason: GiveUpReason::MaxRetries,
+        rule: RuleRef::Defaults,
+        version: version(),
+        at: Timestamp::now(),
+    };
+    seams
+        .dead_letters
+        .store(std::slice::from_ref(&letter))
+        .await
+        .unwrap();
+    assert_eq!(*told.lock().unwrap(), ["alerts m", "publisher m"]);
+    assert_eq!(fate_of(&store, "m"), Some(Fate::DeadLettered));
+}

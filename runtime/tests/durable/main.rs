@@ -6,8 +6,8 @@
 //! SIGKILL in the middle of writing (`crash_recovery`).
 
 mod crash_recovery;
-mod decision_log;
 mod custody;
+mod decision_log;
 mod durable_ordered;
 mod durable_policy;
 mod durable_seams;
