@@ -82,6 +82,36 @@ pub fn ramp_share(into: Duration, ramp: Duration) -> f64 {
     (0.1 + 0.9 * into.as_secs_f64() / ramp.as_secs_f64()).min(1.0)
 }
 
+/// A half-open breaker's view of the fleet's ramp (`operations.md`, "One fleet, one budget"):
+/// the retries the other nodes released in this ramp, as of the last totals, and the live
+/// nodes. The ramp's share is of the node's own held retries and counts every node's
+/// releases, so the fleet releases into the recovering dependency what one node would; and
+/// between two totals a node releases at most `⌈left / N⌉` of what was left, so the fleet's
+/// first release of a ramp is one node's, not N of them at once. Alone (N = 1, no others) it
+/// is the node's own ramp.
+#[derive(Debug, Clone, Copy)]
+struct RampShare {
+    /// Live nodes (at least 1).
+    nodes: u64,
+    /// The other nodes' releases in this ramp, at the last totals.
+    others: u64,
+    /// This node's releases in this ramp when those totals arrived.
+    mine_at_totals: u64,
+    /// This node's releases in this ramp already sent to the fleet.
+    sent: u64,
+}
+
+impl Default for RampShare {
+    fn default() -> RampShare {
+        RampShare {
+            nodes: 1,
+            others: 0,
+            mine_at_totals: 0,
+            sent: 0,
+        }
+    }
+}
+
 /// One breaker (one value of its `per` key).
 #[derive(Debug)]
 pub struct Breaker {
@@ -96,6 +126,8 @@ pub struct Breaker {
     /// again), and how many were released.
     asked: HashSet<MessageId>,
     released: u64,
+    /// On a fleet: the ramp's share counts the fleet's released retries ([`RampShare`]).
+    fleet: RampShare,
     /// How many times it changed state.
     transitions: u64,
     /// The states it entered, in order (the first [`MAX_HISTORY`]).
@@ -115,6 +147,7 @@ impl Breaker {
             since: now,
             asked: HashSet::new(),
             released: 0,
+            fleet: RampShare::default(),
             transitions: 0,
             history: Vec::new(),
             openings: Vec::new(),
@@ -216,12 +249,51 @@ impl Breaker {
                 if !self.asked.contains(id) {
                     self.asked.insert(id.clone());
                 }
-                let asked = self.asked.len() as f64;
-                let admit = (self.released + 1) as f64 <= share * asked + 1e-9;
+                let allowed = share * self.asked.len() as f64 + 1e-9;
+                let f = &self.fleet;
+                let within_ramp = (f.others + self.released + 1) as f64 <= allowed;
+                // This node's part of what was left at the last totals.
+                let left = (allowed - (f.others + f.mine_at_totals) as f64).max(0.0);
+                let part = (left.floor() as u64).div_ceil(f.nodes.max(1));
+                let within_part = self.released - f.mine_at_totals < part;
+                let admit = within_ramp && within_part;
                 self.released += u64::from(admit);
                 admit
             }
         }
+    }
+
+    /// The live nodes of the fleet whose ramp this one shares (1: its own; the gate sets it
+    /// at each sync, and back to 1 when the store does not answer).
+    pub fn set_fleet_nodes(&mut self, nodes: usize) {
+        self.fleet.nodes = nodes.max(1) as u64;
+        if nodes <= 1 {
+            self.fleet.others = 0;
+            self.fleet.mine_at_totals = 0;
+        }
+    }
+
+    /// Half-open (as last advanced): the ramp it is in (its transitions so far) and the
+    /// retries it released in this ramp not yet sent to the fleet, now counted as sent.
+    pub fn take_released(&mut self) -> Option<(u64, u64)> {
+        if self.state != BreakerState::HalfOpen {
+            return None;
+        }
+        let unsent = self.released - self.fleet.sent;
+        self.fleet.sent = self.released;
+        Some((self.transitions, unsent))
+    }
+
+    /// The fleet released `total` retries in the ramp `ramp` (as [`Breaker::take_released`]
+    /// named it), this node's sent ones included: if it is still in that ramp, the others'
+    /// part of it is what its ramp counts from now on.
+    pub fn fleet_released(&mut self, ramp: u64, total: u64, now: Instant) {
+        self.advance(now);
+        if self.state != BreakerState::HalfOpen || self.transitions != ramp {
+            return;
+        }
+        self.fleet.others = total.saturating_sub(self.fleet.sent);
+        self.fleet.mine_at_totals = self.released;
     }
 
     /// How many times it changed state.
@@ -257,6 +329,10 @@ impl Breaker {
         self.since = at;
         self.asked.clear();
         self.released = 0;
+        self.fleet = RampShare {
+            nodes: self.fleet.nodes,
+            ..RampShare::default()
+        };
         self.transitions += 1;
         if self.history.len() < MAX_HISTORY {
             self.history.push(state);
@@ -440,6 +516,79 @@ mod tests {
         assert!(d.open_on(12, 20, t0));
         assert!(!d.open_on(12, 20, t0), "already open");
         assert_eq!(d.openings()[0].failed_share(), 0.6);
+    }
+
+    /// Three nodes' breakers in one ramp, each holding 1,000 retries, synced (each sends what
+    /// it released and reads the fleet's sum) between rounds of asking: the fleet releases
+    /// what one node alone releases of its 1,000, never N times that, within a retry per node.
+    #[test]
+    fn on_a_fleet_the_ramp_counts_every_nodes_releases() {
+        let t0 = Instant::now();
+        let open = |b: &mut Breaker| {
+            for _ in 0..10 {
+                b.record(true, t0);
+            }
+        };
+        let mut fleet: Vec<Breaker> = (0..3).map(|_| Breaker::new(limits(), t0)).collect();
+        for b in &mut fleet {
+            open(b);
+            b.set_fleet_nodes(3);
+        }
+        let mut alone = Breaker::new(limits(), t0);
+        open(&mut alone);
+        let mut store = 0u64;
+        let mut released = 0u64;
+        let mut ask = |fleet: &mut [Breaker], now: Instant| {
+            for (n, b) in fleet.iter_mut().enumerate() {
+                released += (0..1000)
+                    .filter(|i| b.admit(&id(n as u32 * 1000 + i), now))
+                    .count() as u64;
+            }
+            released
+        };
+        let mut sync = |fleet: &mut [Breaker], now: Instant| {
+            let ramps: Vec<(u64, u64)> = fleet
+                .iter_mut()
+                .map(|b| b.take_released().unwrap())
+                .collect();
+            store += ramps.iter().map(|(_, n)| n).sum::<u64>();
+            for (b, (ramp, _)) in fleet.iter_mut().zip(ramps) {
+                b.fleet_released(ramp, store, now);
+            }
+        };
+        let start = t0 + s(30);
+        let one = (0..1000).filter(|i| alone.admit(&id(*i), start)).count() as u64;
+        assert_eq!(one, 100, "10% of one node's held");
+        let first = ask(&mut fleet, start);
+        assert!(
+            (one..=one + 3).contains(&first),
+            "the fleet's first release {first}"
+        );
+        for _ in 0..5 {
+            sync(&mut fleet, start);
+            assert_eq!(
+                ask(&mut fleet, start),
+                first,
+                "nothing more at the same share"
+            );
+        }
+        // Halfway up the ramp: 55% of one node's held, in all.
+        let mid = start + s(30);
+        let one = one + (0..1000).filter(|i| alone.admit(&id(*i), mid)).count() as u64;
+        assert_eq!(one, 550);
+        let mut fleet_mid = 0;
+        for _ in 0..5 {
+            fleet_mid = ask(&mut fleet, mid);
+            sync(&mut fleet, mid);
+        }
+        assert!(
+            (one..=one + 3).contains(&fleet_mid),
+            "{fleet_mid} against {one}"
+        );
+        // The store down: each node's own ramp again (its own 55%).
+        fleet[0].set_fleet_nodes(1);
+        let own = (0..1000).filter(|i| fleet[0].admit(&id(*i), mid)).count();
+        assert!(own > 0 && own <= 550, "{own}");
     }
 
     #[test]
