@@ -84,11 +84,12 @@ pub fn ramp_share(into: Duration, ramp: Duration) -> f64 {
 
 /// A half-open breaker's view of the fleet's ramp (`operations.md`, "One fleet, one budget"):
 /// the retries the other nodes released in this ramp, as of the last totals, and the live
-/// nodes. The ramp's share is of the node's own held retries and counts every node's
-/// releases, so the fleet releases into the recovering dependency what one node would; and
-/// between two totals a node releases at most `⌈left / N⌉` of what was left, so the fleet's
-/// first release of a ramp is one node's, not N of them at once. Alone (N = 1, no others) it
-/// is the node's own ramp.
+/// nodes. The ramp's share counts every node's releases against the retries asked: the
+/// node's own held ones and those the others released. So the fleet releases into the
+/// recovering dependency what one node would (whose released retries make room for more to
+/// be asked), and between two totals a node releases at most `⌈left / N⌉` of what was left:
+/// the fleet's first release of a ramp is one node's, not N of them at once. Alone (N = 1,
+/// no others) it is the node's own ramp.
 #[derive(Debug, Clone, Copy)]
 struct RampShare {
     /// Live nodes (at least 1).
@@ -213,15 +214,18 @@ impl Breaker {
 
     /// Adopts the fleet's opening at `at` (another node opened it first, or this node's own
     /// opening, timed by the store's clock): open from `at`, so its cool-down and ramp run on
-    /// the fleet's clock. Already open, it only takes `at` as its start.
-    pub fn adopt_open(&mut self, at: Instant, now: Instant) {
+    /// the fleet's clock. Already open, it only takes `at` as its start. True if it was not
+    /// open before.
+    pub fn adopt_open(&mut self, at: Instant, now: Instant) -> bool {
         self.advance(now);
-        if self.state == BreakerState::Open {
-            self.since = at;
-        } else {
+        let opens = self.state != BreakerState::Open;
+        if opens {
             self.enter(BreakerState::Open, at);
+        } else {
+            self.since = at;
         }
         self.advance(now);
+        opens
     }
 
     /// Its limits.
@@ -249,8 +253,10 @@ impl Breaker {
                 if !self.asked.contains(id) {
                     self.asked.insert(id.clone());
                 }
-                let allowed = share * self.asked.len() as f64 + 1e-9;
+                // Each retry another node released is one the fleet asked: the fleet's ramp
+                // grows with its releases as one node's does, not N times faster.
                 let f = &self.fleet;
+                let allowed = share * (self.asked.len() as u64 + f.others) as f64 + 1e-9;
                 let within_ramp = (f.others + self.released + 1) as f64 <= allowed;
                 // This node's part of what was left at the last totals.
                 let left = (allowed - (f.others + f.mine_at_totals) as f64).max(0.0);
@@ -518,77 +524,85 @@ mod tests {
         assert_eq!(d.openings()[0].failed_share(), 0.6);
     }
 
-    /// Three nodes' breakers in one ramp, each holding 1,000 retries, synced (each sends what
-    /// it released and reads the fleet's sum) between rounds of asking: the fleet releases
-    /// what one node alone releases of its 1,000, never N times that, within a retry per node.
-    #[test]
-    fn on_a_fleet_the_ramp_counts_every_nodes_releases() {
+    /// Nodes holding 1,000 retries each, whose every released retry makes room for a new one
+    /// to be asked (as a node's claims do), asked round after round at one time of the ramp;
+    /// a fleet's breakers sync (each sends what it released, and reads the fleet's sum)
+    /// between rounds. Returns the retries released in all after each round.
+    fn ramp_rounds(nodes: usize, at: &[(Duration, usize)]) -> Vec<u64> {
         let t0 = Instant::now();
-        let open = |b: &mut Breaker| {
+        let mut fleet: Vec<Breaker> = (0..nodes).map(|_| Breaker::new(limits(), t0)).collect();
+        for b in &mut fleet {
             for _ in 0..10 {
                 b.record(true, t0);
             }
-        };
-        let mut fleet: Vec<Breaker> = (0..3).map(|_| Breaker::new(limits(), t0)).collect();
-        for b in &mut fleet {
-            open(b);
-            b.set_fleet_nodes(3);
+            b.set_fleet_nodes(nodes);
         }
-        let mut alone = Breaker::new(limits(), t0);
-        open(&mut alone);
-        let mut store = 0u64;
-        let mut released = 0u64;
-        let mut ask = |fleet: &mut [Breaker], now: Instant| {
-            for (n, b) in fleet.iter_mut().enumerate() {
-                released += (0..1000)
-                    .filter(|i| b.admit(&id(n as u32 * 1000 + i), now))
-                    .count() as u64;
+        // Per node: the next id to ask, and the ids held (asked, not released).
+        let mut next = vec![0u32; nodes];
+        let mut held: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+        let (mut store, mut released, mut out) = (0u64, 0u64, Vec::new());
+        for &(into, rounds) in at {
+            let now = t0 + s(30) + into;
+            for _ in 0..rounds {
+                for (n, b) in fleet.iter_mut().enumerate() {
+                    while held[n].len() < 1000 {
+                        held[n].push(n as u32 * 1_000_000 + next[n]);
+                        next[n] += 1;
+                    }
+                    let before = held[n].len();
+                    held[n].retain(|i| !b.admit(&id(*i), now));
+                    released += (before - held[n].len()) as u64;
+                }
+                let ramps: Vec<(u64, u64)> = fleet
+                    .iter_mut()
+                    .map(|b| b.take_released().unwrap())
+                    .collect();
+                store += ramps.iter().map(|(_, n)| n).sum::<u64>();
+                for (b, (ramp, _)) in fleet.iter_mut().zip(ramps) {
+                    b.fleet_released(ramp, store, now);
+                }
+                out.push(released);
             }
-            released
-        };
-        let mut sync = |fleet: &mut [Breaker], now: Instant| {
-            let ramps: Vec<(u64, u64)> = fleet
-                .iter_mut()
-                .map(|b| b.take_released().unwrap())
-                .collect();
-            store += ramps.iter().map(|(_, n)| n).sum::<u64>();
-            for (b, (ramp, _)) in fleet.iter_mut().zip(ramps) {
-                b.fleet_released(ramp, store, now);
-            }
-        };
-        let start = t0 + s(30);
-        let one = (0..1000).filter(|i| alone.admit(&id(*i), start)).count() as u64;
-        assert_eq!(one, 100, "10% of one node's held");
-        let first = ask(&mut fleet, start);
-        assert!(
-            (one..=one + 3).contains(&first),
-            "the fleet's first release {first}"
-        );
-        for _ in 0..5 {
-            sync(&mut fleet, start);
-            assert_eq!(
-                ask(&mut fleet, start),
-                first,
-                "nothing more at the same share"
-            );
         }
-        // Halfway up the ramp: 55% of one node's held, in all.
-        let mid = start + s(30);
-        let one = one + (0..1000).filter(|i| alone.admit(&id(*i), mid)).count() as u64;
-        assert_eq!(one, 550);
-        let mut fleet_mid = 0;
-        for _ in 0..5 {
-            fleet_mid = ask(&mut fleet, mid);
-            sync(&mut fleet, mid);
-        }
+        out
+    }
+
+    /// The fleet's ramp is one node's: at its start the fleet releases what one node alone
+    /// releases, not N times that, and as it rises the fleet follows one node (within a few
+    /// retries a node), however the nodes' releases interleave with their syncs.
+    #[test]
+    fn on_a_fleet_the_ramp_counts_every_nodes_releases() {
+        let start = [(Duration::ZERO, 1)];
+        let one = ramp_rounds(1, &start)[0];
+        assert_eq!(one, 100, "10% of one node's held, at once");
+        let three = ramp_rounds(3, &start)[0];
         assert!(
-            (one..=one + 3).contains(&fleet_mid),
-            "{fleet_mid} against {one}"
+            (one..=one + 3).contains(&three),
+            "the fleet's first release {three}"
         );
-        // The store down: each node's own ramp again (its own 55%).
-        fleet[0].set_fleet_nodes(1);
-        let own = (0..1000).filter(|i| fleet[0].admit(&id(*i), mid)).count();
-        assert!(own > 0 && own <= 550, "{own}");
+        // Ten rounds at the start, ten halfway up the ramp.
+        let at = [(Duration::ZERO, 10), (s(30), 10)];
+        let (one, three) = (ramp_rounds(1, &at), ramp_rounds(3, &at));
+        let (one_start, three_start) = (one[9], three[9]);
+        assert!(
+            three_start <= one_start + 10 && three_start + 10 >= one_start,
+            "at the start: one node {one_start}, three {three_start}"
+        );
+        let (one_mid, three_mid) = (one[19], three[19]);
+        assert!(
+            three_mid * 10 <= one_mid * 11 && three_mid * 10 >= one_mid * 9,
+            "halfway: one node {one_mid}, three {three_mid}"
+        );
+        // The store down: each node's own ramp again.
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        for _ in 0..10 {
+            b.record(true, t0);
+        }
+        b.set_fleet_nodes(3);
+        b.set_fleet_nodes(1);
+        let own = (0..1000).filter(|i| b.admit(&id(*i), t0 + s(30))).count();
+        assert_eq!(own, 100);
     }
 
     #[test]

@@ -133,6 +133,7 @@ impl FleetSide {
 
     /// Breaker `id` (key `key`) opened on this node.
     pub(super) fn opened(&mut self, id: &str, key: &str) {
+        tracing::info!(breaker = %id, key = %key, "breaker opened on this node's samples");
         if self.counting() {
             self.openings.push((id.to_owned(), key.to_owned()));
         }
@@ -376,6 +377,7 @@ impl RetryGate {
                     BreakerState::Open => false,
                 };
                 if judged && breaker.open_on(failed, samples, now) {
+                    tracing::info!(breaker = %b.id, key = %key, failed, samples, "breaker opened on the fleet's samples");
                     s.fleet.openings.push((b.id.clone(), key));
                 }
             }
@@ -394,8 +396,9 @@ impl RetryGate {
             if r.breaker == FUSE {
                 if let Some(fuse) = s.fuse.breaker()
                     && r.opened_ago < over(fuse.limits().cool_down, fuse.limits().ramp)
+                    && fuse.adopt_open(at, now)
                 {
-                    fuse.adopt_open(at, now);
+                    tracing::info!(breaker = %FUSE, key = "", opened_ago = ?r.opened_ago, "breaker opened: the fleet's record");
                 }
                 continue;
             }
@@ -406,7 +409,9 @@ impl RetryGate {
             if r.opened_ago >= over(limits.cool_down, limits.ramp) {
                 continue; // over: closed everywhere
             }
-            s.breaker(b, &r.key, scale, now).1.adopt_open(at, now);
+            if s.breaker(b, &r.key, scale, now).1.adopt_open(at, now) {
+                tracing::info!(breaker = %r.breaker, key = %r.key, opened_ago = ?r.opened_ago, "breaker opened: the fleet's record");
+            }
         }
         // Openings the loop above found but the push did not carry wait for the next one;
         // the epochs they name are those just learned.
