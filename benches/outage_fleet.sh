@@ -17,7 +17,9 @@
 #   retries       the run's report (the fleet's whole run)
 #
 # Environment: REBOUND (default target/release/rebound), NODES (3), MESSAGES (20000), SCALE
-# (10), OUTAGE (300s), KEEP (1 keeps the temp directory).
+# (10), OUTAGE (300s), KEEP (1 keeps the temp directory), TRACE (a directory: writes each
+# variant's samples, one line per 100 ms with every node's fired, new and gateway breaker
+# state, to TRACE/N.tsv, and every node's report to TRACE/N-nK.json).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,9 +43,9 @@ trap cleanup EXIT
 for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
 python3 - "$REBOUND" "$root/rules" "redis://127.0.0.1:$port" "$NODES" "$MESSAGES" "$SCALE" \
-  "$OUTAGE" <<'EOF'
-import json, re, subprocess, sys, threading, time, urllib.request
-rebound, rules, url, nodes, messages, scale, outage = sys.argv[1:8]
+  "$OUTAGE" "${TRACE:-}" <<'EOF'
+import json, os, re, subprocess, sys, threading, time, urllib.request
+rebound, rules, url, nodes, messages, scale, outage, trace = sys.argv[1:9]
 nodes, scale = int(nodes), float(scale)
 
 def secs(d):
@@ -55,6 +57,7 @@ def scrape(addr):
         text = r.read().decode()
     fired = new = 0.0
     opened = False
+    state = "-"
     for line in text.splitlines():
         if line.startswith("rebound_retries_fired_total"):
             fired += float(line.rsplit(" ", 1)[1])
@@ -63,7 +66,10 @@ def scrape(addr):
         elif line.startswith("rebound_breaker_state") and line.endswith(" 1") \
                 and 'state="open"' in line and 'breaker="fuse"' not in line:
             opened = True
-    return fired, new, opened
+        if line.startswith("rebound_breaker_state") and line.endswith(" 1") \
+                and 'breaker="fuse"' not in line:
+            state = re.search(r'state="(\w+)"', line).group(1)[0]
+    return fired, new, opened, state
 
 def run(n, ns):
     t0 = time.monotonic()
@@ -85,6 +91,8 @@ def run(n, ns):
         threading.Thread(target=out, daemon=True).start()
     samples, opened_at = [], [None] * n
     last = [(0.0, 0.0)] * n
+    states = ["-"] * n
+    rows = []
     nxt = time.monotonic()
     while any(p.poll() is None for p in procs):
         t = time.monotonic() - t0
@@ -92,19 +100,28 @@ def run(n, ns):
             if a is None or procs[k].poll() is not None:
                 continue
             try:
-                f, nw, op = scrape(a)
+                f, nw, op, st = scrape(a)
             except Exception:
                 continue
             last[k] = (f, nw)
+            states[k] = st
             if op and opened_at[k] is None:
                 opened_at[k] = t
         samples.append((t, sum(x[0] for x in last), sum(x[1] for x in last)))
+        rows.append("\t".join([f"{t:.2f}"] + [f"{int(f)} {int(nw)} {st}" for (f, nw), st in zip(last, states)]))
         nxt += 0.1
         time.sleep(max(0.0, nxt - time.monotonic()))
     for p in procs:
         p.wait()
     time.sleep(0.2)
     report = json.loads(outs[0]) if outs[0] and outs[0].strip() else {}
+    if trace:
+        os.makedirs(trace, exist_ok=True)
+        with open(os.path.join(trace, f"{n}.tsv"), "w") as w:
+            w.write("\n".join(rows) + "\n")
+        for k, o in enumerate(outs):
+            with open(os.path.join(trace, f"{n}-n{k}.json"), "w") as w:
+                w.write(o or "")
     o_from, o_until = 2 / scale, (2 + secs(outage)) / scale
     def at(t):
         if not samples or t < samples[0][0]:

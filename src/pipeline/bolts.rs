@@ -147,6 +147,16 @@ impl OrdersWriter {
     }
 }
 
+/// A `--outage` in real time, and the retries that met it.
+#[derive(Clone, Debug)]
+pub(crate) struct OutageWindow {
+    pub(crate) from: tokio::time::Instant,
+    pub(crate) until: tokio::time::Instant,
+    /// `PAYMENT` retries (attempt 2 and on) this process delivered to the gateway while it
+    /// was down: the report's `node.outage_retries`.
+    pub(crate) retries: Arc<AtomicU64>,
+}
+
 /// Writes orders idempotently (by order id) through the writer thread, or fails them the way
 /// the [fault model](super::faults) says.
 pub struct StoreBolt {
@@ -154,8 +164,8 @@ pub struct StoreBolt {
     pub(crate) faults: Arc<Faults>,
     /// How long a slow write takes: longer than the message timeout.
     pub(crate) slow: Duration,
-    /// A correlated outage of the payment gateway, in real time: from, until.
-    pub(crate) outage: Option<(tokio::time::Instant, tokio::time::Instant)>,
+    /// A correlated outage of the payment gateway, in real time.
+    pub(crate) outage: Option<OutageWindow>,
     /// The lives of the orders (a replayed or redriven order's faults heal).
     pub(crate) lives: Arc<super::faults::Lives>,
 }
@@ -193,10 +203,13 @@ impl DeferredBolt for StoreBolt {
             return;
         };
         if &*row.biz == "PAYMENT"
-            && let Some((from, until)) = self.outage
+            && let Some(outage) = &self.outage
         {
             let now = tokio::time::Instant::now();
-            if now >= from && now < until {
+            if now >= outage.from && now < outage.until {
+                if row.attempt > 1 {
+                    outage.retries.fetch_add(1, Ordering::Relaxed);
+                }
                 input.fail(super::faults::Outage::failure());
                 return;
             }

@@ -32,6 +32,8 @@ pub(super) struct Shared {
     pub(super) time_scale: rebound_runtime::time::TimeScale,
     /// The topology's budgets and breakers (none for a run that had finished).
     pub(super) gate: Option<Arc<rebound_runtime::adaptive::RetryGate>>,
+    /// A `--outage` run: the `PAYMENT` retries this process sent into the outage.
+    pub(super) outage_retries: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// A cheap, cloneable handle on a running (or finished) pipeline: its counters, its store,
@@ -209,6 +211,7 @@ impl PipelineHandle {
                     .as_ref()
                     .and_then(|d| d.claim_stats())
                     .map_or(0, |c| c.claimed),
+                outage_retries: self.shared.outage_retries.as_ref().map(|n| n.load(Relaxed)),
             });
         }
         Ok(report)

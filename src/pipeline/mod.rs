@@ -414,6 +414,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
                 letters: None,
                 time_scale: options.time_scale,
                 gate: None,
+                outage_retries: None,
             }),
         };
         return Ok(RunningPipeline {
@@ -486,8 +487,13 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
     let bolt_writer = writer.clone();
     let outage = options.outage.map(|o| {
         let from = time.now() + scale.to_real(o.start);
-        (from, from + scale.to_real(o.length))
+        bolts::OutageWindow {
+            from,
+            until: from + scale.to_real(o.length),
+            retries: Arc::default(),
+        }
     });
+    let outage_retries = outage.as_ref().map(|o| o.retries.clone());
     let store_for_lives = store.clone();
     let lives = Arc::new(blocking(move || lives_before(store_for_lives.as_ref())).await?);
     let bolt_lives = lives.clone();
@@ -495,7 +501,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
         writer: bolt_writer.clone(),
         faults: bolt_faults.clone(),
         slow,
-        outage,
+        outage: outage.clone(),
         lives: bolt_lives.clone(),
     })
     .fields("parse", ["id"]);
@@ -548,6 +554,7 @@ pub async fn start(options: PipelineOptions) -> Result<RunningPipeline, Pipeline
             letters: Some(letters),
             time_scale: scale,
             gate: Some(running.retry_gate()),
+            outage_retries,
         }),
     };
     let started = Instant::now();

@@ -212,6 +212,10 @@ pub struct NodeShare {
     pub processed: u64,
     /// Retries it claimed and fired.
     pub retries_fired: u64,
+    /// A `--outage` run: the `PAYMENT` retries it delivered while the gateway was down (this
+    /// process's, from its own start; the fleet's is the sum over its nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage_retries: Option<u64>,
 }
 
 /// The states a breaker went through, for the text report: all of them when they are few;

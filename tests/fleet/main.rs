@@ -3,7 +3,8 @@
 //! its own namespace, starts the nodes as processes, kills them by PID, and reads the fleet's
 //! state from Redis at the end: `kill9` (a node killed and restarted, or gone for good),
 //! `faults` (Redis killed, a node stalled), `startup` (the start-up checks), `ordered` (an
-//! `--ordered` run with a node killed); and the bundled run's own records in the store
+//! `--ordered` run with a node killed), `outage` (three nodes and one alone through a
+//! payment-gateway outage: one budget, one breaker); and the bundled run's own records in the store
 //! (`run_records`, `effects`: no process of their own).
 //!
 //! A binary of its own, and one test at a time ([`one_at_a_time`]): each starts several
@@ -13,10 +14,12 @@
 mod support;
 
 mod bounded;
+mod budget;
 mod effects;
 mod faults;
 mod kill9;
 mod ordered;
+mod outage;
 mod password;
 mod run_records;
 mod startup;

@@ -82,6 +82,37 @@ pub fn ramp_share(into: Duration, ramp: Duration) -> f64 {
     (0.1 + 0.9 * into.as_secs_f64() / ramp.as_secs_f64()).min(1.0)
 }
 
+/// A half-open breaker's view of the fleet's ramp (`operations.md`, "One fleet, one budget"):
+/// the retries the other nodes released in this ramp, as of the last totals, and the live
+/// nodes. The ramp's share counts every node's releases against the retries asked: the
+/// node's own held ones and those the others released. So the fleet releases into the
+/// recovering dependency what one node would (whose released retries make room for more to
+/// be asked), and between two totals a node releases at most `⌈left / N⌉` of what was left:
+/// the fleet's first release of a ramp is one node's, not N of them at once. Alone (N = 1,
+/// no others) it is the node's own ramp.
+#[derive(Debug, Clone, Copy)]
+struct RampShare {
+    /// Live nodes (at least 1).
+    nodes: u64,
+    /// The other nodes' releases in this ramp, at the last totals.
+    others: u64,
+    /// This node's releases in this ramp when those totals arrived.
+    mine_at_totals: u64,
+    /// This node's releases in this ramp already sent to the fleet.
+    sent: u64,
+}
+
+impl Default for RampShare {
+    fn default() -> RampShare {
+        RampShare {
+            nodes: 1,
+            others: 0,
+            mine_at_totals: 0,
+            sent: 0,
+        }
+    }
+}
+
 /// One breaker (one value of its `per` key).
 #[derive(Debug)]
 pub struct Breaker {
@@ -96,6 +127,8 @@ pub struct Breaker {
     /// again), and how many were released.
     asked: HashSet<MessageId>,
     released: u64,
+    /// On a fleet: the ramp's share counts the fleet's released retries ([`RampShare`]).
+    fleet: RampShare,
     /// How many times it changed state.
     transitions: u64,
     /// The states it entered, in order (the first [`MAX_HISTORY`]).
@@ -115,6 +148,7 @@ impl Breaker {
             since: now,
             asked: HashSet::new(),
             released: 0,
+            fleet: RampShare::default(),
             transitions: 0,
             history: Vec::new(),
             openings: Vec::new(),
@@ -180,15 +214,18 @@ impl Breaker {
 
     /// Adopts the fleet's opening at `at` (another node opened it first, or this node's own
     /// opening, timed by the store's clock): open from `at`, so its cool-down and ramp run on
-    /// the fleet's clock. Already open, it only takes `at` as its start.
-    pub fn adopt_open(&mut self, at: Instant, now: Instant) {
+    /// the fleet's clock. Already open, it only takes `at` as its start. True if it was not
+    /// open before.
+    pub fn adopt_open(&mut self, at: Instant, now: Instant) -> bool {
         self.advance(now);
-        if self.state == BreakerState::Open {
-            self.since = at;
-        } else {
+        let opens = self.state != BreakerState::Open;
+        if opens {
             self.enter(BreakerState::Open, at);
+        } else {
+            self.since = at;
         }
         self.advance(now);
+        opens
     }
 
     /// Its limits.
@@ -216,12 +253,53 @@ impl Breaker {
                 if !self.asked.contains(id) {
                     self.asked.insert(id.clone());
                 }
-                let asked = self.asked.len() as f64;
-                let admit = (self.released + 1) as f64 <= share * asked + 1e-9;
+                // Each retry another node released is one the fleet asked: the fleet's ramp
+                // grows with its releases as one node's does, not N times faster.
+                let f = &self.fleet;
+                let allowed = share * (self.asked.len() as u64 + f.others) as f64 + 1e-9;
+                let within_ramp = (f.others + self.released + 1) as f64 <= allowed;
+                // This node's part of what was left at the last totals.
+                let left = (allowed - (f.others + f.mine_at_totals) as f64).max(0.0);
+                let part = (left.floor() as u64).div_ceil(f.nodes.max(1));
+                let within_part = self.released - f.mine_at_totals < part;
+                let admit = within_ramp && within_part;
                 self.released += u64::from(admit);
                 admit
             }
         }
+    }
+
+    /// The live nodes of the fleet whose ramp this one shares (1: its own; the gate sets it
+    /// at each sync, and back to 1 when the store does not answer).
+    pub fn set_fleet_nodes(&mut self, nodes: usize) {
+        self.fleet.nodes = nodes.max(1) as u64;
+        if nodes <= 1 {
+            self.fleet.others = 0;
+            self.fleet.mine_at_totals = 0;
+        }
+    }
+
+    /// Half-open (as last advanced): the ramp it is in (its transitions so far) and the
+    /// retries it released in this ramp not yet sent to the fleet, now counted as sent.
+    pub fn take_released(&mut self) -> Option<(u64, u64)> {
+        if self.state != BreakerState::HalfOpen {
+            return None;
+        }
+        let unsent = self.released - self.fleet.sent;
+        self.fleet.sent = self.released;
+        Some((self.transitions, unsent))
+    }
+
+    /// The fleet released `total` retries in the ramp `ramp` (as [`Breaker::take_released`]
+    /// named it), this node's sent ones included: if it is still in that ramp, the others'
+    /// part of it is what its ramp counts from now on.
+    pub fn fleet_released(&mut self, ramp: u64, total: u64, now: Instant) {
+        self.advance(now);
+        if self.state != BreakerState::HalfOpen || self.transitions != ramp {
+            return;
+        }
+        self.fleet.others = total.saturating_sub(self.fleet.sent);
+        self.fleet.mine_at_totals = self.released;
     }
 
     /// How many times it changed state.
@@ -257,6 +335,10 @@ impl Breaker {
         self.since = at;
         self.asked.clear();
         self.released = 0;
+        self.fleet = RampShare {
+            nodes: self.fleet.nodes,
+            ..RampShare::default()
+        };
         self.transitions += 1;
         if self.history.len() < MAX_HISTORY {
             self.history.push(state);
@@ -440,6 +522,87 @@ mod tests {
         assert!(d.open_on(12, 20, t0));
         assert!(!d.open_on(12, 20, t0), "already open");
         assert_eq!(d.openings()[0].failed_share(), 0.6);
+    }
+
+    /// Nodes holding 1,000 retries each, whose every released retry makes room for a new one
+    /// to be asked (as a node's claims do), asked round after round at one time of the ramp;
+    /// a fleet's breakers sync (each sends what it released, and reads the fleet's sum)
+    /// between rounds. Returns the retries released in all after each round.
+    fn ramp_rounds(nodes: usize, at: &[(Duration, usize)]) -> Vec<u64> {
+        let t0 = Instant::now();
+        let mut fleet: Vec<Breaker> = (0..nodes).map(|_| Breaker::new(limits(), t0)).collect();
+        for b in &mut fleet {
+            for _ in 0..10 {
+                b.record(true, t0);
+            }
+            b.set_fleet_nodes(nodes);
+        }
+        // Per node: the next id to ask, and the ids held (asked, not released).
+        let mut next = vec![0u32; nodes];
+        let mut held: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+        let (mut store, mut released, mut out) = (0u64, 0u64, Vec::new());
+        for &(into, rounds) in at {
+            let now = t0 + s(30) + into;
+            for _ in 0..rounds {
+                for (n, b) in fleet.iter_mut().enumerate() {
+                    while held[n].len() < 1000 {
+                        held[n].push(n as u32 * 1_000_000 + next[n]);
+                        next[n] += 1;
+                    }
+                    let before = held[n].len();
+                    held[n].retain(|i| !b.admit(&id(*i), now));
+                    released += (before - held[n].len()) as u64;
+                }
+                let ramps: Vec<(u64, u64)> = fleet
+                    .iter_mut()
+                    .map(|b| b.take_released().unwrap())
+                    .collect();
+                store += ramps.iter().map(|(_, n)| n).sum::<u64>();
+                for (b, (ramp, _)) in fleet.iter_mut().zip(ramps) {
+                    b.fleet_released(ramp, store, now);
+                }
+                out.push(released);
+            }
+        }
+        out
+    }
+
+    /// The fleet's ramp is one node's: at its start the fleet releases what one node alone
+    /// releases, not N times that, and as it rises the fleet follows one node (within a few
+    /// retries a node), however the nodes' releases interleave with their syncs.
+    #[test]
+    fn on_a_fleet_the_ramp_counts_every_nodes_releases() {
+        let start = [(Duration::ZERO, 1)];
+        let one = ramp_rounds(1, &start)[0];
+        assert_eq!(one, 100, "10% of one node's held, at once");
+        let three = ramp_rounds(3, &start)[0];
+        assert!(
+            (one..=one + 3).contains(&three),
+            "the fleet's first release {three}"
+        );
+        // Ten rounds at the start, ten halfway up the ramp.
+        let at = [(Duration::ZERO, 10), (s(30), 10)];
+        let (one, three) = (ramp_rounds(1, &at), ramp_rounds(3, &at));
+        let (one_start, three_start) = (one[9], three[9]);
+        assert!(
+            three_start <= one_start + 10 && three_start + 10 >= one_start,
+            "at the start: one node {one_start}, three {three_start}"
+        );
+        let (one_mid, three_mid) = (one[19], three[19]);
+        assert!(
+            three_mid * 10 <= one_mid * 11 && three_mid * 10 >= one_mid * 9,
+            "halfway: one node {one_mid}, three {three_mid}"
+        );
+        // The store down: each node's own ramp again.
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        for _ in 0..10 {
+            b.record(true, t0);
+        }
+        b.set_fleet_nodes(3);
+        b.set_fleet_nodes(1);
+        let own = (0..1000).filter(|i| b.admit(&id(*i), t0 + s(30))).count();
+        assert_eq!(own, 100);
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub enum CounterOf {
     Samples(String, String),
     /// The failed ones among them.
     Failed(String, String),
+    /// Held retries a breaker's key (or the fuse's, breaker `fuse`, key `""`) released during
+    /// the ramp that followed the opening of the fleet's record at this epoch.
+    Released(String, String, u64),
 }
 
 /// One counter of the fleet, counted over a sliding window.
@@ -66,8 +69,9 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// Its name on the store: `f:BUDGET`, `r:BUDGET`, `s:BREAKER\x1fKEY`, `x:BREAKER\x1fKEY`
-    /// (`\x1f`, the unit separator, appears in no id or key the rules can write).
+    /// Its name on the store: `f:BUDGET`, `r:BUDGET`, `s:BREAKER\x1fKEY`, `x:BREAKER\x1fKEY`,
+    /// `l:BREAKER\x1fKEY\x1fEPOCH` (`\x1f`, the unit separator, appears in no id or key the
+    /// rules can write).
     ///
     /// ```
     /// use rebound_runtime::adaptive::{Counter, CounterOf};
@@ -81,6 +85,7 @@ impl Counter {
             CounterOf::Fired(b) => format!("r:{b}"),
             CounterOf::Samples(b, k) => format!("s:{b}\u{1f}{k}"),
             CounterOf::Failed(b, k) => format!("x:{b}\u{1f}{k}"),
+            CounterOf::Released(b, k, e) => format!("l:{b}\u{1f}{k}\u{1f}{e}"),
         }
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use rebound_engine::{BudgetPolicy, CompiledSet};
 use tokio::time::Instant;
 
-use super::breaker::BreakerState;
+use super::breaker::{Breaker, BreakerState};
 use super::fleet::{Counter, CounterOf, Opening, Push, Scope, Totals};
 use super::fuse::FUSE;
 use super::gate::{RetryGate, State, breaker_limits, budget_limits};
@@ -58,6 +58,8 @@ pub(super) struct FleetSide {
     breakers: HashMap<(String, String), BreakerCounts>,
     /// Breakers this node opened, to tell the fleet.
     openings: Vec<(String, String)>,
+    /// The ramps the last push sent releases of: per breaker and key, the ramp it was in.
+    ramps: HashMap<(String, String), u64>,
 }
 
 impl Default for FleetSide {
@@ -69,8 +71,36 @@ impl Default for FleetSide {
             budgets: HashMap::new(),
             breakers: HashMap::new(),
             openings: Vec::new(),
+            ramps: HashMap::new(),
         }
     }
+}
+
+/// The window a ramp's releases are counted over: the ramp twice (the counter is the ramp's
+/// own, named by its epoch, so a longer window only keeps its first releases in).
+fn ramp_window(ramp: Duration) -> Duration {
+    (ramp * 2).max(Duration::from_secs(1))
+}
+
+/// Sends what a half-open breaker released in its ramp and reads the fleet's total of it.
+fn push_ramp(
+    push: &mut Push,
+    ramps: &mut HashMap<(String, String), u64>,
+    (id, key, epoch): (&str, &str, u64),
+    breaker: &mut Breaker,
+) {
+    let Some((ramp, unsent)) = breaker.take_released() else {
+        return;
+    };
+    let counter = Counter {
+        of: CounterOf::Released(id.to_owned(), key.to_owned(), epoch),
+        window: ramp_window(breaker.limits().ramp),
+    };
+    if unsent > 0 {
+        push.adds.push((counter.clone(), unsent));
+    }
+    push.reads.push(counter);
+    ramps.insert((id.to_owned(), key.to_owned()), ramp);
 }
 
 impl FleetSide {
@@ -103,6 +133,7 @@ impl FleetSide {
 
     /// Breaker `id` (key `key`) opened on this node.
     pub(super) fn opened(&mut self, id: &str, key: &str) {
+        tracing::info!(breaker = %id, key = %key, "breaker opened on this node's samples");
         if self.counting() {
             self.openings.push((id.to_owned(), key.to_owned()));
         }
@@ -226,6 +257,28 @@ impl RetryGate {
                 known_epoch,
             });
         }
+        let State {
+            fleet: f,
+            breakers: local,
+            fuse,
+            ..
+        } = &mut *s;
+        f.ramps.clear();
+        let epoch_of = |f: &FleetSide, id: &str, key: &str| {
+            f.breakers
+                .get(&(id.to_owned(), key.to_owned()))
+                .map_or(0, |c| c.epoch)
+        };
+        for b in breakers {
+            for (key, breaker) in local.get_mut(&b.id).into_iter().flatten() {
+                let epoch = epoch_of(f, &b.id, key);
+                push_ramp(&mut push, &mut f.ramps, (&b.id, key, epoch), breaker);
+            }
+        }
+        if let Some(breaker) = fuse.breaker() {
+            let epoch = epoch_of(f, FUSE, "");
+            push_ramp(&mut push, &mut f.ramps, (FUSE, "", epoch), breaker);
+        }
         push
     }
 
@@ -247,9 +300,16 @@ impl RetryGate {
         let mut s = self.lock();
         s.fleet.scope = Scope::Fleet;
         s.fleet.nodes = totals.nodes.max(1);
+        s.set_fleet_nodes(totals.nodes.max(1));
+        let mut released = Vec::new();
         for (counter, total) in push.reads.iter().zip(&totals.counts) {
             let f = &mut s.fleet;
             match &counter.of {
+                CounterOf::Released(id, key, _) => {
+                    if let Some(ramp) = f.ramps.get(&(id.clone(), key.clone())) {
+                        released.push((id, key, *ramp, *total));
+                    }
+                }
                 CounterOf::Firsts(id) => {
                     let c = f.budgets.entry(id.clone()).or_default();
                     c.view.firsts_seen = *total;
@@ -272,6 +332,16 @@ impl RetryGate {
                         .or_default()
                         .failed_seen = *total;
                 }
+            }
+        }
+        for (id, key, ramp, total) in released {
+            let breaker = if id == FUSE {
+                s.fuse.breaker()
+            } else {
+                s.breakers.get_mut(id).and_then(|k| k.get_mut(key))
+            };
+            if let Some(b) = breaker {
+                b.fleet_released(ramp, total, now);
             }
         }
         // Breakers that the fleet's counts open: judged while closed, and while half-open when
@@ -307,6 +377,7 @@ impl RetryGate {
                     BreakerState::Open => false,
                 };
                 if judged && breaker.open_on(failed, samples, now) {
+                    tracing::info!(breaker = %b.id, key = %key, failed, samples, "breaker opened on the fleet's samples");
                     s.fleet.openings.push((b.id.clone(), key));
                 }
             }
@@ -325,8 +396,9 @@ impl RetryGate {
             if r.breaker == FUSE {
                 if let Some(fuse) = s.fuse.breaker()
                     && r.opened_ago < over(fuse.limits().cool_down, fuse.limits().ramp)
+                    && fuse.adopt_open(at, now)
                 {
-                    fuse.adopt_open(at, now);
+                    tracing::info!(breaker = %FUSE, key = "", opened_ago = ?r.opened_ago, "breaker opened: the fleet's record");
                 }
                 continue;
             }
@@ -337,7 +409,9 @@ impl RetryGate {
             if r.opened_ago >= over(limits.cool_down, limits.ramp) {
                 continue; // over: closed everywhere
             }
-            s.breaker(b, &r.key, scale, now).1.adopt_open(at, now);
+            if s.breaker(b, &r.key, scale, now).1.adopt_open(at, now) {
+                tracing::info!(breaker = %r.breaker, key = %r.key, opened_ago = ?r.opened_ago, "breaker opened: the fleet's record");
+            }
         }
         // Openings the loop above found but the push did not carry wait for the next one;
         // the epochs they name are those just learned.
@@ -349,7 +423,20 @@ impl RetryGate {
         let mut s = self.lock();
         let changed = s.fleet.scope == Scope::Fleet;
         s.fleet.scope = Scope::Node;
+        s.set_fleet_nodes(1);
         changed
+    }
+}
+
+impl State {
+    /// Every breaker's and the fuse's ramp shares the fleet of `nodes` (1: its own).
+    fn set_fleet_nodes(&mut self, nodes: usize) {
+        if let Some(b) = self.fuse.breaker() {
+            b.set_fleet_nodes(nodes);
+        }
+        for b in self.breakers.values_mut().flat_map(|k| k.values_mut()) {
+            b.set_fleet_nodes(nodes);
+        }
     }
 }
 

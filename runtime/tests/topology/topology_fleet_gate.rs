@@ -259,3 +259,60 @@ fn failures_spread_over_the_nodes_during_the_ramp_open_it_again_on_the_fleets_co
         assert_eq!(state(n), BreakerState::Open);
     }
 }
+
+#[test]
+fn during_the_ramp_the_fleet_releases_one_nodes_share_not_one_per_node() {
+    // A ramp of an hour: its share stays at 10% for the length of the test.
+    let s = set(
+        "version: 1\nbreakers:\n  - { id: gw, match: { biz: PAYMENT }, open_at: 50%, min_samples: 3, window: 1s, cool_down: 1s, ramp: 1h }\n",
+    );
+    let fleet = MemoryFleet::new();
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node::new(&fleet, &format!("n{i}")))
+        .collect();
+    let attrs = Default::default();
+    let mut ctx = FailureContext::new("PAYMENT", "NET", 1);
+    ctx.attrs = &attrs;
+    let state = |n: &Node| {
+        n.gate.snapshot(Instant::now()).breakers[&("gw".to_owned(), String::new())].state
+    };
+    for n in &nodes {
+        assert!(n.sync(&s));
+    }
+    for _ in 0..3 {
+        nodes[0]
+            .gate
+            .finished(&s, REAL, "PAYMENT", Some(&ctx), None, Instant::now());
+    }
+    for _ in 0..2 {
+        for n in &nodes {
+            assert!(n.sync(&s));
+        }
+    }
+    assert!(nodes.iter().all(|n| state(n) == BreakerState::Open));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !nodes.iter().all(|n| state(n) == BreakerState::HalfOpen) {
+        assert!(std::time::Instant::now() < deadline, "never half-open");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Each node holds 100 retries and asks about them again after every round of syncs: one
+    // node alone would release 10 (10% of its 100); the fleet releases as many, and more only
+    // by what the others released since a node's last totals (each at most its part,
+    // ⌈10 / 3⌉): never 10 per node.
+    let mut released = 0;
+    let mut rounds = Vec::new();
+    for _ in 0..4 {
+        for (i, n) in nodes.iter().enumerate() {
+            released += n.fire(&s, 100, &format!("n{i}-"));
+        }
+        for n in &nodes {
+            assert!(n.sync(&s));
+        }
+        rounds.push(released);
+    }
+    assert!(rounds.iter().all(|r| (10..=18).contains(r)), "{rounds:?}");
+    assert_eq!(
+        rounds[2], rounds[3],
+        "once every node has read the others' releases, none more: {rounds:?}"
+    );
+}
