@@ -113,12 +113,29 @@ impl Default for RampShare {
     }
 }
 
+/// Trees finishing within this of the first of a run, with the same verdict, are kept as one
+/// entry with a count: they leave the window together, at most this early. A breaker's
+/// memory is then bounded by its window (two entries a grain at most), not by the trees it
+/// saw: the fuse records every tree, hundreds of thousands a second.
+const GRAIN: Duration = Duration::from_millis(1);
+
+/// Finished trees of one verdict, the first at `at`, all within [`GRAIN`] of it.
+#[derive(Debug, Clone, Copy)]
+struct Finished {
+    at: Instant,
+    failed: bool,
+    count: usize,
+}
+
 /// One breaker (one value of its `per` key).
 #[derive(Debug)]
 pub struct Breaker {
     limits: BreakerLimits,
-    /// Finished trees in the window: when, and whether they failed with its codes.
-    outcomes: VecDeque<(Instant, bool)>,
+    /// Finished trees in the window, oldest first: when, and whether they failed with its
+    /// codes (runs of a verdict within a grain as one entry).
+    outcomes: VecDeque<Finished>,
+    /// Finished trees in the window, and how many of them failed.
+    samples: usize,
     failed: usize,
     state: BreakerState,
     /// When the state began.
@@ -143,6 +160,7 @@ impl Breaker {
         Breaker {
             limits,
             outcomes: VecDeque::new(),
+            samples: 0,
             failed: 0,
             state: BreakerState::Closed,
             since: now,
@@ -171,9 +189,19 @@ impl Breaker {
     pub fn record_sample(&mut self, failed: bool, now: Instant, may_open: bool) -> BreakerState {
         self.advance(now);
         self.prune(now);
-        self.outcomes.push_back((now, failed));
+        match self.outcomes.back_mut() {
+            Some(run) if run.failed == failed && now.saturating_duration_since(run.at) < GRAIN => {
+                run.count += 1;
+            }
+            _ => self.outcomes.push_back(Finished {
+                at: now,
+                failed,
+                count: 1,
+            }),
+        }
+        self.samples += 1;
         self.failed += usize::from(failed);
-        let samples = self.outcomes.len() as u64;
+        let samples = self.samples as u64;
         let share = self.failed as f64 / samples as f64;
         if may_open
             && self.state != BreakerState::Open
@@ -346,6 +374,7 @@ impl Breaker {
         if state == BreakerState::Open {
             // The half-open that follows judges what happens after the cool-down.
             self.outcomes.clear();
+            self.samples = 0;
             self.failed = 0;
         }
     }
@@ -354,12 +383,15 @@ impl Breaker {
         let Some(start) = now.checked_sub(self.limits.window) else {
             return;
         };
-        while let Some(&(t, failed)) = self.outcomes.front() {
-            if t > start {
+        while let Some(&run) = self.outcomes.front() {
+            if run.at > start {
                 break;
             }
             self.outcomes.pop_front();
-            self.failed -= usize::from(failed);
+            self.samples -= run.count;
+            if run.failed {
+                self.failed -= run.count;
+            }
         }
     }
 }
@@ -432,6 +464,30 @@ mod tests {
             5,
             "open, half-open, open, half-open, closed"
         );
+    }
+
+    #[test]
+    fn a_flood_of_trees_is_kept_in_runs_a_grain_long_and_counted_whole() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(limits(), t0);
+        // 100,000 successes and 60,000 failures, a millisecond's worth each: four runs.
+        for _ in 0..100_000 {
+            b.record(false, t0);
+        }
+        let t1 = t0 + Duration::from_millis(1);
+        for _ in 0..100_000 {
+            b.record(false, t1);
+        }
+        let t2 = t1 + Duration::from_millis(1);
+        for i in 0..60_000 {
+            let opened = b.record(true, t2 + Duration::from_micros(i % 900)) == BreakerState::Open;
+            assert!(!opened, "60,000 of 260,000 failed is below 50%");
+        }
+        assert_eq!(b.outcomes.len(), 3, "{:?}", b.outcomes);
+        assert_eq!((b.samples, b.failed), (260_000, 60_000));
+        // Past the window the first two runs leave, whole: 60,000 of 60,000 failed.
+        let later = t0 + s(10) + Duration::from_micros(1_500);
+        assert_eq!(b.record(true, later), BreakerState::Open);
     }
 
     #[test]
