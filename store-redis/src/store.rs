@@ -417,7 +417,7 @@ impl Store for RedisStore {
                 overlap = false;
                 lowest = seq;
                 if f.admits(at) && out.len() < limit {
-                    out.extend(decision_from_json(&location, &seq.to_string(), text));
+                    out.extend(decision_from_json(&location, seq, text));
                 }
             }
             if entries.len() < want {

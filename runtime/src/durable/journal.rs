@@ -585,16 +585,15 @@ fn run(
                 .acks
                 .oldest()
                 .is_some_and(|at| over(at, options.ack_hold));
-        let log = ledger.decisions.as_deref();
         // Logged decisions the log's thread is writing keep the journal polling (not parked),
         // and its written pages are work: they reach the store without other writes.
-        let holding = !ledger.held.is_empty()
-            || !ledger.acks.is_empty()
-            || log.is_some_and(DecisionLog::pending);
-        let work = next.is_some()
-            || held_due
-            || log.is_some_and(DecisionLog::ready)
-            || (closed && holding);
+        let log = ledger
+            .decisions
+            .as_deref()
+            .map(DecisionLog::waiting)
+            .unwrap_or_default();
+        let holding = !ledger.held.is_empty() || !ledger.acks.is_empty() || log.pending;
+        let work = next.is_some() || held_due || log.ready || (closed && holding);
         if !work {
             if closed {
                 return Ok(());

@@ -60,6 +60,15 @@ impl LogOptions {
     };
 }
 
+/// What [`DecisionLog::waiting`] saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// Some entry waits for the store.
+    pub(crate) pending: bool,
+    /// Written pages wait to be taken.
+    pub(crate) ready: bool,
+}
+
 /// The decisions waiting for the store.
 #[derive(Debug)]
 pub struct DecisionLog {
@@ -192,15 +201,15 @@ impl DecisionLog {
         self.recorded.fetch_add(1, Relaxed);
     }
 
-    /// True while entries wait for the store (recorded, being written or written).
-    pub(crate) fn pending(&self) -> bool {
-        self.buffer.lock().held > 0
-    }
-
-    /// True if written pages wait for the store (or, without the log's thread, any entry).
-    pub(crate) fn ready(&self) -> bool {
+    /// What waits for the store, in one look: whether any entry does (recorded, being
+    /// written or written), and whether written pages are ready to take (without the log's
+    /// thread, any entry is).
+    pub(crate) fn waiting(&self) -> Waiting {
         let state = self.buffer.lock();
-        !state.pages.is_empty() || (!self.threaded && !state.nothing_fresh())
+        Waiting {
+            pending: state.held > 0,
+            ready: !state.pages.is_empty() || (!self.threaded && !state.nothing_fresh()),
+        }
     }
 
     /// Takes everything that waits for the store, oldest first, in pages (waiting for the

@@ -9,7 +9,6 @@
 //! ones, so a flood of decisions never grows (and copies) a buffer. The entry's JSON, the
 //! allocations of its owned form and their release all happen on the log's thread.
 
-use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -86,7 +85,7 @@ impl Recorded {
     }
 
     /// Its logged entry.
-    pub(super) fn entry(&self) -> LoggedDecision {
+    pub(super) fn entry(self) -> LoggedDecision {
         let ctx = FailureContext {
             biz: &self.biz,
             code: &self.code,
@@ -98,16 +97,11 @@ impl Recorded {
             attrs: &self.attrs,
             headers: &self.headers,
             now: self.now,
+            // Copied already, as the entry keeps them: moved in below.
             signals: SignalView::NONE,
         };
         let mut context = LoggedContext::of(&ctx, self.seed);
-        context.signals = LoggedSignals(
-            self.signals
-                .0
-                .iter()
-                .map(|(name, v)| (Cow::clone(name), *v))
-                .collect(),
-        );
+        context.signals = self.signals;
         LoggedDecision {
             id: self.id.as_str().to_owned(),
             context,
@@ -196,7 +190,6 @@ impl State {
 pub(super) fn write_pages(chunks: &mut [Vec<Recorded>], pages: &mut Vec<DecisionPage>) {
     for recorded in chunks.iter_mut().flat_map(|c| c.drain(..)) {
         let entry = recorded.entry();
-        drop(recorded);
         let text = match decision_to_json(&entry) {
             Ok(text) => text,
             Err(e) => {

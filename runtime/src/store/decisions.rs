@@ -147,9 +147,7 @@ impl DecisionPage {
     pub fn decisions(&self) -> Vec<LoggedDecision> {
         self.iter()
             .enumerate()
-            .filter_map(|(i, (_, text))| {
-                decision_from_json("a decision page", &i.to_string(), text.as_bytes())
-            })
+            .filter_map(|(i, (_, text))| decision_from_json("a decision page", i, text.as_bytes()))
             .collect()
     }
 }
@@ -186,11 +184,15 @@ pub fn decision_to_json(d: &LoggedDecision) -> Result<String> {
 
 /// The entry stored as `text` in `location` (numbered `at` there, for the warning), or `None`
 /// with a warning if it does not parse: one bad entry never fails a read of the log.
-pub fn decision_from_json(location: &str, at: &str, text: &[u8]) -> Option<LoggedDecision> {
+pub fn decision_from_json(
+    location: &str,
+    at: impl std::fmt::Display,
+    text: &[u8],
+) -> Option<LoggedDecision> {
     match serde_json::from_slice(text) {
         Ok(d) => Some(d),
         Err(e) => {
-            tracing::warn!(store = location, entry = at, error = %e,
+            tracing::warn!(store = location, entry = %at, error = %e,
                 "skipping a decision log entry that does not parse");
             None
         }

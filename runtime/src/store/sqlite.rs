@@ -449,7 +449,8 @@ impl Store for SqliteStore {
                 .rev()
                 .take(usize::try_from(inside).unwrap_or(0));
             for (i, line) in lines.enumerate() {
-                let Some(d) = decision_from_json(&location, &format!("{seq}.{i}"), line.as_bytes())
+                let Some(d) =
+                    decision_from_json(&location, format_args!("{seq}.{i}"), line.as_bytes())
                 else {
                     continue;
                 };
