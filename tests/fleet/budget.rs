@@ -93,16 +93,7 @@ fn three_nodes_overshoot_one_budget_by_at_most_the_specs_bound() {
             (Running::of(cmd.spawn().expect("spawn rebound")), log)
         })
         .collect();
-    let reports: Vec<serde_json::Value> = nodes
-        .into_iter()
-        .map(|(child, log)| {
-            let out = child.wait();
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: String = text.lines().rev().take(30).collect::<Vec<_>>().join("\n");
-            assert_eq!(out.status.code(), Some(0), "a node failed:\n{tail}");
-            report(&out)
-        })
-        .collect();
+    let reports = finish(nodes);
     done.store(true, Ordering::Relaxed);
     poller.join().unwrap();
     for r in &reports {

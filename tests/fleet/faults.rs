@@ -38,19 +38,6 @@ fn spawn_at(
     (Running::of(cmd.spawn().expect("spawn rebound")), log)
 }
 
-fn finish(nodes: Vec<(Running, std::path::PathBuf)>) -> Vec<serde_json::Value> {
-    nodes
-        .into_iter()
-        .map(|(child, log)| {
-            let out = child.wait();
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: String = text.lines().rev().take(30).collect::<Vec<_>>().join("\n");
-            assert_eq!(out.status.code(), Some(0), "a node failed:\n{tail}");
-            report(&out)
-        })
-        .collect()
-}
-
 /// The report's fates: every node prints the same, whenever it reads them. (A node that
 /// stalled past the end of the run and woke up counts the retries its late deliveries decided,
 /// so counters are compared only where every node stopped with the run.)

@@ -62,6 +62,28 @@ pub fn node_cmd(
 }
 
 /// The store, as a node sees it.
+/// Waits for each node (started with its stderr in the file beside it), asserting it exited 0
+/// (the log's tail in the message if not): each node's report and its whole log.
+pub fn finish_logged(
+    nodes: Vec<(Running, std::path::PathBuf)>,
+) -> Vec<(serde_json::Value, String)> {
+    nodes
+        .into_iter()
+        .map(|(child, log)| {
+            let out = child.wait();
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: String = text.lines().rev().take(30).collect::<Vec<_>>().join("\n");
+            assert_eq!(out.status.code(), Some(0), "a node failed:\n{tail}");
+            (report(&out), text)
+        })
+        .collect()
+}
+
+/// [`finish_logged`], the reports only.
+pub fn finish(nodes: Vec<(Running, std::path::PathBuf)>) -> Vec<serde_json::Value> {
+    finish_logged(nodes).into_iter().map(|(r, _)| r).collect()
+}
+
 pub fn open(server: &TestServer, ns: &str) -> RedisStore {
     RedisStore::connect(&RedisOptions::new(server.url(), ns)).expect("connect to the test's redis")
 }

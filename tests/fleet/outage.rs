@@ -44,14 +44,9 @@ fn run(server: &TestServer, ns: &str, dir: &Path, nodes: &[&str]) -> Vec<Ran> {
             (Running::of(cmd.spawn().expect("spawn rebound")), log)
         })
         .collect();
-    running
+    finish_logged(running)
         .into_iter()
-        .map(|(child, log)| {
-            let out = child.wait();
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: String = text.lines().rev().take(30).collect::<Vec<_>>().join("\n");
-            assert_eq!(out.status.code(), Some(0), "a node failed:\n{tail}");
-            let report = report(&out);
+        .map(|(report, text)| {
             assert_eq!(report["lost"], 0, "{report:#}");
             assert_eq!(report["complete"], true, "{report:#}");
             Ran {
