@@ -93,7 +93,12 @@ fn three_nodes_overshoot_one_budget_by_at_most_the_specs_bound() {
             (Running::of(cmd.spawn().expect("spawn rebound")), log)
         })
         .collect();
-    let reports = finish(nodes);
+    let run = Run {
+        server: &server,
+        ns,
+        messages: MESSAGES,
+    };
+    let reports = finish(&run, nodes);
     done.store(true, Ordering::Relaxed);
     poller.join().unwrap();
     for r in &reports {

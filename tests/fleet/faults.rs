@@ -106,7 +106,12 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
     eprintln!("killed redis-server; restarting it in a second");
     std::thread::sleep(Duration::from_secs(1));
     server.restart();
-    let reports = finish(nodes);
+    let run = Run {
+        server: &server,
+        ns,
+        messages: MESSAGES,
+    };
+    let reports = finish(&run, nodes);
     assert_complete(&server, ns, &reports, true);
 }
 
@@ -156,7 +161,12 @@ fn a_node_stalled_past_its_lease_loses_its_claims_and_cannot_undo_the_fleet() {
     };
     std::thread::sleep(Duration::from_secs(6));
     sig("-CONT");
-    let reports = finish(nodes);
+    let run = Run {
+        server: &server,
+        ns,
+        messages: MESSAGES,
+    };
+    let reports = finish(&run, nodes);
     if reports.iter().any(|r| r["complete"] != true) {
         // The temp directory goes with the test: say here what the nodes said.
         for log in ["a.log", "b.log", "c.log"] {

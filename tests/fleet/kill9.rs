@@ -101,7 +101,14 @@ fn fleet_killed(restart: bool, seed: u64, ns: &str) {
         if !node.child.is_some() {
             continue;
         }
-        let out = node.child.wait();
+        let run = Run {
+            server: &server,
+            ns,
+            messages: MESSAGES,
+        };
+        let out = node
+            .child
+            .wait_or_explain(FINISH_AT_MOST, Some(&node.log), || run.stuck());
         let log = std::fs::read_to_string(&node.log).unwrap_or_default();
         let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
         assert_eq!(out.status.code(), Some(0), "{} failed:\n{tail}", node.name);

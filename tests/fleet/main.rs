@@ -34,6 +34,7 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use crate::support::*;
 use rebound::pipeline::orders::order_id;
@@ -61,16 +62,21 @@ pub fn node_cmd(
     cmd
 }
 
-/// The store, as a node sees it.
+/// The longest a node may take to end its run once a test waits for it (a run of these tests
+/// takes well under a minute on two loaded cores): past it, the test fails saying what the
+/// node's threads are doing.
+pub const FINISH_AT_MOST: Duration = Duration::from_secs(300);
+
 /// Waits for each node (started with its stderr in the file beside it), asserting it exited 0
 /// (the log's tail in the message if not): each node's report and its whole log.
 pub fn finish_logged(
+    run: &Run<'_>,
     nodes: Vec<(Running, std::path::PathBuf)>,
 ) -> Vec<(serde_json::Value, String)> {
     nodes
         .into_iter()
         .map(|(child, log)| {
-            let out = child.wait();
+            let out = child.wait_or_explain(FINISH_AT_MOST, Some(&log), || run.stuck());
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let tail: String = text.lines().rev().take(30).collect::<Vec<_>>().join("\n");
             assert_eq!(out.status.code(), Some(0), "a node failed:\n{tail}");
@@ -80,10 +86,61 @@ pub fn finish_logged(
 }
 
 /// [`finish_logged`], the reports only.
-pub fn finish(nodes: Vec<(Running, std::path::PathBuf)>) -> Vec<serde_json::Value> {
-    finish_logged(nodes).into_iter().map(|(r, _)| r).collect()
+pub fn finish(run: &Run<'_>, nodes: Vec<(Running, std::path::PathBuf)>) -> Vec<serde_json::Value> {
+    finish_logged(run, nodes)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect()
 }
 
+/// One run of the fleet: its store, its namespace and its orders.
+pub struct Run<'a> {
+    pub server: &'a TestServer,
+    pub ns: &'a str,
+    pub messages: u64,
+}
+
+impl Run<'_> {
+    /// Why the run has not ended, as the store shows it: each partition whose committed
+    /// position is short of its length (a node ends once every position is at its end), the
+    /// retries due and in flight, and the first orders without a fate with their retry rows.
+    pub fn stuck(&self) -> String {
+        let Ok(store) = RedisStore::connect(&RedisOptions::new(self.server.url(), self.ns)) else {
+            return "the store does not answer".to_owned();
+        };
+        let mut out = String::from("the store, as the run stands:\n");
+        for p in 0..PARTITIONS {
+            let source = partition_source(rebound::pipeline::orders::SOURCE, p as u32);
+            let at = store.position(&source).ok().flatten().unwrap_or(0);
+            let len = (self.messages + PARTITIONS - 1 - p) / PARTITIONS;
+            if at < len {
+                out.push_str(&format!("  partition {p}: committed {at} of {len}\n"));
+            }
+        }
+        let (due, inflight, rows) = leftovers(self.server, self.ns);
+        out.push_str(&format!(
+            "  due {due}, in flight {inflight}, retry rows {}\n",
+            rows.len()
+        ));
+        let mut c = self.server.client();
+        let missing = fleet_fates(&store, self.messages)
+            .into_iter()
+            .filter(|(_, f)| f.is_none())
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>();
+        out.push_str(&format!("  {} orders without a fate\n", missing.len()));
+        for id in missing.iter().take(10) {
+            let row: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg(format!("{{{}}}:r:{id}", self.ns))
+                .query(&mut c)
+                .unwrap_or_default();
+            out.push_str(&format!("    {id}: retry row {row:?}\n"));
+        }
+        out
+    }
+}
+
+/// The store, as a node sees it.
 pub fn open(server: &TestServer, ns: &str) -> RedisStore {
     RedisStore::connect(&RedisOptions::new(server.url(), ns)).expect("connect to the test's redis")
 }

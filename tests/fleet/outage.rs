@@ -44,7 +44,12 @@ fn run(server: &TestServer, ns: &str, dir: &Path, nodes: &[&str]) -> Vec<Ran> {
             (Running::of(cmd.spawn().expect("spawn rebound")), log)
         })
         .collect();
-    finish_logged(running)
+    let run = Run {
+        server,
+        ns,
+        messages: MESSAGES,
+    };
+    finish_logged(&run, running)
         .into_iter()
         .map(|(report, text)| {
             assert_eq!(report["lost"], 0, "{report:#}");

@@ -142,9 +142,55 @@ impl Running {
         self.wait()
     }
 
-    /// Waits for the exit, then for the last of its output.
-    pub fn wait(mut self) -> Output {
-        let status = self.child.take().expect("running").wait().expect("wait");
+    /// Waits for the exit (at most [`WAIT_AT_MOST`]), then for the last of its output.
+    pub fn wait(self) -> Output {
+        self.wait_within(WAIT_AT_MOST)
+    }
+
+    /// Waits at most `deadline` for the exit, then for the last of its output. A child still
+    /// running past it fails the test, saying what each of its threads was doing (it is then
+    /// killed as the `Running` is dropped): a process that hangs fails its test, never the
+    /// whole run's time.
+    pub fn wait_within(self, deadline: Duration) -> Output {
+        self.wait_logged(deadline, None)
+    }
+
+    /// [`wait_within`](Self::wait_within) for a child whose stderr goes to the file `log`
+    /// (its tail is in the failure).
+    pub fn wait_logged(self, deadline: Duration, log: Option<&Path>) -> Output {
+        self.wait_or_explain(deadline, log, String::new)
+    }
+
+    /// [`wait_logged`](Self::wait_logged), adding what `explain` says (read when the deadline
+    /// passes: what the test can see of the child's state) to the failure.
+    pub fn wait_or_explain(
+        mut self,
+        deadline: Duration,
+        log: Option<&Path>,
+        explain: impl FnOnce() -> String,
+    ) -> Output {
+        let child = self.child.as_mut().expect("running");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if start.elapsed() >= deadline {
+                let pid = child.id();
+                let stderr = match log {
+                    Some(log) => std::fs::read_to_string(log).unwrap_or_default(),
+                    None => self.stderr_so_far(),
+                };
+                panic!(
+                    "rebound (pid {pid}) has not exited after {deadline:?}\n{}\n{}\nits stderr's tail:\n{}",
+                    explain(),
+                    threads_of(pid),
+                    tail(&stderr, 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        self.child = None;
         Output {
             status,
             stdout: self.stdout.take().map(Drain::finish).unwrap_or_default(),
@@ -160,6 +206,58 @@ impl Drop for Running {
             let _ = child.wait();
         }
     }
+}
+
+/// The longest [`Running::wait`] waits for an exit.
+pub const WAIT_AT_MOST: Duration = Duration::from_secs(600);
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// What each thread of process `pid` is doing: its name, state and kernel wait channel, and
+/// (where `gdb` is installed) every thread's stack.
+pub fn threads_of(pid: u32) -> String {
+    let mut out = String::from("its threads (name, state, waiting in):\n");
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        let stat = read("stat");
+        // The state follows the name's closing parenthesis.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .next();
+        out.push_str(&format!(
+            "  {:<24} {} {}\n",
+            read("comm").trim(),
+            state.unwrap_or("?"),
+            read("wchan").trim()
+        ));
+    }
+    let gdb = Command::new("gdb")
+        .args([
+            "-p",
+            &pid.to_string(),
+            "-batch",
+            "-nx",
+            "-ex",
+            "thread apply all bt 30",
+        ])
+        .stdin(Stdio::null())
+        .output();
+    if let Ok(gdb) = gdb {
+        out.push_str("gdb's stacks:\n");
+        out.push_str(&String::from_utf8_lossy(&gdb.stdout));
+    }
+    out
 }
 
 /// Orders written so far by the run in `data` (0 before the file exists).
