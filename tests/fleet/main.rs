@@ -22,6 +22,7 @@ mod ordered;
 mod outage;
 mod password;
 mod run_records;
+mod stale_owner;
 mod startup;
 
 /// Held for the length of a test: the fleet tests run one at a time.

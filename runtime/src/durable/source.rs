@@ -229,6 +229,26 @@ impl SourcePosition {
         self.advance()
     }
 
+    /// Every position at or below `through` has its fate: the store's committed position is
+    /// there (another node that held the source committed it). The acked fates a position
+    /// covers are pruned from the store, so a source waiting on one of them learns it only
+    /// from the position. Returns true if the committed position moved.
+    pub fn settled_through(&mut self, through: u64) -> bool {
+        if through <= self.committed {
+            return false;
+        }
+        let distance = through - self.committed;
+        let window = &mut self.settled_above;
+        let gone = (distance as usize).min(window.window.len());
+        let settled = window.window.drain(..gone).filter(|&s| s).count() as u64;
+        window.count -= settled;
+        self.committed = through;
+        self.high = self.high.max(through);
+        self.skip.retain(|&n| n > through);
+        self.advance();
+        true
+    }
+
     fn advance(&mut self) -> bool {
         let before = self.committed;
         while self.settled_above.pop_next() {

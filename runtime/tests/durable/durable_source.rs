@@ -127,3 +127,41 @@ async fn a_positioned_sources_position_is_the_record_of_its_acked_fates() {
     assert!((1..=n).all(|i| position.should_skip(i)));
     assert!(!position.should_skip(n + 1));
 }
+
+/// A source that waits on a position whose fate it never hears of (another node that held the
+/// source settled it, and its committed position pruned the fate) goes on once it learns the
+/// store's position: what lies at or below it is settled, what it knew above it stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_committed_elsewhere_settles_what_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, durable) = open(dir.path());
+    durable.recover().unwrap();
+    let mut position = durable
+        .source_position("src", |n| format!("m-{n}"), [])
+        .unwrap();
+    for k in 1..=20 {
+        position.handing_out(k);
+    }
+    // 1–3 settle here, 4 never does (its fate went elsewhere), 5–9 and 12 settle here.
+    for k in (1..=3).chain(5..=9).chain([12]) {
+        position.settled(k);
+    }
+    assert_eq!(position.committed(), 3);
+    assert_eq!(position.unsettled(100)[..3], [4, 10, 11]);
+    // The store says everything up to 6 has its fate: the mark moves past 4 and on through
+    // what it knew settled above (7–9), and waits at 10.
+    assert!(position.settled_through(6));
+    assert_eq!(position.committed(), 9);
+    assert_eq!(position.settled_above(), 1, "12 is still known settled");
+    assert_eq!(position.unsettled(3), [10, 11, 13]);
+    assert!((1..=9).all(|k| position.should_skip(k)));
+    // A position behind the mark says nothing new.
+    assert!(!position.settled_through(5));
+    // Past what it handed out: nothing above the store's position is known settled.
+    assert!(position.settled_through(30));
+    assert_eq!((position.committed(), position.settled_above()), (30, 0));
+    assert!(position.unsettled(10).is_empty());
+    position.sync();
+    durable.journal().flush().await;
+    assert_eq!(store.position("src").unwrap(), Some(30));
+}

@@ -221,7 +221,9 @@ impl Keeper {
         .await;
     }
 
-    /// Asks the store about the positions the spout waits on; true if it answered.
+    /// Asks the store about the positions the spout waits on: the partition's committed
+    /// position (a node that held it before may have committed past them), then the fates of
+    /// those above it. True if it answered.
     async fn settle_elsewhere(&self) -> bool {
         let gaps = self.desk.gaps();
         if gaps.is_empty() {
@@ -230,7 +232,13 @@ impl Keeper {
         let (store, keyed) = (self.store.clone(), self.keyed);
         let found = blocking(move || {
             let mut found = Vec::new();
-            for (part, positions) in gaps {
+            let mut committed = Vec::new();
+            for (part, mut positions) in gaps {
+                let through = store.position(&partition_source(part))?.unwrap_or(0);
+                if positions.first().is_some_and(|&k| k <= through) {
+                    committed.push((part, through));
+                    positions.retain(|&k| k > through);
+                }
                 let ids: Vec<MessageId> = positions
                     .iter()
                     .map(|&k| MessageId::from(message_id(keyed, order_at(part, k))))
@@ -249,11 +257,14 @@ impl Keeper {
                     .collect();
                 found.push((part, settled));
             }
-            Ok(found)
+            Ok((committed, found))
         })
         .await;
         match found {
-            Ok(found) => {
+            Ok((committed, found)) => {
+                for (part, through) in committed {
+                    self.desk.send(Command::Committed { part, through });
+                }
                 for (part, positions) in found {
                     self.desk.send(Command::Settled { part, positions });
                 }

@@ -35,6 +35,10 @@ pub(crate) enum Command {
     Lost { part: Part },
     /// These positions of the partition have their fate (written by any node).
     Settled { part: Part, positions: Vec<u64> },
+    /// The partition's committed position in the store is `through`: every position at or
+    /// below it has its fate (a node that held the partition committed it, and the acked fates
+    /// it covers are pruned, so no fate tells of them).
+    Committed { part: Part, through: u64 },
 }
 
 /// Between the keeper and the spout: commands one way, waiting positions the other.
@@ -168,6 +172,17 @@ impl FleetSpout {
                         for k in positions {
                             o.position.settled(k);
                         }
+                    }
+                }
+                Command::Committed { part, through } => {
+                    if let Some(o) = self.parts.iter_mut().find(|o| o.part == part)
+                        && o.position.settled_through(through)
+                    {
+                        tracing::info!(
+                            partition = part,
+                            through,
+                            "the partition's position was committed further by another node"
+                        );
                     }
                 }
             }
