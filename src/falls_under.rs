@@ -5,7 +5,9 @@ use rebound_engine::{CompiledSet, FailureContext};
 use serde_json::{Value, json};
 
 /// The budget and breakers of `ctx` in `set`, as the JSON keys `budget` (an id or null) and
-/// `breakers` (`[{"id", "key"?}]`); a key only when the set defines budgets, or breakers.
+/// `breakers` (`[{"id", "per"?, "key"?, "open_on_heat"?, "heat_opens"?}]`: a breaker that
+/// opens on heat says at which, and whether the failure's `signals.heat` reaches it); a key
+/// only when the set defines budgets, or breakers.
 pub fn keys(set: &CompiledSet, ctx: &FailureContext<'_>) -> Vec<(&'static str, Value)> {
     let mut out = Vec::new();
     if !set.budgets().is_empty() {
@@ -14,18 +16,41 @@ pub fn keys(set: &CompiledSet, ctx: &FailureContext<'_>) -> Vec<(&'static str, V
     if !set.breakers().is_empty() {
         let breakers: Vec<Value> = set
             .breakers_for(ctx)
-            .map(|b| match &b.per {
-                None => json!({ "id": b.id }),
-                Some(per) => json!({
-                    "id": b.id,
-                    "per": per.to_string(),
-                    "key": per.key(ctx),
-                }),
+            .map(|b| {
+                let mut one = json!({ "id": b.id });
+                if let Some(per) = &b.per {
+                    one["per"] = json!(per.to_string());
+                    one["key"] = json!(per.key(ctx));
+                }
+                if let Some(at) = b.open_on_heat {
+                    one["open_on_heat"] = json!(at);
+                    one["heat_opens"] = json!(heat_of(ctx) >= at);
+                }
+                one
             })
             .collect();
         out.push(("breakers", Value::Array(breakers)));
     }
     out
+}
+
+/// The failure's `signals.heat` (0 when not given).
+fn heat_of(ctx: &FailureContext<'_>) -> f64 {
+    ctx.signals.get("heat").unwrap_or(0.0)
+}
+
+/// What a breaker that opens on heat adds to its name: `opens at heat ≥ 5`, and, when the
+/// failure's heat reaches it, that it opens.
+fn heat_note(open_on_heat: Option<f64>, ctx: &FailureContext<'_>) -> String {
+    let Some(at) = open_on_heat else {
+        return String::new();
+    };
+    let heat = heat_of(ctx);
+    if heat >= at {
+        format!(", opens at heat ≥ {at}: heat {heat} opens it")
+    } else {
+        format!(", opens at heat ≥ {at}")
+    }
 }
 
 /// One line for people, or `None` when the set defines neither: `falls under: budget
@@ -39,9 +64,13 @@ pub fn line(set: &CompiledSet, ctx: &FailureContext<'_>) -> Option<String> {
         .map_or("no budget".to_owned(), |b| format!("budget {}", b.id));
     let breakers: Vec<String> = set
         .breakers_for(ctx)
-        .map(|b| match &b.per {
-            None => b.id.clone(),
-            Some(per) => format!("{} ({per} = {})", b.id, per.key(ctx)),
+        .map(|b| {
+            let heat = heat_note(b.open_on_heat, ctx);
+            match &b.per {
+                None if heat.is_empty() => b.id.clone(),
+                None => format!("{} ({})", b.id, &heat[2..]),
+                Some(per) => format!("{} ({per} = {}{heat})", b.id, per.key(ctx)),
+            }
         })
         .collect();
     let breakers = match breakers.len() {

@@ -120,9 +120,9 @@ impl fmt::Display for PerKey {
 }
 
 /// One circuit breaker (per value of `per`, if given): it opens when at least `min_samples`
-/// trees of its scope finished in `window` and the failed share reaches `open_at`; after
-/// `cool_down` it is half-open and releases a share of held retries rising from 10% to 100%
-/// over `ramp`.
+/// trees of its scope finished in `window` and the failed share reaches `open_at`, or when a
+/// failure of its scope sees its biz's heat at or above `open_on_heat`; after `cool_down` it
+/// is half-open and releases a share of held retries rising from 10% to 100% over `ramp`.
 #[derive(Debug, Clone)]
 pub struct BreakerPolicy {
     /// Its id.
@@ -131,8 +131,10 @@ pub struct BreakerPolicy {
     pub scope: Scope,
     /// One breaker per value of this key.
     pub per: Option<PerKey>,
-    /// The failed share that opens it, 0 to 1.
-    pub open_at: f64,
+    /// The failed share that opens it, 0 to 1 (`None`: the share never does).
+    pub open_at: Option<f64>,
+    /// The heat of a failure's biz that opens it (`None`: heat never does).
+    pub open_on_heat: Option<f64>,
     /// The fewest finished trees in the window before it may open.
     pub min_samples: u64,
     /// The sliding window.

@@ -100,7 +100,12 @@ pub(crate) struct BreakerSpec {
     #[serde(default)]
     pub per: Option<String>,
     /// Opens when the failed share reaches this: `50%`, or a number from 0 to 1.
-    pub open_at: Scalar,
+    #[serde(default)]
+    pub open_at: Option<Scalar>,
+    /// Opens while its biz's heat (`signals.heat`) is at or above this, whatever the failed
+    /// share. `open_at`, `open_on_heat` or both (either opens it).
+    #[serde(default)]
+    pub open_on_heat: Option<f64>,
     /// Opens only once at least this many trees finished in the window (default 20).
     #[serde(default)]
     pub min_samples: Option<u64>,

@@ -206,6 +206,12 @@ fn constrain_rules(schema: &mut Value) {
     definitions["BudgetSpec"]["properties"]["exhausted"]["enum"] = json!(["hold", "dead_letter"]);
     definitions["BreakerSpec"]["properties"]["per"]["pattern"] = r"^(biz|code|attrs\..+)$".into();
     definitions["BreakerSpec"]["properties"]["min_samples"]["minimum"] = 1.into();
+    definitions["BreakerSpec"]["properties"]["open_on_heat"]["exclusiveMinimum"] = 0.into();
+    // Either opens it; one of them must be given.
+    definitions["BreakerSpec"]["anyOf"] = json!([
+        { "required": ["open_at"] },
+        { "required": ["open_on_heat"] }
+    ]);
     refer_to(
         &mut definitions["HeatSpec"]["properties"]["half_life"],
         "Duration",

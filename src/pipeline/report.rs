@@ -125,10 +125,18 @@ pub struct OpeningShare {
     pub failed_share: f64,
     /// Finished trees in its window.
     pub samples: u64,
-    /// The share it opens at (`open_at`, the fuse's `threshold`).
-    pub open_at: f64,
+    /// The share it opens at (`open_at`, the fuse's `threshold`; absent for a breaker that
+    /// opens on heat only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_at: Option<f64>,
     /// The fewest samples it opens at.
     pub min_samples: u64,
+    /// Opened on heat: the heat the failure saw (rounded to 2 places), absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heat: Option<f64>,
+    /// Opened on heat: the `open_on_heat` it reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_on_heat: Option<f64>,
 }
 
 impl From<&Opening> for OpeningShare {
@@ -138,6 +146,8 @@ impl From<&Opening> for OpeningShare {
             samples: o.samples,
             open_at: o.open_at,
             min_samples: o.min_samples,
+            heat: o.heat.map(|(h, _)| (h * 100.0).round() / 100.0),
+            open_on_heat: o.heat.map(|(_, at)| at),
         }
     }
 }
@@ -241,21 +251,35 @@ fn breaker_path<S: AsRef<str>>(states: &[S]) -> String {
 /// Why a breaker opened, for the text report: the failed share and the samples its window
 /// held (their range over several openings) against its limits. `None` if it never opened.
 fn opening_reason(openings: &[OpeningShare]) -> Option<String> {
-    let first = openings.first()?;
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let range = |lo: String, hi: String| if lo == hi { lo } else { format!("{lo}–{hi}") };
-    let (mut share, mut samples) = ((f64::MAX, f64::MIN), (u64::MAX, 0));
-    for o in openings {
-        share = (share.0.min(o.failed_share), share.1.max(o.failed_share));
-        samples = (samples.0.min(o.samples), samples.1.max(o.samples));
+    let (on_heat, on_share): (Vec<&OpeningShare>, Vec<&OpeningShare>) =
+        openings.iter().partition(|o| o.heat.is_some());
+    let mut why = Vec::new();
+    if let Some(first) = on_share.first() {
+        let (mut share, mut samples) = ((f64::MAX, f64::MIN), (u64::MAX, 0));
+        for o in &on_share {
+            share = (share.0.min(o.failed_share), share.1.max(o.failed_share));
+            samples = (samples.0.min(o.samples), samples.1.max(o.samples));
+        }
+        why.push(format!(
+            "opened at {} failed of {} trees (opens at {} of at least {})",
+            range(pct(share.0), pct(share.1)),
+            range(samples.0.to_string(), samples.1.to_string()),
+            first.open_at.map_or_else(|| "?".to_owned(), pct),
+            first.min_samples
+        ));
     }
-    Some(format!(
-        "opened at {} failed of {} trees (opens at {} of at least {})",
-        range(pct(share.0), pct(share.1)),
-        range(samples.0.to_string(), samples.1.to_string()),
-        pct(first.open_at),
-        first.min_samples
-    ))
+    if let Some(first) = on_heat.first() {
+        let heats = on_heat.iter().filter_map(|o| o.heat);
+        let (lo, hi) = heats.fold((f64::MAX, f64::MIN), |(lo, hi), h| (lo.min(h), hi.max(h)));
+        why.push(format!(
+            "opened on heat {} (opens at heat {})",
+            range(format!("{lo}"), format!("{hi}")),
+            first.open_on_heat.unwrap_or_default()
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// The width the text report keeps to (a terminal's 80 columns).
@@ -662,8 +686,14 @@ mod tests {
         let opened = |share: f64, samples| OpeningShare {
             failed_share: share,
             samples,
-            open_at: 0.5,
+            open_at: Some(0.5),
             min_samples: 500,
+            ..OpeningShare::default()
+        };
+        let hot = |heat: f64| OpeningShare {
+            heat: Some(heat),
+            open_on_heat: Some(5.0),
+            ..opened(0.1, 30)
         };
         let keys = r.breakers.entry("gw".into()).or_default();
         keys.insert(
@@ -689,6 +719,14 @@ mod tests {
                 openings: vec![opened(0.6, 900), opened(0.75, 520)],
             },
         );
+        r.breakers.entry("hot".into()).or_default().insert(
+            String::new(),
+            BreakerShare {
+                states: vec!["open".into(), "half_open".into(), "open".into()],
+                state: "open".into(),
+                openings: vec![hot(6.5), opened(0.8, 100), hot(5.25)],
+            },
+        );
         let text = r.text().replace('\n', " ");
         let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("breaker gw (none) stayed closed"), "{text}");
@@ -701,6 +739,10 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("gw  "), "{text}");
+        assert!(
+            text.contains("opened at 80% failed of 100 trees (opens at 50% of at least 500); opened on heat 5.25–6.5 (opens at heat 5)"),
+            "{text}"
+        );
     }
 
     #[test]

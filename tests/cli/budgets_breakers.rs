@@ -147,3 +147,82 @@ fn check_locates_a_bad_share() {
             file.display()
         )));
 }
+
+#[test]
+fn decide_and_explain_say_at_which_heat_a_breaker_opens_and_whether_this_failure_reaches_it() {
+    let dir = rules();
+    std::fs::write(
+        dir.path().join("61-heat.yaml"),
+        "version: 1
+breakers:
+  - id: hot-network
+    match: { code: NET_TIMEOUT }
+    per: attrs.downstream
+    open_on_heat: 5
+    cool_down: 30s
+",
+    )
+    .unwrap();
+    let decide = |heat: &str, json: bool| {
+        let mut cmd = rebound();
+        cmd.args([
+            "decide",
+            "--biz",
+            "PAYMENT",
+            "--code",
+            "NET_TIMEOUT",
+            "--attempt",
+            "1",
+        ])
+        .args(["--attr", "downstream=pg-1", "--signal", heat, "--seed", "7"])
+        .arg("--rules")
+        .arg(dir.path());
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let doc: serde_json::Value = serde_json::from_str(&decide("heat=6", true)).unwrap();
+    assert_eq!(
+        doc["breakers"][1],
+        serde_json::json!({"id": "hot-network", "per": "attrs.downstream", "key": "pg-1", "open_on_heat": 5.0, "heat_opens": true}),
+        "{doc}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&decide("heat=2", true)).unwrap();
+    assert_eq!(doc["breakers"][1]["heat_opens"], false, "{doc}");
+    let text = decide("heat=6", false);
+    assert!(
+        text.contains("hot-network (attrs.downstream = pg-1, opens at heat ≥ 5: heat 6 opens it)"),
+        "{text}"
+    );
+
+    let out = rebound()
+        .args([
+            "explain",
+            "--biz",
+            "PAYMENT",
+            "--code",
+            "NET_TIMEOUT",
+            "--attempt",
+            "1",
+        ])
+        .args(["--signal", "heat=80"])
+        .args(["--attr", "downstream=pg-1", "--rules"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    // The shipped rule for a hot biz decides, and the breaker says it opens at this heat.
+    assert!(text.contains("net-timeout-hot"), "{text}");
+    assert!(
+        text.contains("opens at heat ≥ 5: heat 80 opens it"),
+        "{text}"
+    );
+}

@@ -152,6 +152,7 @@ fn every_rule_and_the_defaults_have_a_path_in_set_order() {
             "stock-reservation",
             "stock-insufficient",
             "db-lock",
+            "net-timeout-hot",
             "net-timeout",
             "message-timeout",
             "defaults"
@@ -198,10 +199,10 @@ fn csv_has_one_row_per_retry_with_the_rule_id() {
         csv.contains("\nbad-payload,,,,,0,0,,L3,give_up,0,give_up,0\n"),
         "{csv}"
     );
-    // 2 give_up rows + 1 + 3 + 6 + 5 + 3 + 5 + 5 + 3 retries + 3 for the defaults, plus the
-    // header.
+    // 2 give_up rows + 1 + 3 + 6 + 5 + 3 + 5 + 5 + 5 + 3 retries + 3 for the defaults, plus
+    // the header.
     assert_eq!(
         csv.lines().count(),
-        1 + 2 + 1 + 3 + 6 + 5 + 3 + 5 + 5 + 3 + 3
+        1 + 2 + 1 + 3 + 6 + 5 + 3 + 5 + 5 + 5 + 3 + 3
     );
 }

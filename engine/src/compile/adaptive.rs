@@ -89,12 +89,33 @@ impl Compiler<'_> {
                         spec.id
                     ));
                 }
+                if spec.open_at.is_none() && spec.open_on_heat.is_none() {
+                    self.error(f, pos, format!(
+                        "breaker '{}' never opens: give open_at (a failed share), open_on_heat (a heat), or both",
+                        spec.id
+                    ));
+                }
+                let open_on_heat = spec.open_on_heat.filter(|h| {
+                    let fine = h.is_finite() && *h > 0.0;
+                    if !fine {
+                        let at = f.positions.value(&format!("{path}.open_on_heat"));
+                        self.error(f, at, format!(
+                            "bad open_on_heat '{h}' for breaker '{}': a heat above 0 (each failure adds its code's weight, 1 unless heat.weights says)",
+                            spec.id
+                        ));
+                    }
+                    fine
+                });
                 let cool_down = self.duration(f, &format!("{path}.cool_down"), &spec.cool_down);
                 out.push(BreakerPolicy {
                     id: spec.id.clone(),
                     scope: self.scope(f, &path, spec.scope.as_ref()),
                     per,
-                    open_at: self.share(f, &format!("{path}.open_at"), "open_at", &spec.open_at),
+                    open_at: spec
+                        .open_at
+                        .as_ref()
+                        .map(|v| self.share(f, &format!("{path}.open_at"), "open_at", v)),
+                    open_on_heat,
                     min_samples,
                     window: self.positive(f, &format!("{path}.window"), spec.window.as_ref(), 10),
                     cool_down,
@@ -258,7 +279,7 @@ breakers:
         let k = &s.breakers()[0];
         assert_eq!(k.id, "payment-gateway");
         assert_eq!(k.per, Some(PerKey::Attr("downstream".into())));
-        assert_eq!((k.open_at, k.min_samples), (0.5, 20));
+        assert_eq!((k.open_at, k.min_samples), (Some(0.5), 20));
         assert_eq!(k.window, Duration::from_secs(10));
         assert_eq!(
             (k.cool_down, k.ramp),
@@ -279,7 +300,10 @@ breakers:
         );
         assert_eq!(b.exhausted, Exhausted::Hold);
         let k = &s.breakers()[0];
-        assert_eq!((k.open_at, k.min_samples, k.per.clone()), (1.0, 20, None));
+        assert_eq!(
+            (k.open_at, k.min_samples, k.per.clone()),
+            (Some(1.0), 20, None)
+        );
         assert_eq!(k.ramp, Duration::from_secs(60));
     }
 
@@ -365,6 +389,30 @@ breakers:
             "rules/a.yaml:13:14: error: bad open_at '1.5'",
             "rules/a.yaml:14:18: error: bad min_samples 0",
             "rules/a.yaml:15:16: error:",
+        ] {
+            assert!(
+                errors.iter().any(|e| e.starts_with(want)),
+                "{want} not in {errors:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_breaker_opens_on_a_share_on_heat_or_on_both_and_on_one_at_least() {
+        let set = set(&[(
+            "a.yaml",
+            "version: 1\nbreakers:\n  - { id: hot, open_on_heat: 5, cool_down: 30s }\n  - { id: both, open_at: 50%, open_on_heat: 2.5, cool_down: 30s }\n",
+        )]);
+        let b = set.breakers();
+        assert_eq!((b[0].open_at, b[0].open_on_heat), (None, Some(5.0)));
+        assert_eq!((b[1].open_at, b[1].open_on_heat), (Some(0.5), Some(2.5)));
+        let errors = rejected(&[(
+            "a.yaml",
+            "version: 1\nbreakers:\n  - { id: never, cool_down: 30s }\n  - { id: cold, open_on_heat: 0, cool_down: 30s }\n",
+        )]);
+        for want in [
+            "rules/a.yaml:3:11: error: breaker 'never' never opens: give open_at (a failed share), open_on_heat (a heat), or both",
+            "rules/a.yaml:4:31: error: bad open_on_heat '0' for breaker 'cold'",
         ] {
             assert!(
                 errors.iter().any(|e| e.starts_with(want)),

@@ -18,8 +18,10 @@ const MAX_HISTORY: usize = 100;
 /// What a breaker does, from the rule set's `breakers:` entry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BreakerLimits {
-    /// The failed share that opens it, 0 to 1.
-    pub open_at: f64,
+    /// The failed share that opens it, 0 to 1 (`None`: the share never does).
+    pub open_at: Option<f64>,
+    /// The heat of a failure's biz that opens it (`None`: heat never does).
+    pub open_on_heat: Option<f64>,
     /// The fewest finished trees in the window before it may open.
     pub min_samples: u64,
     /// The sliding window.
@@ -53,7 +55,8 @@ impl BreakerState {
 }
 
 /// What a breaker saw when it opened: the finished trees in its window and how many of them
-/// failed (the failed share is their ratio), under the limits then in force.
+/// failed (the failed share is their ratio), and the heat that opened it if heat did, under
+/// the limits then in force.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Opening {
     /// Failed trees in the window.
@@ -61,9 +64,11 @@ pub struct Opening {
     /// Finished trees in the window.
     pub samples: u64,
     /// The failed share that opens it (`open_at`, the fuse's `threshold`).
-    pub open_at: f64,
+    pub open_at: Option<f64>,
     /// The fewest samples it opens at.
     pub min_samples: u64,
+    /// Opened on heat: the heat the failure saw, and the `open_on_heat` it reached.
+    pub heat: Option<(f64, f64)>,
 }
 
 impl Opening {
@@ -206,7 +211,7 @@ impl Breaker {
         if may_open
             && self.state != BreakerState::Open
             && samples >= self.limits.min_samples
-            && share >= self.limits.open_at
+            && self.limits.open_at.is_some_and(|at| share >= at)
         {
             if self.openings.len() < MAX_HISTORY {
                 self.openings.push(Opening {
@@ -214,6 +219,7 @@ impl Breaker {
                     samples,
                     open_at: self.limits.open_at,
                     min_samples: self.limits.min_samples,
+                    heat: None,
                 });
             }
             self.enter(BreakerState::Open, now);
@@ -234,6 +240,32 @@ impl Breaker {
                 samples,
                 open_at: self.limits.open_at,
                 min_samples: self.limits.min_samples,
+                heat: None,
+            });
+        }
+        self.enter(BreakerState::Open, now);
+        true
+    }
+
+    /// A failure of its scope saw its biz's heat at `heat` (`signals.heat`, this failure
+    /// counted): opens it at `now` if its `open_on_heat` is at or below that and it is not
+    /// open already (half-open, it opens again: it stays open while the heat stays up). True
+    /// if it opened.
+    pub fn heat_seen(&mut self, heat: f64, now: Instant) -> bool {
+        let Some(open_on) = self.limits.open_on_heat else {
+            return false;
+        };
+        self.advance(now);
+        if heat < open_on || self.state == BreakerState::Open {
+            return false;
+        }
+        if self.openings.len() < MAX_HISTORY {
+            self.openings.push(Opening {
+                failed: self.failed as u64,
+                samples: self.samples as u64,
+                open_at: self.limits.open_at,
+                min_samples: self.limits.min_samples,
+                heat: Some((heat, open_on)),
             });
         }
         self.enter(BreakerState::Open, now);
@@ -402,12 +434,50 @@ mod tests {
 
     fn limits() -> BreakerLimits {
         BreakerLimits {
-            open_at: 0.5,
+            open_at: Some(0.5),
+            open_on_heat: None,
             min_samples: 10,
             window: Duration::from_secs(10),
             cool_down: Duration::from_secs(30),
             ramp: Duration::from_secs(60),
         }
+    }
+
+    #[test]
+    fn a_breaker_opens_on_heat_whatever_the_share_and_again_while_the_heat_stays_up() {
+        let t0 = Instant::now();
+        let hot = BreakerLimits {
+            open_at: None,
+            open_on_heat: Some(5.0),
+            ..limits()
+        };
+        let mut b = Breaker::new(hot, t0);
+        // No share opens it: every tree failed, well past min_samples.
+        for _ in 0..50 {
+            assert_eq!(b.record(true, t0), BreakerState::Closed);
+        }
+        assert!(!b.heat_seen(4.9, t0), "below the heat");
+        assert!(b.heat_seen(5.0, t0), "at the heat");
+        assert_eq!(b.state(t0), BreakerState::Open);
+        assert!(!b.heat_seen(9.0, t0 + s(1)), "open already");
+        assert_eq!(
+            b.openings(),
+            [Opening {
+                failed: 50,
+                samples: 50,
+                open_at: None,
+                min_samples: 10,
+                heat: Some((5.0, 5.0)),
+            }]
+        );
+        // Half-open after the cool-down: a failure still seeing the heat opens it again.
+        assert_eq!(b.state(t0 + s(30)), BreakerState::HalfOpen);
+        assert!(b.heat_seen(6.0, t0 + s(31)));
+        assert_eq!(b.state(t0 + s(31)), BreakerState::Open);
+        // A breaker without open_on_heat never opens on heat.
+        let mut cool = Breaker::new(limits(), t0);
+        assert!(!cool.heat_seen(1e9, t0));
+        assert_eq!(cool.state(t0), BreakerState::Closed);
     }
 
     fn s(n: u64) -> Duration {

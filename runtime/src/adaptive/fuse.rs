@@ -103,7 +103,8 @@ pub struct Fuse {
 /// The breaker's limits for a fuse configuration.
 pub fn fuse_limits(cfg: &FuseConfig) -> BreakerLimits {
     BreakerLimits {
-        open_at: cfg.threshold,
+        open_at: Some(cfg.threshold),
+        open_on_heat: None,
         min_samples: cfg.min_samples.max(1),
         window: cfg.window,
         cool_down: cfg.window / 2,

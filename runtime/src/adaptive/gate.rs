@@ -130,6 +130,7 @@ pub(super) fn budget_limits(b: &BudgetPolicy, scale: TimeScale) -> BudgetLimits 
 pub(super) fn breaker_limits(b: &BreakerPolicy, scale: TimeScale) -> BreakerLimits {
     BreakerLimits {
         open_at: b.open_at,
+        open_on_heat: b.open_on_heat,
         min_samples: b.min_samples,
         window: scale
             .to_real(b.window)
@@ -372,6 +373,33 @@ impl RetryGate {
                     s.fleet.opened(&b.id, &key);
                 }
                 s.fleet.sample(&b.id, &key, failed);
+            }
+        }
+    }
+
+    /// A failure `ctx` saw its biz's heat at `heat` (`signals.heat`) at `now`: opens each
+    /// breaker of its scope whose `open_on_heat` that reaches.
+    pub fn heat_seen(
+        &self,
+        set: &CompiledSet,
+        scale: TimeScale,
+        ctx: &FailureContext<'_>,
+        heat: f64,
+        now: Instant,
+    ) {
+        let mut hot = set
+            .breakers_for(ctx)
+            .filter(|b| b.open_on_heat.is_some_and(|at| heat >= at))
+            .peekable();
+        if hot.peek().is_none() {
+            return;
+        }
+        let mut s = self.lock();
+        for b in hot {
+            let (key, breaker) = s.breaker(b, key_of(b.per.as_ref(), ctx), scale, now);
+            if breaker.heat_seen(heat, now) {
+                tracing::info!(breaker = %b.id, key = %key, heat, "breaker opened on its biz's heat");
+                s.fleet.opened(&b.id, &key);
             }
         }
     }

@@ -366,7 +366,9 @@ impl RetryGate {
             for (key, samples, failed) in keys {
                 if samples == 0
                     || samples < limits.min_samples
-                    || (failed as f64 / samples as f64) < limits.open_at
+                    || limits
+                        .open_at
+                        .is_none_or(|at| (failed as f64 / samples as f64) < at)
                 {
                     continue;
                 }

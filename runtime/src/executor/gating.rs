@@ -126,6 +126,19 @@ impl Gating {
         );
     }
 
+    /// A failure `ctx` saw its biz's heat at `heat`: the breakers that open on it open.
+    pub(crate) fn heat_seen(
+        &self,
+        policy: &dyn FailurePolicy,
+        ctx: &FailureContext<'_>,
+        heat: f64,
+        now: Instant,
+    ) {
+        if let Some((set, scale)) = rules(policy) {
+            self.gate.heat_seen(&set, scale, ctx, heat, now);
+        }
+    }
+
     /// Whether a breaker of `ctx`'s scope is open or half-open.
     pub(crate) fn breaker_open(
         &self,

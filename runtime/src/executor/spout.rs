@@ -350,6 +350,8 @@ impl<S: Spout> SpoutTask<S> {
                 });
         let mut scope = FailureContext::new(biz, code, msg.retry.attempt);
         scope.attrs = &failure.attrs;
+        // A breaker that opens on heat opens before the decision, which then sees it open.
+        self.gating.heat_seen(policy, &scope, heat, now);
         Signals {
             fail_rate: fuse.fail_rate,
             retry_queue_depth: (self.p.queue.len() + self.gating.held()) as u64,

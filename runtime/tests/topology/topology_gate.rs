@@ -275,7 +275,7 @@ fn the_fuse_is_the_breaker_for_everything_and_is_reported_as_one() {
     );
     assert_eq!(
         (view.openings[0].open_at, view.openings[0].min_samples),
-        (0.5, 10)
+        (Some(0.5), 10)
     );
     assert_eq!(
         &view.history,
@@ -285,4 +285,35 @@ fn the_fuse_is_the_breaker_for_everything_and_is_reported_as_one() {
             BreakerState::Closed
         ]
     );
+}
+
+#[test]
+fn a_breaker_opens_on_its_bizs_heat_holds_its_retries_and_leaves_other_scopes_alone() {
+    let s = set("version: 1
+breakers:
+  - { id: hot-network, match: { code: NET_TIMEOUT }, per: attrs.downstream, open_on_heat: 5, cool_down: 1s }
+");
+    let gate = gate();
+    let t0 = Instant::now();
+    let attrs: BTreeMap<String, String> = [("downstream".to_owned(), "pg".to_owned())].into();
+    let mut failed = FailureContext::new("PAYMENT", "NET_TIMEOUT", 1);
+    failed.attrs = &attrs;
+    // Cool: every tree failing opens nothing (it has no open_at).
+    for _ in 0..50 {
+        gate.finished(&s, REAL, "PAYMENT", Some(&failed), None, t0);
+    }
+    gate.heat_seen(&s, REAL, &failed, 4.0, t0);
+    assert!(!gate.breaker_open(&s, &failed, t0));
+    // Out of its scope, however hot: nothing.
+    let other = FailureContext::new("PAYMENT", "DB_LOCK", 1);
+    gate.heat_seen(&s, REAL, &other, 100.0, t0);
+    assert!(!gate.breaker_open(&s, &failed, t0));
+    // Hot: open for its key, its due retries held.
+    gate.heat_seen(&s, REAL, &failed, 5.5, t0);
+    assert!(gate.breaker_open(&s, &failed, t0));
+    assert!(!gate.admit(&s, REAL, &retry("m1", "PAYMENT", "NET_TIMEOUT"), t0));
+    let snap = gate.snapshot(t0);
+    let view = &snap.breakers[&("hot-network".to_owned(), "pg".to_owned())];
+    assert_eq!(view.state, BreakerState::Open);
+    assert_eq!(view.openings[0].heat, Some((5.5, 5.0)));
 }
