@@ -4,7 +4,7 @@
 //! - **Validate** shows a valid set's warnings (a guard that is always false) with their
 //!   file:line:col, rather than a bare "valid";
 //! - **Push** runs the set's rule tests (`rules/tests`, as `rebound test` does): an edit that
-//!   breaks two of the 44 is refused, nothing changes, and the page lists the two failures
+//!   breaks two of the 46 is refused, nothing changes, and the page lists the two failures
 //!   with their places; **Push anyway** pushes it with `"skip_tests": true`;
 //! - **Rollback** names the version it goes back to, and does nothing until the operator
 //!   confirms (Cancel leaves the set alone).
@@ -49,7 +49,7 @@ fn validate_shows_warnings_a_failing_rule_test_refuses_a_push_and_rollback_asks_
     assert_eq!(status, 422, "{refused}");
     assert_eq!(
         refused["tests"],
-        json!({"passed": 42, "failed": 2}),
+        json!({"passed": 44, "failed": 2}),
         "{refused}"
     );
     assert_eq!(console.rules().0, first, "a refused push changes nothing");
@@ -96,7 +96,7 @@ fn validate_shows_warnings_a_failing_rule_test_refuses_a_push_and_rollback_asks_
     // Push: refused by its tests, each failure at its place in the tests.
     browser.wait_for("#push").click();
     give_token(&browser);
-    let said = notice(&browser, "error", "2 of 44 rule tests failed");
+    let said = notice(&browser, "error", "2 of 46 rule tests failed");
     assert!(said.contains("Nothing was changed"), "{said}");
     let failed: Vec<String> = browser
         .find_all("#errors button[data-at]")
