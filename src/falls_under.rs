@@ -39,17 +39,14 @@ fn heat_of(ctx: &FailureContext<'_>) -> f64 {
     ctx.signals.get("heat").unwrap_or(0.0)
 }
 
-/// What a breaker that opens on heat adds to its name: `opens at heat ≥ 5`, and, when the
-/// failure's heat reaches it, that it opens.
-fn heat_note(open_on_heat: Option<f64>, ctx: &FailureContext<'_>) -> String {
-    let Some(at) = open_on_heat else {
-        return String::new();
-    };
+/// What a breaker that opens on heat says of it: `opens at heat ≥ 5`, and, when the failure's
+/// heat reaches it, that it opens.
+fn heat_note(at: f64, ctx: &FailureContext<'_>) -> String {
     let heat = heat_of(ctx);
     if heat >= at {
-        format!(", opens at heat ≥ {at}: heat {heat} opens it")
+        format!("opens at heat ≥ {at}: heat {heat} opens it")
     } else {
-        format!(", opens at heat ≥ {at}")
+        format!("opens at heat ≥ {at}")
     }
 }
 
@@ -65,11 +62,16 @@ pub fn line(set: &CompiledSet, ctx: &FailureContext<'_>) -> Option<String> {
     let breakers: Vec<String> = set
         .breakers_for(ctx)
         .map(|b| {
-            let heat = heat_note(b.open_on_heat, ctx);
-            match &b.per {
-                None if heat.is_empty() => b.id.clone(),
-                None => format!("{} ({})", b.id, &heat[2..]),
-                Some(per) => format!("{} ({per} = {}{heat})", b.id, per.key(ctx)),
+            let per = b
+                .per
+                .as_ref()
+                .map(|per| format!("{per} = {}", per.key(ctx)));
+            let heat = b.open_on_heat.map(|at| heat_note(at, ctx));
+            let notes: Vec<String> = per.into_iter().chain(heat).collect();
+            if notes.is_empty() {
+                b.id.clone()
+            } else {
+                format!("{} ({})", b.id, notes.join(", "))
             }
         })
         .collect();

@@ -96,16 +96,16 @@ fn fleet_killed(restart: bool, seed: u64, ns: &str) {
     // Every live node works until every order has its fate, then reports and exits 0.
     let mut reports = Vec::new();
     let mut logs = Vec::new();
+    let run = Run {
+        server: &server,
+        ns,
+        messages: MESSAGES,
+    };
     for node in nodes {
         logs.push(node.log.clone());
         if !node.child.is_some() {
             continue;
         }
-        let run = Run {
-            server: &server,
-            ns,
-            messages: MESSAGES,
-        };
         let out = node
             .child
             .wait_or_explain(FINISH_AT_MOST, Some(&node.log), || run.stuck());

@@ -243,6 +243,8 @@ impl SourcePosition {
         let settled = window.window.drain(..gone).filter(|&s| s).count() as u64;
         window.count -= settled;
         self.committed = through;
+        // The store holds it already: only what settles above it is written.
+        self.queued = self.queued.max(through);
         self.high = self.high.max(through);
         self.skip.retain(|&n| n > through);
         self.advance();

@@ -126,29 +126,19 @@ impl Gating {
         );
     }
 
-    /// A failure `ctx` saw its biz's heat at `heat`: the breakers that open on it open.
-    pub(crate) fn heat_seen(
+    /// Whether a breaker of `ctx`'s scope is open or half-open, once those that open on its
+    /// biz's heat `heat` have opened (the failure's decision sees them open).
+    pub(crate) fn breaker_open(
         &self,
         policy: &dyn FailurePolicy,
         ctx: &FailureContext<'_>,
         heat: f64,
         now: Instant,
-    ) {
-        if let Some((set, scale)) = rules(policy) {
-            self.gate.heat_seen(&set, scale, ctx, heat, now);
-        }
-    }
-
-    /// Whether a breaker of `ctx`'s scope is open or half-open.
-    pub(crate) fn breaker_open(
-        &self,
-        policy: &dyn FailurePolicy,
-        ctx: &FailureContext<'_>,
-        now: Instant,
     ) -> bool {
-        match rules(policy) {
-            Some((set, _)) => self.gate.breaker_open(&set, ctx, now),
-            None => false,
-        }
+        let Some((set, scale)) = rules(policy) else {
+            return false;
+        };
+        self.gate.heat_seen(&set, scale, ctx, heat, now);
+        self.gate.breaker_open(&set, ctx, now)
     }
 }

@@ -350,8 +350,6 @@ impl<S: Spout> SpoutTask<S> {
                 });
         let mut scope = FailureContext::new(biz, code, msg.retry.attempt);
         scope.attrs = &failure.attrs;
-        // A breaker that opens on heat opens before the decision, which then sees it open.
-        self.gating.heat_seen(policy, &scope, heat, now);
         Signals {
             fail_rate: fuse.fail_rate,
             retry_queue_depth: (self.p.queue.len() + self.gating.held()) as u64,
@@ -359,7 +357,7 @@ impl<S: Spout> SpoutTask<S> {
             fuse_open: fuse.open,
             heat,
             heat_total,
-            breaker_open: self.gating.breaker_open(policy, &scope, now),
+            breaker_open: self.gating.breaker_open(policy, &scope, heat, now),
         }
     }
 

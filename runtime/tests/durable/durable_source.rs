@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use rebound_runtime::durable::SourcePosition;
 use rebound_runtime::fate::memory::FixedPolicy;
-use rebound_runtime::store::{Fate, Store};
+use rebound_runtime::store::{Fate, Store, WriteOp};
+use rebound_runtime::time::Timestamp;
 use rebound_runtime::topology::*;
 
 use crate::durable_seams::{give_up_poison, open};
@@ -157,11 +158,25 @@ async fn a_position_committed_elsewhere_settles_what_it_covers() {
     assert!((1..=9).all(|k| position.should_skip(k)));
     // A position behind the mark says nothing new.
     assert!(!position.settled_through(5));
-    // Past what it handed out: nothing above the store's position is known settled.
+    // Past what it handed out, as another node committed it: nothing above the store's
+    // position is known settled.
+    store
+        .apply(&[WriteOp::Position {
+            source: "src".into(),
+            position: 30,
+            at: Timestamp::from_millis(1),
+        }])
+        .unwrap();
     assert!(position.settled_through(30));
     assert_eq!((position.committed(), position.settled_above()), (30, 0));
     assert!(position.unsettled(10).is_empty());
     position.sync();
     durable.journal().flush().await;
     assert_eq!(store.position("src").unwrap(), Some(30));
+    // What settles above it is written as ever.
+    position.handing_out(31);
+    assert!(position.settled(31));
+    position.sync();
+    durable.journal().flush().await;
+    assert_eq!(store.position("src").unwrap(), Some(31));
 }

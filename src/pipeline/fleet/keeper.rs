@@ -221,9 +221,8 @@ impl Keeper {
         .await;
     }
 
-    /// Asks the store about the positions the spout waits on: the partition's committed
-    /// position (a node that held it before may have committed past them), then the fates of
-    /// those above it. True if it answered.
+    /// Asks the store about the positions the spout waits on; true if it answered. (Those the
+    /// partition's stored position covers are settled by [`Keeper::progress`], which reads it.)
     async fn settle_elsewhere(&self) -> bool {
         let gaps = self.desk.gaps();
         if gaps.is_empty() {
@@ -232,13 +231,7 @@ impl Keeper {
         let (store, keyed) = (self.store.clone(), self.keyed);
         let found = blocking(move || {
             let mut found = Vec::new();
-            let mut committed = Vec::new();
-            for (part, mut positions) in gaps {
-                let through = store.position(&partition_source(part))?.unwrap_or(0);
-                if positions.first().is_some_and(|&k| k <= through) {
-                    committed.push((part, through));
-                    positions.retain(|&k| k > through);
-                }
+            for (part, positions) in gaps {
                 let ids: Vec<MessageId> = positions
                     .iter()
                     .map(|&k| MessageId::from(message_id(keyed, order_at(part, k))))
@@ -257,14 +250,11 @@ impl Keeper {
                     .collect();
                 found.push((part, settled));
             }
-            Ok((committed, found))
+            Ok(found)
         })
         .await;
         match found {
-            Ok((committed, found)) => {
-                for (part, through) in committed {
-                    self.desk.send(Command::Committed { part, through });
-                }
+            Ok(found) => {
                 for (part, positions) in found {
                     self.desk.send(Command::Settled { part, positions });
                 }
@@ -395,7 +385,10 @@ impl Keeper {
     }
 
     /// Reads the fleet's progress from the partitions' committed positions; true if the
-    /// store answered.
+    /// store answered. A stored position past a position the spout waits on settles it: a
+    /// previous owner that had not heard it lost the partition (its lease ran out while the
+    /// store was down, or while it was stopped) settled the same messages and committed past
+    /// this node, pruning the acked fates its position covers, so no fate tells of them.
     async fn progress(&self) -> bool {
         let store = self.store.clone();
         let read = blocking(move || {
@@ -410,6 +403,12 @@ impl Keeper {
             return false;
         };
         self.state.queue_depth.store(depth, Relaxed);
+        for (part, waits) in self.desk.gaps() {
+            let through = positions[part as usize];
+            if waits.first().is_some_and(|&k| k <= through) {
+                self.desk.send(Command::Committed { part, through });
+            }
+        }
         let settled: u64 = positions.iter().sum();
         self.state.settled.store(settled, Relaxed);
         self.live.settled.fetch_max(settled, Relaxed);
